@@ -1,0 +1,36 @@
+# AttenIO: every target installs what it needs into .venv first.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+PYTEST := $(PY) -m pytest
+
+.PHONY: setup demo test test-slow bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+# Plan the small preset and show it; later stages (gen, sim) join as they land.
+demo: $(STAMP)
+	$(VENV)/bin/attenio plan --preset small
+	$(VENV)/bin/attenio plan --preset paper --seq-len 65536 --head-dim 64
+
+# The default suite: must stay under 20 minutes on 2 cores.  pytest exits 5
+# when it collects nothing, which make treats as failure.
+test: $(STAMP)
+	$(PYTEST) -m "not slow"
+
+test-slow: $(STAMP)
+	$(PYTEST) -m slow
+
+bench: $(STAMP)
+	$(PY) bench/run.py
+
+clean:
+	rm -rf build .pytest_cache
+	find . -name __pycache__ -prune -exec rm -rf {} +

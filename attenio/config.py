@@ -1,0 +1,186 @@
+"""The typed, frozen configuration every other part is derived from.
+
+A `Config` is a workload (what to compute), a hardware budget (what to compute it
+with) and a number format (how values are stored). Presets, TOML files and
+command-line options all produce the same objects; `resolve` merges them in that
+order, later sources overriding earlier ones.
+"""
+
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+from .errors import ConfigError
+from .formats import FP16Format, Int8Format, format_by_name
+
+__all__ = ["Workload", "Budget", "Config", "PRESETS", "preset", "resolve", "load_toml"]
+
+
+def _check_positive_int(owner, name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{owner}: {name} must be a positive integer, not {value!r}")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Self-attention over `heads` heads of `seq_len` rows of width `head_dim`."""
+
+    seq_len: int
+    head_dim: int
+    heads: int = 1
+    causal: bool = False
+
+    def __post_init__(self):
+        for f in ("seq_len", "head_dim", "heads"):
+            _check_positive_int("workload", f, getattr(self, f))
+        if not isinstance(self.causal, bool):
+            raise ConfigError(f"workload: causal must be true or false, not {self.causal!r}")
+        if self.causal:
+            raise ConfigError("workload: causal masking is not supported by the generator yet")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The hardware the accelerator may use.
+
+    `mac_lines` x `macs_per_line` MACs (p x q), `exp_units` EXP modules, an
+    on-chip cache of `cache_bytes` (it holds the Q block, the O accumulators, the
+    softmax state and the staged K/V rows), a dedicated KV buffer of
+    `kv_buffer_bytes`, an off-chip link of `bw_bytes_per_cycle` with
+    `latency_cycles` of latency, a clock of `clock_mhz` and an AXI data bus of
+    `axi_data_bits`.
+    """
+
+    mac_lines: int
+    macs_per_line: int
+    exp_units: int
+    cache_bytes: int
+    kv_buffer_bytes: int
+    bw_bytes_per_cycle: int
+    latency_cycles: int = 100
+    clock_mhz: int = 1000
+    axi_data_bits: int = 64
+
+    def __post_init__(self):
+        for f in ("mac_lines", "macs_per_line", "exp_units", "cache_bytes", "kv_buffer_bytes",
+                  "bw_bytes_per_cycle", "clock_mhz", "axi_data_bits"):
+            _check_positive_int("budget", f, getattr(self, f))
+        if isinstance(self.latency_cycles, bool) or not isinstance(self.latency_cycles, int) \
+                or self.latency_cycles < 0:
+            raise ConfigError(
+                f"budget: latency_cycles must be a non-negative integer, not {self.latency_cycles!r}")
+        if self.axi_data_bits not in (32, 64, 128, 256, 512):
+            raise ConfigError(
+                f"budget: axi_data_bits must be one of 32, 64, 128, 256, 512, not {self.axi_data_bits}")
+
+    @property
+    def macs(self):
+        return self.mac_lines * self.macs_per_line
+
+
+@dataclass(frozen=True)
+class Config:
+    """One workload on one budget in one number format; `name` names build/<name>/."""
+
+    workload: Workload
+    budget: Budget
+    format: object = field(default_factory=Int8Format)
+    name: str = "custom"
+
+    def __post_init__(self):
+        if not isinstance(self.format, (Int8Format, FP16Format)):
+            raise ConfigError(f"config: format must be a format object, not {self.format!r}")
+
+
+PRESETS = {
+    # DESIGN.md section 3: the paper's evaluation hardware.
+    "paper": Config(
+        name="paper",
+        workload=Workload(seq_len=65536, head_dim=64, heads=1),
+        budget=Budget(mac_lines=64, macs_per_line=32, exp_units=128, cache_bytes=512 * 1024,
+                      kv_buffer_bytes=256, bw_bytes_per_cycle=128, latency_cycles=100,
+                      clock_mhz=1000, axi_data_bits=512),
+        format=FP16Format(),
+    ),
+    # Small enough for RTL simulation in seconds.
+    "small": Config(
+        name="small",
+        workload=Workload(seq_len=256, head_dim=16, heads=1),
+        budget=Budget(mac_lines=4, macs_per_line=4, exp_units=4, cache_bytes=4 * 1024,
+                      kv_buffer_bytes=64, bw_bytes_per_cycle=8, latency_cycles=20,
+                      clock_mhz=100, axi_data_bits=64),
+        format=Int8Format(),
+    ),
+}
+
+
+def preset(name):
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ConfigError(
+            f"unknown preset {name!r}; choose one of {', '.join(sorted(PRESETS))}") from None
+
+
+_SECTIONS = {"workload": Workload, "budget": Budget}
+
+
+def load_toml(path):
+    """Read a TOML file into a dict of overrides: {preset?, name?, workload, budget, format}."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config file {str(path)!r} does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"config file {str(path)!r} cannot be read: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {str(path)!r} is not valid TOML: {exc}") from None
+    allowed = {"preset", "name", "workload", "budget", "format"}
+    unknown = set(raw) - allowed
+    if unknown:
+        raise ConfigError(f"config file {str(path)!r}: unknown key(s) {', '.join(sorted(unknown))}; "
+                          f"expected {', '.join(sorted(allowed))}")
+    for section, cls in _SECTIONS.items():
+        table = raw.get(section, {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"config file {str(path)!r}: [{section}] must be a table")
+        names = {f.name for f in fields(cls)}
+        bad = set(table) - names
+        if bad:
+            raise ConfigError(f"config file {str(path)!r}: [{section}] has unknown key(s) "
+                              f"{', '.join(sorted(bad))}; expected {', '.join(sorted(names))}")
+    fmt = raw.get("format", {})
+    if isinstance(fmt, str):
+        raw["format"] = {"name": fmt}
+    elif not isinstance(fmt, dict):
+        raise ConfigError(f"config file {str(path)!r}: format must be a name or a table")
+    return raw
+
+
+def resolve(*, preset_name=None, config_file=None, workload=None, budget=None, format_name=None,
+            name=None):
+    """Merge preset < TOML file < explicit overrides into one `Config`.
+
+    `workload` and `budget` are dicts of field overrides (None values ignored).
+    """
+    file = load_toml(config_file) if config_file else {}
+    base = preset(preset_name or file.get("preset") or "small")
+    w = {f.name: getattr(base.workload, f.name) for f in fields(Workload)}
+    b = {f.name: getattr(base.budget, f.name) for f in fields(Budget)}
+    w.update(file.get("workload", {}))
+    b.update(file.get("budget", {}))
+    w.update({k: v for k, v in (workload or {}).items() if v is not None})
+    b.update({k: v for k, v in (budget or {}).items() if v is not None})
+    fmt_table = dict(file.get("format", {}))
+    fmt_name = format_name or fmt_table.pop("name", None) or base.format.name
+    fmt_table.pop("name", None)
+    if fmt_name == base.format.name and not fmt_table:
+        fmt = base.format
+    else:
+        fmt = format_by_name(fmt_name, **fmt_table)
+    try:
+        return Config(workload=Workload(**w), budget=Budget(**b), format=fmt,
+                      name=name or file.get("name") or base.name)
+    except TypeError as exc:
+        raise ConfigError(f"configuration: {exc}") from None

