@@ -1,0 +1,139 @@
+"""The `attenio` command: the user's face on every floor of the project.
+
+Bad input gets one line on stderr and exit status 2, never a traceback.
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .config import PRESETS, resolve
+from .errors import ConfigError
+from .formats import FORMATS
+
+__all__ = ["main"]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error in one line."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _int_at_least(low):
+    def parse(text):
+        try:
+            value = int(text, 0)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < low:
+            kind = "a positive" if low == 1 else "a non-negative"
+            raise argparse.ArgumentTypeError(f"{text!r} is not {kind} integer")
+        return value
+    return parse
+
+
+_positive_int = _int_at_least(1)
+_non_negative_int = _int_at_least(0)
+
+
+def _macs(text):
+    try:
+        p, q = (int(x) for x in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not of the form PxQ, e.g. 64x32") from None
+    if p <= 0 or q <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: both P and Q must be positive")
+    return p, q
+
+
+def _cache_kib(text):
+    try:
+        kib = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of KiB") from None
+    if kib <= 0 or kib * 1024 != int(kib * 1024):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive whole number of bytes in KiB")
+    return int(kib * 1024)
+
+
+def _shared_options(p):
+    g = p.add_argument_group("workload and budget (override --preset and --config)")
+    g.add_argument("--preset", choices=sorted(PRESETS), help="starting point (default: small)")
+    g.add_argument("--config", metavar="FILE.toml", help="TOML file with [workload], [budget], format")
+    g.add_argument("--seq-len", type=_positive_int, metavar="N", help="sequence length N")
+    g.add_argument("--head-dim", type=_positive_int, metavar="D", help="head dimension d")
+    g.add_argument("--heads", type=_positive_int, help="number of heads")
+    g.add_argument("--macs", type=_macs, metavar="PxQ", help="MAC lines x MACs per line")
+    g.add_argument("--exp-units", type=_positive_int, metavar="E", help="EXP modules")
+    g.add_argument("--cache-kib", type=_cache_kib, metavar="KIB", help="on-chip cache in KiB")
+    g.add_argument("--kv-buffer-bytes", type=_positive_int, metavar="B", help="KV buffer in bytes")
+    g.add_argument("--bw", type=_positive_int, metavar="B", help="off-chip bytes per cycle")
+    g.add_argument("--latency", type=_non_negative_int, metavar="CYCLES",
+                   help="off-chip latency in cycles")
+    g.add_argument("--clock-mhz", type=_positive_int, metavar="MHZ", help="clock frequency")
+    g.add_argument("--axi-width", type=_positive_int, metavar="BITS", help="AXI data width")
+    g.add_argument("--format", choices=sorted(FORMATS), help="number format")
+    g.add_argument("--name", help="name of the build directory build/<name>/")
+
+
+def config_from_args(args):
+    macs = args.macs or (None, None)
+    return resolve(
+        preset_name=args.preset, config_file=args.config, format_name=args.format, name=args.name,
+        workload={"seq_len": args.seq_len, "head_dim": args.head_dim, "heads": args.heads},
+        budget={"mac_lines": macs[0], "macs_per_line": macs[1], "exp_units": args.exp_units,
+                "cache_bytes": args.cache_kib, "kv_buffer_bytes": args.kv_buffer_bytes,
+                "bw_bytes_per_cycle": args.bw, "latency_cycles": args.latency,
+                "clock_mhz": args.clock_mhz, "axi_data_bits": args.axi_width})
+
+
+def _out_dir(args, config):
+    return Path(args.out) if args.out else Path("build") / config.name
+
+
+def cmd_plan(args):
+    from .plan import make_plan
+    from .report import plan_json, plan_report
+
+    config = config_from_args(args)
+    plan = make_plan(config)
+    data = plan_json(plan)
+    out = _out_dir(args, config)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "plan.json").write_text(json.dumps(data, indent=2) + "\n")
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        print(plan_report(plan))
+        print(f"\nwrote {out / 'plan.json'}")
+    return 0
+
+
+def build_parser():
+    parser = _Parser(prog="attenio", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p = sub.add_parser("plan", help="derive the I/O-optimal tiling and compare the baselines")
+    _shared_options(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.add_argument("-o", "--out", metavar="DIR", help="output directory (default build/<name>)")
+    p.set_defaults(func=cmd_plan)
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except ConfigError as exc:
+        print(f"attenio {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,367 @@
+"""Walk a dataflow's loop nest element by element with an explicit on-chip store.
+
+The closed forms of `attenio.analysis`, `attenio.plan` and `attenio.baselines`
+are claims; this module checks them. Every value a loop nest uses must be on
+chip (`OnChip.get` fails otherwise); fetching an off-chip element counts one
+read, storing one counts one write, and the store refuses to hold more than its
+capacity. The walkers also compute the attention output in float64 from on-chip
+values only, so a schedule that forgets something cannot pass unnoticed.
+
+Meant for small N (tens of rows): it is a model, not a simulator.
+"""
+
+from collections import Counter
+
+import numpy as np
+
+__all__ = ["CapacityError", "OnChip", "run_mmm", "run_attenio", "run_flashattention2",
+           "run_flat", "run_standard", "reference_attention"]
+
+
+class CapacityError(RuntimeError):
+    """The schedule needed more on-chip elements than the capacity."""
+
+
+class OnChip:
+    """An on-chip store of at most `capacity` elements over off-chip arrays `mem`."""
+
+    def __init__(self, capacity, mem):
+        self.capacity = capacity
+        self.mem = mem
+        self.data = {}
+        self.reads = Counter()
+        self.writes = Counter()
+        self.peak = 0
+
+    def _put(self, key, value):
+        self.data[key] = value
+        if len(self.data) > self.capacity:
+            raise CapacityError(f"{len(self.data)} elements on chip, capacity {self.capacity}")
+        self.peak = max(self.peak, len(self.data))
+
+    def load(self, tensor, i, j):
+        """Bring off-chip element mem[tensor][i, j] on chip unless it is there."""
+        key = (tensor, i, j)
+        if key not in self.data:
+            self.reads[tensor] += 1
+            self._put(key, self.mem[tensor][i, j])
+        return key
+
+    def set(self, key, value):
+        if key in self.data:
+            self.data[key] = value
+        else:
+            self._put(key, value)
+
+    def get(self, key):
+        try:
+            return self.data[key]
+        except KeyError:
+            raise AssertionError(f"{key} is used but not on chip") from None
+
+    def drop(self, *keys):
+        for key in keys:
+            del self.data[key]
+
+    def drop_tensor(self, tensor):
+        for key in [k for k in self.data if k[0] == tensor]:
+            del self.data[key]
+
+    def store(self, tensor, i, j, key):
+        """Write the on-chip value `key` to mem[tensor][i, j]."""
+        self.writes[tensor] += 1
+        self.mem[tensor][i, j] = self.get(key)
+
+    @property
+    def total_reads(self):
+        return sum(self.reads.values())
+
+    @property
+    def total_writes(self):
+        return sum(self.writes.values())
+
+
+def reference_attention(q, k, v):
+    s = q @ k.T
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    return (p / p.sum(axis=1, keepdims=True)) @ v
+
+
+def _qkv_mem(q, k, v):
+    n, d = q.shape
+    return {"Q": q, "K": k, "V": v, "O": np.zeros((n, d)), "S": np.zeros((n, n)),
+            "P": np.zeros((n, n))}
+
+
+def run_mmm(a_mat, b_mat, *, a, b, capacity):
+    """Tall-and-skinny C = A B: an A block of a rows stays while B streams b columns at a time."""
+    n, d = a_mat.shape
+    chip = OnChip(capacity, {"A": a_mat, "B": b_mat, "C": np.zeros((n, b_mat.shape[1]))})
+    for i0 in range(0, n, a):
+        rows = range(i0, min(i0 + a, n))
+        for i in rows:
+            for e in range(d):
+                chip.load("A", i, e)
+        for j0 in range(0, b_mat.shape[1], b):
+            cols = range(j0, min(j0 + b, b_mat.shape[1]))
+            for e in range(d):
+                for j in cols:
+                    chip.load("B", e, j)
+            for i in rows:
+                for j in cols:
+                    chip.set(("c", i, j), 0.0)
+            for e in range(d):  # partial sums stay on chip (immediate reuse)
+                for i in rows:
+                    for j in cols:
+                        chip.set(("c", i, j), chip.get(("c", i, j))
+                                 + chip.get(("A", i, e)) * chip.get(("B", e, j)))
+            for i in rows:
+                for j in cols:
+                    chip.store("C", i, j, ("c", i, j))
+                    chip.drop(("c", i, j))
+            chip.drop_tensor("B")
+        chip.drop_tensor("A")
+    return chip
+
+
+def run_attenio(q, k, v, *, a, b=1, capacity):
+    """The AttenIO dataflow: Q block of a rows outer, K/V b rows at a time, online softmax.
+
+    On chip: Q block (a d), O block (a d), one K or V block (b d), S or P (a b),
+    m_old, m, l (3 a).
+    """
+    n, d = q.shape
+    chip = OnChip(capacity, _qkv_mem(q, k, v))
+    for i0 in range(0, n, a):
+        rows = range(i0, min(i0 + a, n))
+        for i in rows:
+            for e in range(d):
+                chip.load("Q", i, e)
+                chip.set(("o", i, e), 0.0)
+            chip.set(("m", i), -np.inf)
+            chip.set(("l", i), 0.0)
+        for j0 in range(0, n, b):
+            cols = range(j0, min(j0 + b, n))
+            for j in cols:
+                for e in range(d):
+                    chip.load("K", j, e)
+            for i in rows:
+                for j in cols:
+                    chip.set(("s", i, j), sum(chip.get(("Q", i, e)) * chip.get(("K", j, e))
+                                              for e in range(d)))
+            chip.drop_tensor("K")
+            for i in rows:
+                chip.set(("m_old", i), chip.get(("m", i)))
+                m_new = max([chip.get(("m", i))] + [chip.get(("s", i, j)) for j in cols])
+                chip.set(("m", i), m_new)
+                psum = 0.0
+                for j in cols:
+                    chip.set(("s", i, j), np.exp(chip.get(("s", i, j)) - m_new))  # P in S's place
+                    psum += chip.get(("s", i, j))
+                alpha = np.exp(chip.get(("m_old", i)) - m_new)
+                chip.set(("l", i), alpha * chip.get(("l", i)) + psum)
+            for j in cols:
+                for e in range(d):
+                    chip.load("V", j, e)
+            for i in rows:  # O = diag(exp(m_old - m)) O + P V
+                alpha = np.exp(chip.get(("m_old", i)) - chip.get(("m", i)))
+                for e in range(d):
+                    chip.set(("o", i, e), alpha * chip.get(("o", i, e)) + sum(
+                        chip.get(("s", i, j)) * chip.get(("V", j, e)) for j in cols))
+            chip.drop_tensor("m_old")
+            chip.drop_tensor("V")
+            chip.drop_tensor("s")
+        for i in rows:
+            for e in range(d):
+                chip.set(("o", i, e), chip.get(("o", i, e)) / chip.get(("l", i)))
+                chip.store("O", i, e, ("o", i, e))
+        for t in ("Q", "o", "m", "l"):
+            chip.drop_tensor(t)
+    return chip
+
+
+def run_flashattention2(q, k, v, *, br, bc, capacity):
+    """FlashAttention-2: Q block of br rows outer, K and V blocks of bc rows (together) inner."""
+    n, d = q.shape
+    chip = OnChip(capacity, _qkv_mem(q, k, v))
+    for i0 in range(0, n, br):
+        rows = range(i0, min(i0 + br, n))
+        for i in rows:
+            for e in range(d):
+                chip.load("Q", i, e)
+                chip.set(("o", i, e), 0.0)
+            chip.set(("m", i), -np.inf)
+            chip.set(("l", i), 0.0)
+        for j0 in range(0, n, bc):
+            cols = range(j0, min(j0 + bc, n))
+            for j in cols:
+                for e in range(d):
+                    chip.load("K", j, e)
+                    chip.load("V", j, e)
+            for i in rows:
+                for j in cols:
+                    chip.set(("s", i, j), sum(chip.get(("Q", i, e)) * chip.get(("K", j, e))
+                                              for e in range(d)))
+            for i in rows:  # row reductions over the block
+                m_old = chip.get(("m", i))
+                m_new = max([m_old] + [chip.get(("s", i, j)) for j in cols])
+                alpha = np.exp(m_old - m_new)
+                chip.set(("m", i), m_new)
+                psum = 0.0
+                for j in cols:
+                    chip.set(("s", i, j), np.exp(chip.get(("s", i, j)) - m_new))
+                    psum += chip.get(("s", i, j))
+                chip.set(("l", i), alpha * chip.get(("l", i)) + psum)
+                for e in range(d):
+                    chip.set(("o", i, e), alpha * chip.get(("o", i, e)) + sum(
+                        chip.get(("s", i, j)) * chip.get(("V", j, e)) for j in cols))
+            for t in ("K", "V", "s"):
+                chip.drop_tensor(t)
+        for i in rows:
+            for e in range(d):
+                chip.set(("o", i, e), chip.get(("o", i, e)) / chip.get(("l", i)))
+                chip.store("O", i, e, ("o", i, e))
+        for t in ("Q", "o", "m", "l"):
+            chip.drop_tensor(t)
+    return chip
+
+
+def run_flat(q, k, v, *, r, spill, capacity):
+    """FLAT: R query rows keep whole rows of S on chip; or, spilled, one row with S off chip."""
+    n, d = q.shape
+    chip = OnChip(capacity, _qkv_mem(q, k, v))
+    if spill:
+        return _run_flat_spilled(chip, n, d)
+    for i0 in range(0, n, r):
+        rows = range(i0, min(i0 + r, n))
+        for i in rows:
+            for e in range(d):
+                chip.load("Q", i, e)
+        for j in range(n):
+            for e in range(d):
+                chip.load("K", j, e)
+            for i in rows:
+                chip.set(("s", i, j), sum(chip.get(("Q", i, e)) * chip.get(("K", j, e))
+                                          for e in range(d)))
+            chip.drop_tensor("K")
+        for i in rows:  # whole-row softmax statistics
+            chip.set(("m", i), max(chip.get(("s", i, j)) for j in range(n)))
+            chip.set(("l", i), 0.0)
+            for j in range(n):
+                chip.set(("s", i, j), np.exp(chip.get(("s", i, j)) - chip.get(("m", i))))
+                chip.set(("l", i), chip.get(("l", i)) + chip.get(("s", i, j)))
+            for e in range(d):
+                chip.set(("o", i, e), 0.0)
+        for j in range(n):
+            for e in range(d):
+                chip.load("V", j, e)
+            for i in rows:
+                for e in range(d):
+                    chip.set(("o", i, e), chip.get(("o", i, e))
+                             + chip.get(("s", i, j)) * chip.get(("V", j, e)))
+            chip.drop_tensor("V")
+        for i in rows:
+            for e in range(d):
+                chip.set(("o", i, e), chip.get(("o", i, e)) / chip.get(("l", i)))
+                chip.store("O", i, e, ("o", i, e))
+        for t in ("Q", "s", "m", "l", "o"):
+            chip.drop_tensor(t)
+    return chip
+
+
+def _run_flat_spilled(chip, n, d):
+    for i in range(n):
+        for e in range(d):
+            chip.load("Q", i, e)
+        for j in range(n):
+            for e in range(d):
+                chip.load("K", j, e)
+            chip.set(("s",), sum(chip.get(("Q", i, e)) * chip.get(("K", j, e)) for e in range(d)))
+            chip.store("S", i, j, ("s",))
+            chip.drop(("s",))
+            chip.drop_tensor("K")
+        chip.set(("m",), -np.inf)
+        chip.set(("l",), 0.0)
+        for j in range(n):  # pass 1: online statistics
+            key = chip.load("S", i, j)
+            m_new = max(chip.get(("m",)), chip.get(key))
+            chip.set(("l",), chip.get(("l",)) * np.exp(chip.get(("m",)) - m_new)
+                     + np.exp(chip.get(key) - m_new))
+            chip.set(("m",), m_new)
+            chip.drop(key)
+        for e in range(d):
+            chip.set(("o", e), 0.0)
+        for j in range(n):  # pass 2: P V
+            key = chip.load("S", i, j)
+            for e in range(d):
+                chip.load("V", j, e)
+            p = np.exp(chip.get(key) - chip.get(("m",))) / chip.get(("l",))
+            for e in range(d):
+                chip.set(("o", e), chip.get(("o", e)) + p * chip.get(("V", j, e)))
+            chip.drop(key)
+            chip.drop_tensor("V")
+        for e in range(d):
+            chip.store("O", i, e, ("o", e))
+        chip.drop_tensor("o")
+        chip.drop_tensor("Q")
+        chip.drop(("m",), ("l",))
+    return chip
+
+
+def _tiled_mmm(chip, a_name, b_name, c_name, rows, cols, k, x, y, a_transposed=False):
+    """C = A B with x x y output tiles, streaming one k-slice of A and B at a time.
+
+    `a_transposed` reads B as the rows of a row-major matrix (K for Q K^T).
+    """
+    for i0 in range(0, rows, x):
+        ri = range(i0, min(i0 + x, rows))
+        for j0 in range(0, cols, y):
+            cj = range(j0, min(j0 + y, cols))
+            for i in ri:
+                for j in cj:
+                    chip.set(("c", i, j), 0.0)
+            for e in range(k):
+                akeys = [chip.load(a_name, i, e) for i in ri]
+                bkeys = [chip.load(b_name, j, e) if a_transposed else chip.load(b_name, e, j)
+                         for j in cj]
+                for i, ak in zip(ri, akeys):
+                    for j, bk in zip(cj, bkeys):
+                        chip.set(("c", i, j), chip.get(("c", i, j)) + chip.get(ak) * chip.get(bk))
+                chip.drop(*akeys, *bkeys)
+            for i in ri:
+                for j in cj:
+                    chip.store(c_name, i, j, ("c", i, j))
+                    chip.drop(("c", i, j))
+
+
+def run_standard(q, k, v, *, x, y, x_pv, y_pv, row_fits, capacity):
+    """Standard: S = Q K^T to memory, softmax S -> P through memory, O = P V; square tiles."""
+    n, d = q.shape
+    chip = OnChip(capacity, _qkv_mem(q, k, v))
+    _tiled_mmm(chip, "Q", "K", "S", n, n, d, x, y, a_transposed=True)
+    for i in range(n):
+        if row_fits:
+            keys = [chip.load("S", i, j) for j in range(n)]
+            m = max(chip.get(kk) for kk in keys)
+            for kk in keys:
+                chip.set(kk, np.exp(chip.get(kk) - m))
+            total = sum(chip.get(kk) for kk in keys)
+            for j, kk in enumerate(keys):
+                chip.set(kk, chip.get(kk) / total)
+                chip.store("P", i, j, kk)
+                chip.drop(kk)
+        else:
+            m, total = -np.inf, 0.0
+            for j in range(n):
+                kk = chip.load("S", i, j)
+                m_new = max(m, chip.get(kk))
+                total = total * np.exp(m - m_new) + np.exp(chip.get(kk) - m_new)
+                m = m_new
+                chip.drop(kk)
+            for j in range(n):
+                kk = chip.load("S", i, j)
+                chip.set(kk, np.exp(chip.get(kk) - m) / total)
+                chip.store("P", i, j, kk)
+                chip.drop(kk)
+    _tiled_mmm(chip, "P", "V", "O", n, d, n, x_pv, y_pv)
+    return chip

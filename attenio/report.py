@@ -1,0 +1,82 @@
+"""Plain-text tables of a Plan and its baselines, for people (JSON is for machines)."""
+
+from .baselines import all_baselines
+
+__all__ = ["table", "human_bytes", "plan_report", "plan_json"]
+
+
+def human_bytes(n):
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+
+
+def table(headers, rows, align=None):
+    """Left-align text columns and right-align the rest."""
+    cells = [[str(c) for c in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h)
+              for i, h in enumerate(headers)]
+    align = align or ["<"] + [">"] * (len(headers) - 1)
+    fmt = "  ".join(f"{{:{a}{w}}}" for a, w in zip(align, widths))
+    lines = [fmt.format(*headers), "  ".join("-" * w for w in widths)]
+    lines += [fmt.format(*r) for r in cells]
+    return "\n".join(lines)
+
+
+def _traffic_rows(plan, baselines):
+    eb = plan.config.format.element_bytes
+    bound_bytes = plan.bound_elements * eb
+    ours = plan.traffic.bytes
+    rows = [("AttenIO (this plan)", f"a={plan.a}", plan.traffic),
+            ("AttenIO, no reservations", f"a={plan.a_ideal}", plan.traffic_ideal)]
+    for b in baselines.values():
+        tiling = ", ".join(f"{k}={v}" for k, v in b.tiling.items() if k not in ("spill", "row_fits"))
+        rows.append((b.title, tiling, b.traffic))
+    out = []
+    for title, tiling, t in rows:
+        out.append((title, tiling, human_bytes(t.read_bytes), human_bytes(t.write_bytes),
+                    human_bytes(t.bytes), f"{t.bytes / ours:.2f}x", f"{t.bytes / bound_bytes:.2f}x"))
+    return out
+
+
+def plan_report(plan, baselines=None):
+    baselines = baselines if baselines is not None else all_baselines(plan.config)
+    c, w, b = plan.config, plan.workload, plan.budget
+    lines = [
+        f"AttenIO plan '{c.name}': N={w.seq_len} d={w.head_dim} heads={w.heads} format={c.format.name}",
+        f"  hardware: {b.mac_lines}x{b.macs_per_line} MACs, {b.exp_units} EXP units, "
+        f"cache {human_bytes(b.cache_bytes)}, KV buffer {b.kv_buffer_bytes} B, "
+        f"{b.bw_bytes_per_cycle} B/cycle, latency {b.latency_cycles} cycles, {b.clock_mhz} MHz",
+        "",
+        "Tiling",
+        f"  Q block a = {plan.a} rows, K/V b = {plan.b} row at a time, {plan.q_blocks} Q blocks per head",
+        f"  {plan.rows_per_mac} row(s) per MAC, {plan.macs_active} of {b.macs} MACs active",
+        f"  a without reservations (M = {plan.m_elements} elements): {plan.a_ideal}; "
+        f"largest a that fits the reservations: {plan.a_fit}; rounded for the array: {plan.a}",
+        f"  K/V prefetch depth: {plan.kv_depth} rows",
+        "",
+        "Budget use",
+        table(["item", "where", "values", "bits", "bytes", "why"],
+              [(r.item, r.where, r.count, r.bits, r.bytes, r.why) for r in plan.reservations],
+              ["<", "<", ">", ">", ">", "<"]),
+        f"  cache: {plan.cache_used_bytes} of {b.cache_bytes} bytes "
+        f"({100 * plan.cache_used_bytes / b.cache_bytes:.1f}%); KV buffer: "
+        f"{plan.kv_buffer_used_bytes} of {b.kv_buffer_bytes} bytes",
+        f"  rounding a from {plan.a_fit} to {plan.a} costs "
+        f"{human_bytes(plan.traffic.bytes - plan.traffic_unrounded.bytes)} of traffic; "
+        f"the reservations cost {human_bytes(plan.traffic_unrounded.bytes - plan.traffic_ideal.bytes)}",
+        "",
+        "Off-chip traffic (ratios to this plan and to the bound N^2 d^2 / M)",
+        table(["dataflow", "tiling", "read", "written", "total", "vs AttenIO", "vs bound"],
+              _traffic_rows(plan, baselines), ["<", "<", ">", ">", ">", ">", ">"]),
+    ]
+    for bl in baselines.values():
+        for note in bl.notes:
+            lines.append(f"  note: {bl.title}: {note}")
+    return "\n".join(lines)
+
+
+def plan_json(plan, baselines=None):
+    baselines = baselines if baselines is not None else all_baselines(plan.config)
+    return {"plan": plan.to_dict(), "baselines": {k: v.to_dict() for k, v in baselines.items()}}

@@ -1,0 +1,83 @@
+import dataclasses
+
+import pytest
+
+from attenio import Budget, ConfigError, FP16Format, Int8Format, Workload, preset, resolve
+
+
+def test_presets_match_the_design():
+    paper = preset("paper")
+    b = paper.budget
+    assert (b.mac_lines, b.macs_per_line, b.exp_units) == (64, 32, 128)
+    assert (b.cache_bytes, b.bw_bytes_per_cycle, b.clock_mhz) == (512 * 1024, 128, 1000)
+    assert b.kv_buffer_bytes == 256
+    assert isinstance(paper.format, FP16Format)
+    small = preset("small")
+    assert isinstance(small.format, Int8Format)
+    assert small.budget.macs <= 16 and small.budget.cache_bytes <= 8 * 1024
+
+
+def test_configuration_objects_are_frozen():
+    w = Workload(seq_len=8, head_dim=4)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        w.seq_len = 9
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"seq_len": 0, "head_dim": 4}, "seq_len must be a positive integer, not 0"),
+    ({"seq_len": 8, "head_dim": 2.5}, "head_dim must be a positive integer, not 2.5"),
+    ({"seq_len": 8, "head_dim": 4, "heads": True}, "heads must be a positive integer, not True"),
+    ({"seq_len": 8, "head_dim": 4, "causal": True}, "causal masking is not supported"),
+])
+def test_workload_rejects_bad_values(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        Workload(**kwargs)
+
+
+def test_budget_rejects_bad_values():
+    good = dataclasses.asdict(preset("small").budget)
+    with pytest.raises(ConfigError, match="axi_data_bits must be one of"):
+        Budget(**{**good, "axi_data_bits": 48})
+    with pytest.raises(ConfigError, match="latency_cycles must be a non-negative integer, not -1"):
+        Budget(**{**good, "latency_cycles": -1})
+    with pytest.raises(ConfigError, match="exp_units must be a positive integer, not 0"):
+        Budget(**{**good, "exp_units": 0})
+
+
+def test_toml_then_options_override_the_preset(tmp_path):
+    f = tmp_path / "c.toml"
+    f.write_text('preset = "paper"\nname = "mine"\n[workload]\nseq_len = 8192\nhead_dim = 128\n'
+                 '[budget]\nexp_units = 64\n')
+    c = resolve(config_file=f, workload={"seq_len": 16384, "heads": None})
+    assert c.name == "mine"
+    assert c.workload.seq_len == 16384          # option beats file
+    assert c.workload.head_dim == 128           # file beats preset
+    assert c.budget.exp_units == 64
+    assert c.budget.mac_lines == 64             # preset fills the rest
+    assert isinstance(c.format, FP16Format)
+
+
+def test_toml_format_table(tmp_path):
+    f = tmp_path / "c.toml"
+    f.write_text('[format]\nname = "int8"\np_frac = 12\n')
+    assert resolve(config_file=f).format.p_frac == 12
+
+
+@pytest.mark.parametrize("text, message", [
+    ("workload = [", "is not valid TOML"),
+    ("[workload]\nseq_length = 3\n", r"\[workload\] has unknown key\(s\) seq_length"),
+    ("colour = 1\n", r"unknown key\(s\) colour"),
+    ('preset = "huge"\n', "unknown preset 'huge'"),
+    ('format = "bf16"\n', "unknown format 'bf16'"),
+    ("[workload]\nseq_len = -4\n", "seq_len must be a positive integer, not -4"),
+])
+def test_toml_errors_are_clear(tmp_path, text, message):
+    f = tmp_path / "c.toml"
+    f.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        resolve(config_file=f)
+
+
+def test_missing_toml_file(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        resolve(config_file=tmp_path / "nope.toml")
