@@ -1,0 +1,533 @@
+"""The AXI4 master DMA: bus-width transfers between memory and streams.
+
+A command is a byte address and a byte length, both multiples of the bus width
+(one *beat*). `BurstSplitter` cuts a command into INCR bursts of at most
+`max_burst_beats` beats (256 at most, AXI4's limit) that never cross a 4 KB
+boundary; `DMAReader` turns bursts into AR requests and streams the R data out in
+order; `DMAWriter` turns bursts into AW requests followed by W beats taken from a
+data stream, and reports each command's completion once all of its B responses
+are in. `DMA` puts both on one AXI4 port and adds the byte counters and the
+sticky error status a controller reads.
+
+Errors never stop traffic: a read burst answered with SLVERR or DECERR still
+delivers its beats (with whatever data the slave returned), a write burst with an
+error still completes; the sticky status records which channel failed.
+
+All transactions use ID 0, so AXI returns read data in order and no reorder
+buffer is needed.
+"""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from .axi import (AXI_4KB, AXI_MAX_BURST_BEATS, AXI4ReadSignature, AXI4Signature,
+                  AXI4WriteSignature, AXIBurst)
+
+__all__ = ["split_bursts", "command_layout", "burst_layout", "read_data_layout", "write_data_layout",
+           "write_done_layout", "error_layout", "BurstSplitter", "DMAReader", "DMAWriter", "DMA"]
+
+
+def command_layout(addr_width):
+    """A transfer: `length` bytes from byte address `addr`."""
+    return data.StructLayout({"addr": unsigned(addr_width), "length": unsigned(addr_width)})
+
+
+def burst_layout(addr_width):
+    """One INCR burst: AxADDR, AxLEN (beats - 1) and whether it ends its command."""
+    return data.StructLayout({"addr": unsigned(addr_width), "len": unsigned(8), "last": unsigned(1)})
+
+
+def read_data_layout(data_width):
+    """A beat of read data; `last` marks the final beat of a command."""
+    return data.StructLayout({"data": unsigned(data_width), "last": unsigned(1)})
+
+
+def write_data_layout(data_width):
+    """A beat of write data (the writer counts beats itself; no `last` is needed)."""
+    return data.StructLayout({"data": unsigned(data_width)})
+
+
+def write_done_layout():
+    """A write command completed; `error` if any of its bursts got SLVERR/DECERR."""
+    return data.StructLayout({"error": unsigned(1)})
+
+
+def error_layout():
+    """Sticky error status: which channel saw an error response, or a malformed command."""
+    return data.StructLayout({"read": unsigned(1), "write": unsigned(1), "command": unsigned(1)})
+
+
+def _check_int(owner, name, value, lo, hi=None, power_of_two=False):
+    ok = not isinstance(value, bool) and isinstance(value, int) and value >= lo \
+        and (hi is None or value <= hi) and (not power_of_two or value & (value - 1) == 0)
+    if not ok:
+        rng = f"from {lo} to {hi}" if hi is not None else f"of at least {lo}"
+        kind = "a power of two" if power_of_two else "an integer"
+        raise ValueError(f"{owner}: {name} must be {kind} {rng}, not {value!r}")
+
+
+def _check_bus(owner, addr_width, data_width):
+    _check_int(owner, "addr_width", addr_width, 12, 64)
+    if isinstance(data_width, bool) or data_width not in (32, 64, 128, 256, 512):
+        raise ValueError(f"{owner}: data_width must be one of 32, 64, 128, 256, 512, "
+                         f"not {data_width!r}")
+
+
+def _max_legal_burst(data_width):
+    return min(AXI_MAX_BURST_BEATS, AXI_4KB // (data_width // 8))
+
+
+def _resolve_max_burst(owner, data_width, max_burst_beats):
+    limit = _max_legal_burst(data_width)
+    if max_burst_beats is None:
+        return limit
+    _check_int(owner, f"max_burst_beats (at most {limit} for a {data_width}-bit bus)",
+               max_burst_beats, 1, limit)
+    return max_burst_beats
+
+
+def split_bursts(addr, length, *, data_width, max_burst_beats=None):
+    """The bursts `BurstSplitter` makes of one command, as (byte address, beats) pairs.
+
+    The Python twin of the hardware, for benches and tests; like the hardware it
+    returns no burst for a malformed command (zero length or not beat-aligned).
+    """
+    bpb = data_width // 8
+    mbb = _max_legal_burst(data_width) if max_burst_beats is None else max_burst_beats
+    if length <= 0 or addr % bpb or length % bpb:
+        return []
+    bursts, left = [], length // bpb
+    while left:
+        n = min(left, mbb, (AXI_4KB - addr % AXI_4KB) // bpb)
+        bursts.append((addr, n))
+        addr += n * bpb
+        left -= n
+    return bursts
+
+
+class BurstSplitter(wiring.Component):
+    """Cut commands into AXI4 INCR bursts.
+
+    Each burst has min(beats left, `max_burst_beats`, beats to the next 4 KB
+    boundary) beats, so bursts are as long as AXI allows and never cross 4 KB.
+    The burst stream is registered: one burst per cycle once a command is taken.
+
+    A command whose address or length is not a multiple of the bus width, or whose
+    length is zero, is consumed without producing a burst and pulses `malformed`.
+
+    Parameters
+    ----------
+    addr_width : int
+        Byte address width (13 to 64; lengths use the same width).
+    data_width : int
+        Bus width in bits: 32, 64, 128, 256 or 512.
+    max_burst_beats : int or None
+        Longest burst; by default the AXI limit, min(256, 4096 / bytes per beat).
+    """
+
+    def __init__(self, *, addr_width, data_width, max_burst_beats=None):
+        _check_bus("BurstSplitter", addr_width, data_width)
+        self._addr_width = addr_width
+        self._data_width = data_width
+        self._max_burst_beats = _resolve_max_burst("BurstSplitter", data_width, max_burst_beats)
+        super().__init__({
+            "cmd": In(stream.Signature(command_layout(addr_width))),
+            "burst": Out(stream.Signature(burst_layout(addr_width))),
+            "malformed": Out(1),
+            "busy": Out(1),
+        })
+
+    @property
+    def addr_width(self):
+        return self._addr_width
+
+    @property
+    def data_width(self):
+        return self._data_width
+
+    @property
+    def max_burst_beats(self):
+        return self._max_burst_beats
+
+    def elaborate(self, platform):
+        m = Module()
+        shift = (self._data_width // 8).bit_length() - 1     # log2(bytes per beat)
+        page_beats = AXI_4KB >> shift                         # beats in one 4 KB page
+
+        busy = Signal()
+        addr = Signal(self._addr_width)                       # next burst's byte address
+        left = Signal(self._addr_width - shift + 1)           # beats still to issue
+
+        cmd = self.cmd.payload
+        cmd_beats = cmd.length[shift:]
+        misaligned = (cmd.addr[:shift] != 0) | (cmd.length[:shift] != 0)
+
+        m.d.comb += [self.cmd.ready.eq(~busy), self.busy.eq(busy | self.burst.valid)]
+        with m.If(self.cmd.valid & self.cmd.ready):
+            with m.If(misaligned | (cmd_beats == 0)):
+                m.d.comb += self.malformed.eq(1)
+            with m.Else():
+                m.d.sync += [busy.eq(1), addr.eq(cmd.addr), left.eq(cmd_beats)]
+
+        # Beats to the 4 KB boundary: a page's beats minus the beat index within it.
+        to_page = Signal(range(page_beats + 1))
+        m.d.comb += to_page.eq(page_beats - addr[shift:12])
+        cap = Signal(range(page_beats + 1))
+        m.d.comb += cap.eq(Mux(to_page < self._max_burst_beats, to_page, self._max_burst_beats))
+        n = Signal(range(page_beats + 1))
+        m.d.comb += n.eq(Mux(left < cap, left, cap))
+
+        with m.If(self.burst.ready):
+            m.d.sync += self.burst.valid.eq(0)
+        with m.If(busy & (~self.burst.valid | self.burst.ready)):
+            m.d.sync += [
+                self.burst.valid.eq(1),
+                self.burst.payload.addr.eq(addr),
+                self.burst.payload.len.eq(n - 1),
+                self.burst.payload.last.eq(left == n),
+                addr.eq(addr + (n << shift)),
+                left.eq(left - n),
+            ]
+            with m.If(left == n):
+                m.d.sync += busy.eq(0)
+        return m
+
+
+class DMAReader(wiring.Component):
+    """Read commands into a stream of bus-width beats, in command order.
+
+    Up to `max_outstanding` AR bursts are in flight. Read data land in a FIFO of
+    `fifo_depth` beats; a burst is requested only when the FIFO has room for all
+    of its beats counting those already requested, so RREADY stays high and
+    back-pressure on `data` throttles the AR requests instead of dropping data.
+
+    Ports
+    -----
+    cmd : In(stream of command_layout)      transfers to read
+    data : Out(stream of read_data_layout)  the beats, `last` on each command's final beat
+    axi : Out(AXI4ReadSignature)            AR and R channels
+    error : Out(1)                          pulses on a beat with RRESP SLVERR/DECERR
+    malformed : Out(1)                      pulses when a malformed command is dropped
+    busy : Out(1)                           a command, burst or beat is still under way
+    """
+
+    def __init__(self, *, addr_width=32, data_width=64, id_width=1, max_outstanding=4,
+                 max_burst_beats=None, fifo_depth=None):
+        _check_bus("DMAReader", addr_width, data_width)
+        _check_int("DMAReader", "max_outstanding", max_outstanding, 1, 256)
+        mbb = _resolve_max_burst("DMAReader", data_width, max_burst_beats)
+        if fifo_depth is None:
+            fifo_depth = 2 * mbb
+        _check_int("DMAReader", f"fifo_depth (at least max_burst_beats = {mbb})", fifo_depth, mbb)
+        self._addr_width = addr_width
+        self._data_width = data_width
+        self._id_width = id_width
+        self._max_outstanding = max_outstanding
+        self._max_burst_beats = mbb
+        self._fifo_depth = fifo_depth
+        super().__init__({
+            "cmd": In(stream.Signature(command_layout(addr_width))),
+            "data": Out(stream.Signature(read_data_layout(data_width))),
+            "axi": Out(AXI4ReadSignature(addr_width=addr_width, data_width=data_width,
+                                         id_width=id_width)),
+            "error": Out(1),
+            "malformed": Out(1),
+            "busy": Out(1),
+        })
+
+    addr_width = property(lambda self: self._addr_width)
+    data_width = property(lambda self: self._data_width)
+    id_width = property(lambda self: self._id_width)
+    max_outstanding = property(lambda self: self._max_outstanding)
+    max_burst_beats = property(lambda self: self._max_burst_beats)
+    fifo_depth = property(lambda self: self._fifo_depth)
+
+    def elaborate(self, platform):
+        m = Module()
+        axi = self.axi
+        shift = (self._data_width // 8).bit_length() - 1
+
+        m.submodules.split = split = BurstSplitter(
+            addr_width=self._addr_width, data_width=self._data_width,
+            max_burst_beats=self._max_burst_beats)
+        wiring.connect(m, wiring.flipped(self.cmd), split.cmd)
+        m.submodules.fifo = fifo = SyncFIFOBuffered(width=self._data_width + 1,
+                                                    depth=self._fifo_depth)
+        # One entry per burst in flight: does the burst end its command?
+        m.submodules.ends = ends = SyncFIFO(width=1, depth=self._max_outstanding)
+
+        reserved = Signal(range(self._fifo_depth + 1))   # beats requested, not yet streamed out
+        inflight = Signal(range(self._max_outstanding + 1))
+        burst = split.burst
+        beats = burst.payload.len + 1
+        # Both only loosen while a burst waits, so ARVALID never drops before ARREADY.
+        room = reserved + beats <= self._fifo_depth
+        slot = (inflight < self._max_outstanding) & ends.w_rdy
+
+        ar_fire = Signal()
+        r_fire = Signal()
+        pop = Signal()
+        m.d.comb += [
+            axi.arvalid.eq(burst.valid & room & slot),
+            axi.arid.eq(0),
+            axi.araddr.eq(burst.payload.addr),
+            axi.arlen.eq(burst.payload.len),
+            axi.arsize.eq(shift),
+            axi.arburst.eq(AXIBurst.INCR),
+            axi.arcache.eq(0b0011),          # normal, non-cacheable, bufferable
+            burst.ready.eq(axi.arready & room & slot),
+            ar_fire.eq(axi.arvalid & axi.arready),
+            ends.w_en.eq(ar_fire),
+            ends.w_data.eq(burst.payload.last),
+
+            axi.rready.eq(fifo.w_rdy),       # always high by the reservation above
+            r_fire.eq(axi.rvalid & axi.rready),
+            fifo.w_en.eq(r_fire),
+            fifo.w_data.eq(Cat(axi.rdata, axi.rlast & ends.r_data)),
+            ends.r_en.eq(r_fire & axi.rlast),
+            self.error.eq(r_fire & axi.rresp[1]),
+
+            self.data.valid.eq(fifo.r_rdy),
+            self.data.payload.eq(fifo.r_data),
+            fifo.r_en.eq(self.data.ready),
+            pop.eq(fifo.r_rdy & self.data.ready),
+
+            self.malformed.eq(split.malformed),
+            self.busy.eq(split.busy | (inflight != 0) | fifo.r_rdy),
+        ]
+        m.d.sync += [
+            reserved.eq(reserved + Mux(ar_fire, beats, 0) - pop),
+            inflight.eq(inflight + ar_fire - (r_fire & axi.rlast)),
+        ]
+        return m
+
+
+class DMAWriter(wiring.Component):
+    """Write a stream of bus-width beats to memory, one command at a time in order.
+
+    Each burst's AW request goes out first; its W beats follow from `data` with
+    WLAST on the burst's final beat. Up to `max_outstanding` bursts may wait for
+    their B response. When the last B of a command is in, `done` carries one
+    entry whose `error` says whether any of the command's bursts failed.
+
+    Ports
+    -----
+    cmd : In(stream of command_layout)        transfers to write
+    data : In(stream of write_data_layout)    the beats, length/bytes-per-beat per command
+    done : Out(stream of write_done_layout)   one entry per completed command
+    axi : Out(AXI4WriteSignature)             AW, W and B channels
+    error : Out(1)                            pulses on a B with SLVERR/DECERR
+    malformed : Out(1)                        pulses when a malformed command is dropped
+    busy : Out(1)                             a command, burst or response is still under way
+    """
+
+    def __init__(self, *, addr_width=32, data_width=64, id_width=1, max_outstanding=4,
+                 max_burst_beats=None):
+        _check_bus("DMAWriter", addr_width, data_width)
+        _check_int("DMAWriter", "max_outstanding", max_outstanding, 1, 256)
+        self._addr_width = addr_width
+        self._data_width = data_width
+        self._id_width = id_width
+        self._max_outstanding = max_outstanding
+        self._max_burst_beats = _resolve_max_burst("DMAWriter", data_width, max_burst_beats)
+        super().__init__({
+            "cmd": In(stream.Signature(command_layout(addr_width))),
+            "data": In(stream.Signature(write_data_layout(data_width))),
+            "done": Out(stream.Signature(write_done_layout())),
+            "axi": Out(AXI4WriteSignature(addr_width=addr_width, data_width=data_width,
+                                          id_width=id_width)),
+            "error": Out(1),
+            "malformed": Out(1),
+            "busy": Out(1),
+        })
+
+    addr_width = property(lambda self: self._addr_width)
+    data_width = property(lambda self: self._data_width)
+    id_width = property(lambda self: self._id_width)
+    max_outstanding = property(lambda self: self._max_outstanding)
+    max_burst_beats = property(lambda self: self._max_burst_beats)
+
+    def elaborate(self, platform):
+        m = Module()
+        axi = self.axi
+        shift = (self._data_width // 8).bit_length() - 1
+
+        m.submodules.split = split = BurstSplitter(
+            addr_width=self._addr_width, data_width=self._data_width,
+            max_burst_beats=self._max_burst_beats)
+        wiring.connect(m, wiring.flipped(self.cmd), split.cmd)
+        # Per burst in flight: its AxLEN for the W side, its end-of-command flag for B.
+        m.submodules.wlens = wlens = SyncFIFO(width=8, depth=self._max_outstanding)
+        m.submodules.ends = ends = SyncFIFO(width=1, depth=self._max_outstanding)
+
+        inflight = Signal(range(self._max_outstanding + 1))
+        burst = split.burst
+        slot = (inflight < self._max_outstanding) & wlens.w_rdy & ends.w_rdy
+
+        aw_fire = Signal()
+        m.d.comb += [
+            axi.awvalid.eq(burst.valid & slot),
+            axi.awid.eq(0),
+            axi.awaddr.eq(burst.payload.addr),
+            axi.awlen.eq(burst.payload.len),
+            axi.awsize.eq(shift),
+            axi.awburst.eq(AXIBurst.INCR),
+            axi.awcache.eq(0b0011),
+            burst.ready.eq(axi.awready & slot),
+            aw_fire.eq(axi.awvalid & axi.awready),
+            wlens.w_en.eq(aw_fire),
+            wlens.w_data.eq(burst.payload.len),
+            ends.w_en.eq(aw_fire),
+            ends.w_data.eq(burst.payload.last),
+        ]
+
+        # W: beats of the oldest burst whose AW has gone out.
+        beat = Signal(8)
+        w_fire = Signal()
+        m.d.comb += [
+            axi.wvalid.eq(self.data.valid & wlens.r_rdy),
+            axi.wdata.eq(self.data.payload.data),
+            axi.wstrb.eq(Const(-1, len(axi.wstrb))),
+            axi.wlast.eq(beat == wlens.r_data),
+            self.data.ready.eq(axi.wready & wlens.r_rdy),
+            w_fire.eq(axi.wvalid & axi.wready),
+            wlens.r_en.eq(w_fire & axi.wlast),
+        ]
+        with m.If(w_fire):
+            m.d.sync += beat.eq(Mux(axi.wlast, 0, beat + 1))
+
+        # B: fold the responses of a command; the last one emits `done`.
+        failed = Signal()                   # an earlier burst of this command failed
+        b_fire = Signal()
+        b_error = axi.bresp[1]
+        m.d.comb += [
+            axi.bready.eq(ends.r_rdy & (~ends.r_data | ~self.done.valid | self.done.ready)),
+            b_fire.eq(axi.bvalid & axi.bready),
+            ends.r_en.eq(b_fire),
+            self.error.eq(b_fire & b_error),
+        ]
+        with m.If(self.done.ready):
+            m.d.sync += self.done.valid.eq(0)
+        with m.If(b_fire):
+            with m.If(ends.r_data):
+                m.d.sync += [self.done.valid.eq(1),
+                             self.done.payload.error.eq(failed | b_error),
+                             failed.eq(0)]
+            with m.Else():
+                m.d.sync += failed.eq(failed | b_error)
+
+        m.d.comb += [
+            self.malformed.eq(split.malformed),
+            self.busy.eq(split.busy | (inflight != 0)),
+        ]
+        m.d.sync += inflight.eq(inflight + aw_fire - b_fire)
+        return m
+
+
+class DMA(wiring.Component):
+    """An AXI4 master with a read and a write side, byte counters and an error status.
+
+    Parameters
+    ----------
+    addr_width, data_width, id_width : int
+        The AXI4 port (`data_width` 32 to 512 bits).
+    max_reads : int
+        AR bursts in flight at once.
+    max_writes : int
+        AW bursts awaiting their B response at once.
+    max_burst_beats : int or None
+        Longest burst; by default AXI's limit for the width (256 beats, 4 KB).
+    read_fifo_depth : int or None
+        Beats of read buffering (default two maximal bursts); bounds the reads in flight.
+    counter_width : int
+        Width of the byte counters (64 for the CSR block).
+
+    Ports
+    -----
+    m_axi : Out(AXI4Signature)
+    rd_cmd, rd_data : the reader's command and data streams (see `DMAReader`)
+    wr_cmd, wr_data, wr_done : the writer's streams (see `DMAWriter`)
+    error : Out(error_layout)     sticky: `read` (RRESP), `write` (BRESP), `command` (malformed)
+    error_clear : In(1)           clears `error`
+    bytes_read, bytes_written : Out(counter_width)   bytes moved on R and W since reset or
+    counters_clear : In(1)        ... the last pulse here
+    busy : Out(1)
+    """
+
+    def __init__(self, *, addr_width=32, data_width=64, id_width=1, max_reads=4, max_writes=4,
+                 max_burst_beats=None, read_fifo_depth=None, counter_width=64):
+        _check_int("DMA", "counter_width", counter_width, 16, 128)
+        self._reader = DMAReader(addr_width=addr_width, data_width=data_width, id_width=id_width,
+                                 max_outstanding=max_reads, max_burst_beats=max_burst_beats,
+                                 fifo_depth=read_fifo_depth)
+        self._writer = DMAWriter(addr_width=addr_width, data_width=data_width, id_width=id_width,
+                                 max_outstanding=max_writes, max_burst_beats=max_burst_beats)
+        self._counter_width = counter_width
+        super().__init__({
+            "m_axi": Out(AXI4Signature(addr_width=addr_width, data_width=data_width,
+                                       id_width=id_width)),
+            "rd_cmd": In(stream.Signature(command_layout(addr_width))),
+            "rd_data": Out(stream.Signature(read_data_layout(data_width))),
+            "wr_cmd": In(stream.Signature(command_layout(addr_width))),
+            "wr_data": In(stream.Signature(write_data_layout(data_width))),
+            "wr_done": Out(stream.Signature(write_done_layout())),
+            "error": Out(error_layout()),
+            "error_clear": In(1),
+            "bytes_read": Out(counter_width),
+            "bytes_written": Out(counter_width),
+            "counters_clear": In(1),
+            "busy": Out(1),
+        })
+
+    addr_width = property(lambda self: self._reader.addr_width)
+    data_width = property(lambda self: self._reader.data_width)
+    id_width = property(lambda self: self._reader.id_width)
+    max_reads = property(lambda self: self._reader.max_outstanding)
+    max_writes = property(lambda self: self._writer.max_outstanding)
+    max_burst_beats = property(lambda self: self._reader.max_burst_beats)
+    read_fifo_depth = property(lambda self: self._reader.fifo_depth)
+    counter_width = property(lambda self: self._counter_width)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.reader = reader = self._reader
+        m.submodules.writer = writer = self._writer
+        wiring.connect(m, wiring.flipped(self.rd_cmd), reader.cmd)
+        wiring.connect(m, wiring.flipped(self.rd_data), reader.data)
+        wiring.connect(m, wiring.flipped(self.wr_cmd), writer.cmd)
+        wiring.connect(m, wiring.flipped(self.wr_data), writer.data)
+        wiring.connect(m, wiring.flipped(self.wr_done), writer.done)
+
+        # The read and write halves share the port member by member (same AXI names).
+        for side in (reader.axi, writer.axi):
+            for name, member in side.signature.members.items():
+                ours, theirs = getattr(self.m_axi, name), getattr(side, name)
+                if member.flow == Out:
+                    m.d.comb += ours.eq(theirs)
+                else:
+                    m.d.comb += theirs.eq(ours)
+
+        bytes_per_beat = self.data_width // 8
+        axi = self.m_axi
+        with m.If(self.counters_clear):
+            m.d.sync += [self.bytes_read.eq(0), self.bytes_written.eq(0)]
+        with m.Else():
+            with m.If(axi.rvalid & axi.rready):
+                m.d.sync += self.bytes_read.eq(self.bytes_read + bytes_per_beat)
+            with m.If(axi.wvalid & axi.wready):
+                m.d.sync += self.bytes_written.eq(self.bytes_written + bytes_per_beat)
+
+        with m.If(self.error_clear):
+            m.d.sync += self.error.eq(0)
+        with m.Else():
+            with m.If(reader.error):
+                m.d.sync += self.error.read.eq(1)
+            with m.If(writer.error):
+                m.d.sync += self.error.write.eq(1)
+            with m.If(reader.malformed | writer.malformed):
+                m.d.sync += self.error.command.eq(1)
+
+        m.d.comb += self.busy.eq(reader.busy | writer.busy)
+        return m

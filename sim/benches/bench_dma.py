@@ -1,0 +1,581 @@
+"""cocotb bench of `attenio.hdl.dma.DMA` on cocotbext-axi's AxiRam.
+
+Parameters (from the launcher, see `attenio.sim.runner.bench_params`): `data_width`,
+`addr_width`, `max_reads`, `max_writes`, `seed`, `random_cmds` (commands per side in
+`test_random_traffic`), `report` (a JSON file `test_throughput` writes its figures to).
+
+The pieces are kept apart: `FaultyRam` (AxiRam with random latency, SLVERR
+injection and back-pressure), `AxiMonitor` (watches every handshake on the port and
+checks the protocol rules a DMA master must keep), stream drivers and sinks for
+the DMA's own ports, and the tests, which compare against the Python twin
+`split_bursts` and the memory image.
+"""
+
+import json
+import logging
+import random
+from collections import deque
+
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, RisingEdge
+from cocotbext.axi import AxiBus, AxiRam
+
+from attenio.hdl.axi import AXI_4KB, AXIBurst
+from attenio.hdl.dma import split_bursts
+from attenio.sim.runner import bench_params
+
+P = bench_params()
+DW = P.get("data_width", 64)
+AW = P.get("addr_width", 32)
+MAX_READS = P.get("max_reads", 4)
+MAX_WRITES = P.get("max_writes", 4)
+SEED = P.get("seed", 1)
+BPB = DW // 8                       # bytes per beat
+MAX_BURST = min(256, AXI_4KB // BPB)
+MEM_SIZE = 1 << 21                  # 2 MB: reads from the lower half, writes to the upper
+READ_BASE, WRITE_BASE = 0, 1 << 20
+REGION = 1 << 20
+ROUNDS = P.get("rounds", 1)          # rounds of `random_cmds` commands per side
+TIMEOUT_SCALE = P.get("timeout_scale", 1.0)   # simulated-time limits scale with the work
+
+
+def timeout_ms(base):
+    return base * TIMEOUT_SCALE
+
+
+def test_rng(name):
+    """One seeded generator per test, its seed printed so a failure can be replayed."""
+    seed = f"{SEED}:{name}:{DW}"
+    logging.getLogger("cocotb").info("bench_dma %s: seed %r (data_width %d)", name, seed, DW)
+    print(f"bench_dma {name}: seed {seed!r}", flush=True)
+    return random.Random(seed)
+
+
+def pauses(rng, probability):
+    """A pause generator for cocotbext-axi: pause the channel with `probability` each cycle."""
+    while True:
+        yield rng.random() < probability
+
+
+# --- the memory ---------------------------------------------------------------------------
+
+class FaultyRam:
+    """AxiRam plus random latency and SLVERR injection.
+
+    AxiRam cannot answer with an error by itself; its slave interfaces answer SLVERR
+    when their `_read`/`_write` hook raises, so the hooks are wrapped: an access
+    touching a poisoned byte range raises, and with `latency` set an access waits
+    a random number of cycles first.
+    """
+
+    def __init__(self, dut, rng):
+        self.rng = rng
+        self.clk = dut.clk
+        self.ram = AxiRam(AxiBus.from_prefix(dut, "m_axi", bus_separator="__"), dut.clk, dut.rst,
+                          size=MEM_SIZE)
+        for port in (self.ram.read_if, self.ram.write_if):
+            port.log.setLevel(logging.WARNING)
+        self.poisoned = []              # (start, end) byte ranges that answer SLVERR
+        self.latency = (0.0, 0)         # (probability, max cycles) of a stall before an access
+        self.reads = self.writes = 0    # beats the memory served (bus-width words)
+        self._wrap("read_if", "_read", "reads")
+        self._wrap("write_if", "_write", "writes")
+
+    def _wrap(self, port_name, hook, counter):
+        port = getattr(self.ram, port_name)
+        inner = getattr(port, hook)
+
+        async def hooked(address, arg):
+            probability, most = self.latency
+            if most and self.rng.random() < probability:
+                await ClockCycles(self.clk, self.rng.randint(1, most))
+            setattr(self, counter, getattr(self, counter) + 1)
+            size = arg if isinstance(arg, int) else len(arg)
+            for start, end in self.poisoned:
+                if address < end and start < address + size:
+                    raise OSError(f"injected SLVERR at {address:#x}")
+            return await inner(address, arg)
+
+        setattr(port, hook, hooked)
+
+    def back_pressure(self, probability):
+        """Random pauses on all five channels (0 turns them off)."""
+        r, w = self.ram.read_if, self.ram.write_if
+        for channel in (r.ar_channel, r.r_channel, w.aw_channel, w.w_channel, w.b_channel):
+            channel.set_pause_generator(pauses(self.rng, probability) if probability else None)
+
+    def read(self, addr, length):
+        return self.ram.read(addr, length)
+
+    def write(self, addr, data):
+        self.ram.write(addr, data)
+
+
+# --- watching the AXI port ----------------------------------------------------------------
+
+class AxiMonitor:
+    """Samples every AXI handshake right after each rising edge and checks the master's rules.
+
+    Records AR and AW bursts as (address, beats); checks INCR, full-width beats,
+    at most 256 beats and `MAX_BURST`, no 4 KB crossing, WLAST on exactly the last
+    beat of each write burst, the bursts in flight within the DMA's limits, and
+    counts cycles in which RVALID met a low RREADY (the reader should never stall R).
+    """
+
+    def __init__(self, dut):
+        self.dut = dut
+        self.ar, self.aw = [], []
+        self.r_beats = self.w_beats = self.b_resps = 0
+        self.reads_in_flight = self.writes_in_flight = 0
+        self.max_reads_in_flight = self.max_writes_in_flight = 0
+        self.r_stalls = 0
+        self.errors = []
+        self._w_bursts = deque()        # beats expected in each write burst whose AW went out
+        self._w_beat = 0
+        cocotb.start_soon(self._run())
+
+    def reset_stats(self):
+        self.ar.clear(); self.aw.clear()
+        self.r_beats = self.w_beats = self.b_resps = 0
+        self.max_reads_in_flight = self.reads_in_flight
+        self.max_writes_in_flight = self.writes_in_flight
+
+    def _check_burst(self, kind, addr, length, size, burst):
+        beats = length + 1
+        if burst != AXIBurst.INCR:
+            self.errors.append(f"{kind} burst type {burst} at {addr:#x}, not INCR")
+        if size != BPB.bit_length() - 1:
+            self.errors.append(f"{kind} size {size} at {addr:#x}, not full width")
+        if addr % BPB:
+            self.errors.append(f"{kind} address {addr:#x} not beat-aligned")
+        if beats > MAX_BURST:
+            self.errors.append(f"{kind} burst of {beats} beats at {addr:#x} exceeds {MAX_BURST}")
+        if addr // AXI_4KB != (addr + beats * BPB - 1) // AXI_4KB:
+            self.errors.append(f"{kind} burst {addr:#x}+{beats * BPB} crosses a 4 KB boundary")
+
+    async def _run(self):
+        d = self.dut
+        while True:
+            await RisingEdge(d.clk)
+            if d.rst.value:
+                continue
+            if d.m_axi__arvalid.value and d.m_axi__arready.value:
+                addr, length = int(d.m_axi__araddr.value), int(d.m_axi__arlen.value)
+                self._check_burst("AR", addr, length, int(d.m_axi__arsize.value),
+                                  int(d.m_axi__arburst.value))
+                self.ar.append((addr, length + 1))
+                self.reads_in_flight += 1
+                self.max_reads_in_flight = max(self.max_reads_in_flight, self.reads_in_flight)
+                if self.reads_in_flight > MAX_READS:
+                    self.errors.append(f"{self.reads_in_flight} reads in flight > {MAX_READS}")
+            if d.m_axi__rvalid.value:
+                if d.m_axi__rready.value:
+                    self.r_beats += 1
+                    if d.m_axi__rlast.value:
+                        self.reads_in_flight -= 1
+                else:
+                    self.r_stalls += 1
+            if d.m_axi__awvalid.value and d.m_axi__awready.value:
+                addr, length = int(d.m_axi__awaddr.value), int(d.m_axi__awlen.value)
+                self._check_burst("AW", addr, length, int(d.m_axi__awsize.value),
+                                  int(d.m_axi__awburst.value))
+                self.aw.append((addr, length + 1))
+                self._w_bursts.append(length + 1)
+                self.writes_in_flight += 1
+                self.max_writes_in_flight = max(self.max_writes_in_flight, self.writes_in_flight)
+                if self.writes_in_flight > MAX_WRITES:
+                    self.errors.append(f"{self.writes_in_flight} writes in flight > {MAX_WRITES}")
+            if d.m_axi__wvalid.value and d.m_axi__wready.value:
+                self.w_beats += 1
+                last = bool(d.m_axi__wlast.value)
+                if not self._w_bursts:
+                    self.errors.append("W beat before its AW")
+                else:
+                    self._w_beat += 1
+                    if last != (self._w_beat == self._w_bursts[0]):
+                        self.errors.append(f"WLAST={int(last)} on beat {self._w_beat} of a "
+                                           f"{self._w_bursts[0]}-beat burst")
+                    if last or self._w_beat == self._w_bursts[0]:
+                        self._w_bursts.popleft()
+                        self._w_beat = 0
+            if d.m_axi__bvalid.value and d.m_axi__bready.value:
+                self.b_resps += 1
+                self.writes_in_flight -= 1
+
+    def check(self):
+        assert not self.errors, "AXI protocol violations:\n  " + "\n  ".join(self.errors[:20])
+
+
+# --- the DMA's own streams ----------------------------------------------------------------
+
+def cmd_payload(addr, length):
+    return addr | (length << AW)
+
+
+async def drive(dut, name, payloads, rng, gap):
+    """Offer `payloads` on the stream `name` (valid/ready/payload), idling with probability `gap`."""
+    valid, ready, payload = (getattr(dut, f"{name}__{s}") for s in ("valid", "ready", "payload"))
+    for item in payloads:
+        while gap and rng.random() < gap:
+            await RisingEdge(dut.clk)
+        valid.value = 1
+        payload.value = item
+        while True:
+            await RisingEdge(dut.clk)
+            if ready.value:
+                break
+        valid.value = 0
+
+
+async def collect(dut, name, count, rng, ready_probability, out):
+    """Take `count` transfers from the stream `name` into `out`, ready with `ready_probability`."""
+    valid, ready, payload = (getattr(dut, f"{name}__{s}") for s in ("valid", "ready", "payload"))
+    while len(out) < count:
+        go = ready_probability >= 1 or rng.random() < ready_probability
+        ready.value = int(go)
+        await RisingEdge(dut.clk)
+        if go and valid.value:
+            out.append(int(payload.value))
+    ready.value = 0
+
+
+class Bench:
+    def __init__(self, dut, rng):
+        self.dut, self.rng = dut, rng
+        self.mem = FaultyRam(dut, rng)
+        self.mon = None
+
+    async def start(self):
+        d = self.dut
+        Clock(d.clk, 10, unit="ns").start()
+        for s in (d.rd_cmd__valid, d.rd_data__ready, d.wr_cmd__valid, d.wr_data__valid,
+                  d.wr_done__ready, d.error_clear, d.counters_clear):
+            s.value = 0
+        d.rd_cmd__payload.value = 0
+        d.wr_cmd__payload.value = 0
+        d.wr_data__payload.value = 0
+        d.rst.value = 1
+        await ClockCycles(d.clk, 5)
+        d.rst.value = 0
+        self.mon = AxiMonitor(d)
+        await ClockCycles(d.clk, 2)
+
+    def fill(self, base, length):
+        data = self.rng.randbytes(length)
+        self.mem.write(base, data)
+        return data
+
+    async def run(self, reads=(), writes=(), write_data=None, *, cmd_gap=0.0, ready=1.0,
+                  data_gap=0.0):
+        """Run read commands and write commands concurrently; return (beats, dones, cycles).
+
+        `write_data` maps each write command to its bytes. Returns the read beats as
+        (data, last) pairs and the `wr_done` entries.
+        """
+        d, rng = self.dut, self.rng
+        read_beats = sum(n for c in reads for _, n in split_bursts(*c, data_width=DW))
+        wbeats = []
+        for (addr, length), payload in zip(writes, write_data or []):
+            wbeats += [int.from_bytes(payload[i:i + BPB], "little")
+                       for i in range(0, len(payload), BPB)]
+        got, dones = [], []
+        writes_ok = [w for w in writes if split_bursts(*w, data_width=DW)]
+        tasks = [
+            cocotb.start_soon(drive(d, "rd_cmd", [cmd_payload(*c) for c in reads], rng, cmd_gap)),
+            cocotb.start_soon(collect(d, "rd_data", read_beats, rng, ready, got)),
+            cocotb.start_soon(drive(d, "wr_cmd", [cmd_payload(*c) for c in writes], rng, cmd_gap)),
+            cocotb.start_soon(drive(d, "wr_data", wbeats, rng, data_gap)),
+            cocotb.start_soon(collect(d, "wr_done", len(writes_ok), rng, ready, dones)),
+        ]
+        cycles = 0
+        while not all(t.done() for t in tasks):
+            await RisingEdge(d.clk)
+            cycles += 1
+        for t in tasks:
+            t.result()                      # re-raise anything a driver raised
+        # Nothing more may arrive once the expected beats are in: wait and look.
+        for _ in range(20):
+            await RisingEdge(d.clk)
+            assert not (d.rd_data__valid.value and d.rd_data__ready.value)
+        beats = [(v & ((1 << DW) - 1), v >> DW) for v in got]
+        return beats, dones, cycles
+
+    def expect_read(self, reads, beats):
+        """The beats must be the memory's bytes, in command order, `last` on command ends."""
+        i = 0
+        for n, (addr, length) in enumerate(reads):
+            image = self.mem.read(addr, length)
+            for k in range(length // BPB):
+                data, last = beats[i]
+                want = int.from_bytes(image[k * BPB:(k + 1) * BPB], "little")
+                assert data == want, (f"read command {n} ({addr:#x}+{length}) beat {k}: "
+                                      f"{data:#x} != {want:#x}")
+                assert last == (k == length // BPB - 1), f"read command {n} beat {k}: last={last}"
+                i += 1
+        assert i == len(beats), f"{len(beats) - i} extra read beats"
+
+    def expected_bursts(self, cmds):
+        return [b for c in cmds for b in split_bursts(*c, data_width=DW)]
+
+
+def aligned_commands(rng, count, base, span, *, max_beats, near_boundary=0.3, disjoint=False):
+    """Random beat-aligned (addr, length) commands inside [base, base + span).
+
+    A share start just below a 4 KB boundary so they cross it; with `disjoint` the
+    commands never overlap (so a write image is unambiguous).
+    """
+    cmds, cursor = [], base
+    for _ in range(count):
+        beats = rng.choice([1, 1, 2, rng.randint(1, 16), rng.randint(1, max_beats)])
+        length = beats * BPB
+        if disjoint:
+            addr = cursor + rng.randrange(0, 4) * BPB
+            if rng.random() < near_boundary:
+                page_end = (addr // AXI_4KB + 1) * AXI_4KB
+                addr = page_end - rng.randint(1, min(4, page_end // BPB)) * BPB
+                if addr < cursor:
+                    addr = page_end
+            cursor = addr + length
+        else:
+            addr = base + rng.randrange(0, (span - length) // BPB) * BPB
+            if rng.random() < near_boundary:
+                page_end = (addr // AXI_4KB + 1) * AXI_4KB
+                addr = min(page_end - rng.randint(1, 4) * BPB, base + span - length)
+        assert base <= addr and addr + length <= base + span
+        cmds.append((addr, length))
+    return cmds
+
+
+# --- the tests ----------------------------------------------------------------------------
+
+def corner_commands(base):
+    """Beat-aligned corner cases: one beat, 4 KB exactly, boundaries, the largest bursts."""
+    page = AXI_4KB
+    max_bytes = MAX_BURST * BPB
+    return [
+        (base, BPB),                                  # one beat
+        (base + page - BPB, BPB),                     # one beat, last in its page
+        (base + page, page),                          # exactly 4 KB, page-aligned
+        (base + 3 * page - BPB, 2 * BPB),             # two beats straddling a boundary
+        (base + 4 * page + 128, page),                # 4 KB not aligned: crosses once
+        (base + 6 * page, max_bytes),                 # exactly one maximal burst
+        (base + 7 * page, max_bytes + BPB),           # one beat past it
+        (base + 8 * page + BPB, 3 * page),            # many bursts, several boundaries
+        (base + 12 * page - 256, 512),                # small, crossing
+    ]
+
+
+async def _read_write_and_check(bench, reads, writes, *, cmd_gap, ready, data_gap):
+    d, mon = bench.dut, bench.mon
+    read_before, written_before = int(d.bytes_read.value), int(d.bytes_written.value)
+    image = {w: bench.rng.randbytes(w[1]) for w in writes}
+    beats, dones, cycles = await bench.run(reads, writes, [image[w] for w in writes],
+                                           cmd_gap=cmd_gap, ready=ready, data_gap=data_gap)
+    await ClockCycles(d.clk, 5)
+    bench.expect_read(reads, beats)
+    for addr, length in writes:
+        assert bench.mem.read(addr, length) == image[(addr, length)], \
+            f"write {addr:#x}+{length}: memory differs"
+    mon.check()
+    assert mon.ar == bench.expected_bursts(reads), "AR bursts differ from split_bursts"
+    assert mon.aw == bench.expected_bursts(writes), "AW bursts differ from split_bursts"
+    read_bytes = sum(length for _, length in reads)
+    write_bytes = sum(length for _, length in writes)
+    assert mon.r_beats * BPB == read_bytes and mon.w_beats * BPB == write_bytes
+    assert int(d.bytes_read.value) - read_before == read_bytes, \
+        f"bytes_read {int(d.bytes_read.value) - read_before} != {read_bytes}"
+    assert int(d.bytes_written.value) - written_before == write_bytes, \
+        f"bytes_written {int(d.bytes_written.value) - written_before} != {write_bytes}"
+    assert len(dones) == len(writes) and not any(dones), f"wr_done {dones}"
+    assert mon.r_stalls == 0, f"RREADY low under RVALID in {mon.r_stalls} cycles"
+    assert int(d.error.value) == 0, f"error status {int(d.error.value):#05b}"
+    assert not d.busy.value, "DMA still busy after all traffic"
+    return cycles
+
+
+@cocotb.test(timeout_time=timeout_ms(5), timeout_unit="ms")
+async def test_corners(dut):
+    """Corner-case commands one at a time, then all at once, on a quiet and a noisy bus."""
+    rng = test_rng("corners")
+    bench = Bench(dut, rng)
+    await bench.start()
+    bench.fill(READ_BASE, REGION // 4)
+    reads = corner_commands(READ_BASE)
+    writes = corner_commands(WRITE_BASE)
+    for noisy in (False, True):
+        bench.mem.back_pressure(0.3 if noisy else 0)
+        bench.mem.latency = (0.1, 8) if noisy else (0.0, 0)
+        for r, w in zip(reads, writes):
+            bench.mon.reset_stats()
+            await _read_write_and_check(bench, [r], [w], cmd_gap=0, ready=0.7 if noisy else 1,
+                                        data_gap=0.3 if noisy else 0)
+        bench.mon.reset_stats()
+        await _read_write_and_check(bench, reads, writes, cmd_gap=0,
+                                    ready=0.7 if noisy else 1, data_gap=0.3 if noisy else 0)
+    assert int(dut.bytes_read.value) == 2 * 2 * sum(length for _, length in reads)
+
+
+@cocotb.test(timeout_time=timeout_ms(20 * ROUNDS), timeout_unit="ms")
+async def test_random_traffic(dut):
+    """Random commands on both sides at once, random latency and back-pressure everywhere.
+
+    `rounds` rounds of `random_cmds` commands per side, each checked in full (data,
+    bursts, counters, nothing written outside the commands) before the next.
+    """
+    rng = test_rng("random_traffic")
+    count = P.get("random_cmds", 100)
+    bench = Bench(dut, rng)
+    await bench.start()
+    bench.mem.back_pressure(0.25)
+    bench.mem.latency = (0.05, 16)
+    max_beats = min(3 * MAX_BURST, 2 * AXI_4KB // BPB)
+    totals = {"reads": 0, "writes": 0, "ar": 0, "aw": 0, "cycles": 0, "max_r": 0, "max_w": 0}
+    for _ in range(ROUNDS):
+        bench.fill(READ_BASE, REGION)
+        before = bench.fill(WRITE_BASE, REGION)
+        reads = aligned_commands(rng, count, READ_BASE, REGION, max_beats=max_beats)
+        writes = aligned_commands(rng, count, WRITE_BASE, REGION, max_beats=max_beats,
+                                  disjoint=True)
+        bench.mon.reset_stats()
+        cycles = await _read_write_and_check(bench, reads, writes, cmd_gap=0.1, ready=0.6,
+                                             data_gap=0.2)
+        # Nothing outside the commands was written.
+        after = bytearray(bench.mem.read(WRITE_BASE, REGION))
+        for addr, length in writes:
+            o = addr - WRITE_BASE
+            after[o:o + length] = before[o:o + length]
+        assert bytes(after) == before, "the DMA wrote outside its commands"
+        mon = bench.mon
+        for key, value in (("reads", len(reads)), ("writes", len(writes)), ("ar", len(mon.ar)),
+                           ("aw", len(mon.aw)), ("cycles", cycles)):
+            totals[key] += value
+        totals["max_r"] = max(totals["max_r"], mon.max_reads_in_flight)
+        totals["max_w"] = max(totals["max_w"], mon.max_writes_in_flight)
+    dut._log.info("random traffic: %d reads (%d bursts), %d writes (%d bursts) in %d cycles; "
+                  "at most %d reads and %d writes in flight", totals["reads"], totals["ar"],
+                  totals["writes"], totals["aw"], totals["cycles"], totals["max_r"],
+                  totals["max_w"])
+    print(f"bench_dma random traffic: {totals}", flush=True)
+    assert totals["max_r"] >= min(2, MAX_READS), "reads were never overlapped"
+    assert totals["max_w"] >= min(2, MAX_WRITES), "writes were never overlapped"
+
+
+@cocotb.test(timeout_time=timeout_ms(2), timeout_unit="ms")
+async def test_errors(dut):
+    """SLVERR on R and B reaches the sticky status; traffic continues; clear works."""
+    rng = test_rng("errors")
+    bench = Bench(dut, rng)
+    await bench.start()
+    bench.fill(READ_BASE, 8 * AXI_4KB)
+    bench.mem.back_pressure(0.2)
+    bad = (READ_BASE + AXI_4KB + 4 * BPB, READ_BASE + AXI_4KB + 5 * BPB)      # one read beat
+    wbad = (WRITE_BASE + 2 * AXI_4KB, WRITE_BASE + 2 * AXI_4KB + BPB)        # one write beat
+    bench.mem.poisoned = [bad, wbad]
+    reads = [(READ_BASE, BPB), (READ_BASE + AXI_4KB, 16 * BPB), (READ_BASE + 3 * AXI_4KB, 4 * BPB)]
+    writes = [(WRITE_BASE, 8 * BPB), (WRITE_BASE + 2 * AXI_4KB - 4 * BPB, 8 * BPB),
+              (WRITE_BASE + 4 * AXI_4KB, 4 * BPB)]
+    data = [rng.randbytes(length) for _, length in writes]
+    beats, dones, _ = await bench.run(reads, writes, data)
+    await ClockCycles(dut.clk, 5)
+    err = int(dut.error.value)
+    assert err & 0b011 == 0b011, f"error status {err:#05b}: read and write errors expected"
+    assert err & 0b100 == 0, f"error status {err:#05b}: no malformed command was sent"
+    # Every beat still arrived; good beats intact, the poisoned beat as the slave gave it (zero).
+    assert len(beats) == sum(length for _, length in reads) // BPB
+    assert beats[1 + 4][0] == 0
+    good = [b for i, b in enumerate(beats) if i != 5]
+    assert len(good) == len(beats) - 1
+    assert dones == [0, 1, 0], f"wr_done errors {dones}, expected only the second command"
+    assert bench.mem.read(*writes[0]) == data[0] and bench.mem.read(*writes[2]) == data[2]
+    assert int(dut.bytes_read.value) == sum(length for _, length in reads)
+    assert int(dut.bytes_written.value) == sum(length for _, length in writes)
+    bench.mon.check()
+    # Clearing, then malformed commands: counted as `command` errors, no bus traffic.
+    dut.error_clear.value = 1
+    await RisingEdge(dut.clk)
+    dut.error_clear.value = 0
+    await RisingEdge(dut.clk)
+    assert int(dut.error.value) == 0, "error_clear did not clear the status"
+    bench.mem.poisoned = []
+    bench.mon.reset_stats()
+    malformed = [(READ_BASE, 0), (READ_BASE + 1, BPB), (READ_BASE, BPB + BPB // 2)]
+    await bench.run(malformed, malformed, [b""] * 3)
+    await ClockCycles(dut.clk, 5)
+    assert int(dut.error.value) == 0b100, f"error status {int(dut.error.value):#05b}"
+    assert not bench.mon.ar and not bench.mon.aw, "a malformed command reached the bus"
+    # And the DMA still works afterwards, counters cleared first.
+    dut.counters_clear.value = 1
+    await RisingEdge(dut.clk)
+    dut.counters_clear.value = 0
+    await RisingEdge(dut.clk)
+    assert int(dut.bytes_read.value) == 0 and int(dut.bytes_written.value) == 0
+    beats, dones, _ = await bench.run(reads[:1], writes[:1], data[:1])
+    bench.expect_read(reads[:1], beats)
+    assert dones == [0]
+
+
+@cocotb.test(timeout_time=timeout_ms(10), timeout_unit="ms")
+async def test_throughput(dut):
+    """Sustained bytes per cycle on long transfers, quiet bus and 20% back-pressure."""
+    rng = test_rng("throughput")
+    bench = Bench(dut, rng)
+    await bench.start()
+    total = P.get("throughput_beats", 4096) * BPB
+    bench.fill(READ_BASE, total)
+    chunk = 16 * AXI_4KB if total >= 16 * AXI_4KB else total
+    reads = [(READ_BASE + o, chunk) for o in range(0, total, chunk)]
+    writes = [(WRITE_BASE + o, chunk) for o in range(0, total, chunk)]
+    results = {"data_width": DW, "bytes_per_beat": BPB, "bytes": total, "max_reads": MAX_READS,
+               "max_writes": MAX_WRITES}
+    for label, pressure in (("quiet", 0.0), ("pressure", 0.2)):
+        bench.mem.back_pressure(pressure)
+        ready = 1.0 - pressure
+        for kind, r, w in (("read", reads, []), ("write", [], writes), ("both", reads, writes)):
+            bench.mon.reset_stats()
+            cycles = await _read_write_and_check(bench, r, w, cmd_gap=0, ready=ready,
+                                                 data_gap=pressure)
+            moved = sum(length for _, length in r) + sum(length for _, length in w)
+            results[f"{kind}_{label}"] = {"cycles": cycles, "bytes": moved,
+                                          "bytes_per_cycle": moved / cycles,
+                                          "max_reads_in_flight": bench.mon.max_reads_in_flight,
+                                          "max_writes_in_flight": bench.mon.max_writes_in_flight}
+            dut._log.info("%s %s: %d bytes in %d cycles = %.2f B/cycle (bus %d B/beat)",
+                          kind, label, moved, cycles, moved / cycles, BPB)
+    if P.get("report"):
+        with open(P["report"], "w") as f:
+            json.dump(results, f, indent=2)
+
+
+# --- launching (runs outside the simulator: pytest and bench/bench_dma.py) -----------------
+
+def launch(*, simulator, data_width, max_reads=4, max_writes=4, addr_width=32, seed=1,
+           testcase=None, **params):
+    """Emit the DMA for one parameter set and run this bench on it; returns the build dir.
+
+    The Verilog goes to build/bench_dma/<parameters>/dma.v and each simulator builds
+    in its own subdirectory; extra `params` (random_cmds, rounds, report, ...) reach
+    the bench through `bench_params`.
+    """
+    from pathlib import Path
+
+    from amaranth.back import verilog
+
+    from attenio.hdl.dma import DMA
+    from attenio.sim.runner import run_bench
+
+    root = Path(__file__).resolve().parents[2]
+    tag = f"a{addr_width}_d{data_width}_r{max_reads}_w{max_writes}"
+    build = root / "build" / "bench_dma" / tag
+    build.mkdir(parents=True, exist_ok=True)
+    dut = DMA(addr_width=addr_width, data_width=data_width, max_reads=max_reads,
+              max_writes=max_writes)
+    source = build / "dma.v"
+    text = verilog.convert(dut, name="dma")
+    if not source.exists() or source.read_text() != text:
+        source.write_text(text)
+    run_bench(simulator=simulator, verilog_sources=[source], toplevel="dma",
+              module=__name__, build_dir=build / simulator, seed=seed, testcase=testcase,
+              params={"data_width": data_width, "addr_width": addr_width,
+                      "max_reads": max_reads, "max_writes": max_writes, "seed": seed, **params})
+    return build / simulator
