@@ -8,7 +8,7 @@ I/O analysis can use it without importing Amaranth.
 """
 
 from dataclasses import dataclass, field
-from math import ceil, log2
+from math import ceil, isfinite, log, log2, sqrt
 
 from .errors import ConfigError
 
@@ -39,45 +39,125 @@ def _clog2(n):
 
 @dataclass(frozen=True)
 class Int8Format:
-    """int8 Q/K/V, exact int32-class scores, base-2 fixed-point softmax.
+    """int8 Q/K/V, exact integer scores, base-2 fixed-point online softmax.
 
-    Fields are the fractional widths of the fixed-point values; the integer
-    widths follow from the largest N and d the hardware is generated for (see
-    `datapath`). The error analysis behind the defaults is in
-    `attenio.hdl.formats`.
+    Fields are the free parameters of the arithmetic; integer widths follow from
+    the largest N and d the hardware is generated for (see `datapath`). The error
+    analysis behind the defaults is in the docstring of `attenio.hdl.formats`;
+    in short they keep the int8 output equal to the correctly rounded float64
+    result for >= 99% of elements and within 1 LSB always, up to N = 16384.
+
+    c_int, c_frac      the softmax constant c = scale_q*scale_k*log2(e)/sqrt(d) is
+                       an unsigned fixed-point number, c < 2**c_int, c_frac
+                       fractional bits (one 32-bit register by default)
+    x_frac             fractional bits of the exp2 argument x_j - m = c*(S_j - m_S)
+    p_frac             fractional bits of P, alpha, l and the O accumulators
+    exp_lut_bits       index bits of the exp2 fraction table (2**bits + 1 entries)
+    exp_interp         linear interpolation between table entries
+    exp_guard          extra fractional bits of the exp2 mantissa before it is
+                       shifted and rounded to p_frac bits
+    recip_seed_bits    index bits of the reciprocal seed table
+    recip_iters        Newton iterations after the seed
+    recip_frac         fractional bits of the reciprocal (and of its mantissa)
     """
 
     name: str = field(default="int8", init=False)
     element_bits: int = field(default=8, init=False)
-    c_frac: int = 16        # fractional bits of the softmax constant c
-    x_frac: int = 8         # fractional bits of x = S*c and of the max m
-    x_int: int = 15         # integer bits of x (signed): |x| < 2**x_int
-    p_frac: int = 15        # fractional bits of P = exp2(x - m) and alpha, in [0, 1]
-    exp_lut_bits: int = 6   # table index bits of the exp2 fraction path
-    recip_frac: int = 16    # fractional bits of the reciprocal of l
+    c_int: int = 2
+    c_frac: int = 30
+    x_frac: int = 16
+    p_frac: int = 24
+    exp_lut_bits: int = 7
+    exp_interp: bool = True
+    exp_guard: int = 3
+    recip_seed_bits: int = 8
+    recip_iters: int = 2
+    recip_frac: int = 24
 
     def __post_init__(self):
-        for name in ("c_frac", "x_frac", "x_int", "p_frac", "exp_lut_bits", "recip_frac"):
+        for name, low in (("c_int", 0), ("c_frac", 1), ("x_frac", 1), ("p_frac", 2),
+                          ("exp_lut_bits", 1), ("exp_guard", 1), ("recip_seed_bits", 1),
+                          ("recip_iters", 0), ("recip_frac", 4)):
             value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise ConfigError(f"int8 format: {name} must be a positive integer, not {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConfigError(
+                    f"int8 format: {name} must be an integer >= {low}, not {value!r}")
+        if not isinstance(self.exp_interp, bool):
+            raise ConfigError(f"int8 format: exp_interp must be true or false, not {self.exp_interp!r}")
         if self.exp_lut_bits > self.x_frac:
             raise ConfigError(
                 f"int8 format: exp_lut_bits ({self.exp_lut_bits}) cannot exceed x_frac ({self.x_frac})")
+        if self.c_frac <= self.x_frac:
+            raise ConfigError(
+                f"int8 format: c_frac ({self.c_frac}) must exceed x_frac ({self.x_frac})")
+        if self.recip_seed_bits > self.recip_frac:
+            raise ConfigError(f"int8 format: recip_seed_bits ({self.recip_seed_bits}) cannot "
+                              f"exceed recip_frac ({self.recip_frac})")
+        # numpy twins compute in int64: keep every split product below 2**62
+        for name in ("c_frac", "p_frac", "recip_frac"):
+            if getattr(self, name) > 30:
+                raise ConfigError(f"int8 format: {name} must be at most 30, not {getattr(self, name)}")
+        if self.c_int + self.c_frac > 32:
+            raise ConfigError(f"int8 format: c_int + c_frac must fit a 32-bit register, "
+                              f"not {self.c_int + self.c_frac}")
 
     @property
     def element_bytes(self):
         return self.element_bits // 8
 
+    @property
+    def x_int(self):
+        """Integer bits of the (clamped, non-positive) exp2 argument: it never goes
+        below -2**x_int, where exp2 already rounds to zero in p_frac bits."""
+        return (self.p_frac + 2).bit_length()
+
+    def score_bits(self, head_dim):
+        """Signed width of an exact int8 dot product of length head_dim (|S| <= 2**14 d)."""
+        _check_dims(head_dim=head_dim)
+        return 16 + _clog2(head_dim)
+
     def datapath(self, *, max_seq_len, head_dim):
-        """Register widths for hardware generated for up to `max_seq_len` keys."""
-        score = 2 * self.element_bits + _clog2(head_dim) + 1   # exact int8 dot products
-        x = 1 + self.x_int + self.x_frac
-        p = self.p_frac + 1                                      # [0, 1] inclusive
-        l = self.p_frac + 1 + _clog2(max_seq_len + 1)             # sum of up to N values <= 1
-        o_acc = self.element_bits + self.p_frac + 1 + _clog2(max_seq_len + 1)
-        return DatapathWidths(element=self.element_bits, score=max(score, x), m=x, l=l, p=p,
+        """Register widths for hardware generated for up to `max_seq_len` keys.
+
+        The running max m is kept in the score domain (c > 0, so max(S*c) =
+        c*max(S)), hence ``m == score``; l <= N and |O| <= 128 N exactly.
+        """
+        _check_dims(max_seq_len=max_seq_len, head_dim=head_dim)
+        score = self.score_bits(head_dim)
+        nbits = max_seq_len.bit_length()
+        p = self.p_frac + 1                       # [0, 1] inclusive
+        l = self.p_frac + nbits                   # [1, N]
+        o_acc = 1 + 7 + nbits + self.p_frac       # |O| <= 128 N
+        return DatapathWidths(element=self.element_bits, score=score, m=score, l=l, p=p,
                               alpha=p, o_acc=o_acc)
+
+    def softmax_constant(self, *, scale_q, scale_k, head_dim):
+        """The raw register value of c = scale_q*scale_k*log2(e)/sqrt(head_dim).
+
+        Host-side: the hardware only ever sees this integer (c * 2**c_frac,
+        rounded to nearest). Raises ConfigError if c does not fit in c_int
+        integer bits or keeps fewer than 12 significant bits.
+        """
+        _check_dims(head_dim=head_dim)
+        for name, value in (("scale_q", scale_q), ("scale_k", scale_k)):
+            if not isinstance(value, (int, float)) or isinstance(value, bool) \
+                    or not isfinite(value) or value <= 0:
+                raise ConfigError(f"int8 format: {name} must be a positive finite number, not {value!r}")
+        c = float(scale_q) * float(scale_k) / (log(2) * sqrt(head_dim))   # log2(e) = 1/ln 2
+        raw = round(c * 2 ** self.c_frac)
+        if raw >= 2 ** (self.c_int + self.c_frac):
+            raise ConfigError(f"int8 format: softmax constant c = {c:.6g} does not fit c_int = "
+                              f"{self.c_int} integer bits (c < {2 ** self.c_int})")
+        if raw < 2 ** 12:
+            raise ConfigError(f"int8 format: softmax constant c = {c:.6g} keeps fewer than 12 "
+                              f"significant bits with c_frac = {self.c_frac}; raise c_frac")
+        return raw
+
+
+def _check_dims(**dims):
+    for name, value in dims.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ConfigError(f"int8 format: {name} must be a positive integer, not {value!r}")
 
 
 @dataclass(frozen=True)

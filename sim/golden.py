@@ -1,0 +1,278 @@
+"""The bit-exact golden model of AttenIO attention, and its float64 yardstick.
+
+Public API
+----------
+
+`quantize(x)` / `dequantize(q, scale)`
+    float array -> (int8 array, per-tensor scale) with symmetric rounding to
+    [-127, 127]; and back.
+`softmax_constant(scale_q, scale_k, head_dim, fmt=None)`
+    the raw fixed-point c = scale_q*scale_k*log2(e)/sqrt(d) the hardware gets.
+`attention(q, k, v, *, c, a=64, arith=None, fmt=None, max_seq_len=None)`
+    int8 output on V's scale, bit for bit what the hardware computes: Q blocks of
+    `a` rows, K/V one row at a time, online softmax with b = 1, then O/l via the
+    reciprocal. Every value passes through the NumPy twins of
+    `attenio.hdl.formats.Int8Arith`.
+`run_block(arith, q_block, k, v, c)`
+    the same for one Q block of one head, written literally as the hardware
+    order (`init_state`, `step` per K/V row, `finish`); slow, it is the
+    specification `attention` is tested against.
+`reference(q, k, v, *, scale_q, scale_k, scale_v)`
+    float64 softmax(Q K^T scale_q scale_k / sqrt(d)) V on the dequantized inputs
+    (real units: divide by scale_v for V's LSBs).
+`accuracy(out, ref, scale_v)`
+    fraction of outputs equal to round(ref/scale_v), the largest distance from it
+    in LSB, and the mean |out - ref/scale_v| in LSB.
+
+Shapes: q is [heads, M, d] and k, v are [heads, N, d] (or all without the heads
+axis); M = N for self-attention, a smaller M samples query rows (rows are
+independent). Results do not depend on `a`.
+
+How `attention` is fast yet exact. Rows are independent and every Q block runs
+the same sequence of steps, so all blocks (and heads) advance together, as
+batch axes of NumPy arrays; K/V rows are taken in chunks. Within a chunk the
+running max of every row is a cumulative maximum; one exp2 per score suffices
+since either alpha or P is exactly 1 (exp2(0) = 1); and integer additions are
+exact in any order, so a row whose max does not change within a chunk (alpha = 1,
+rescale is the identity) adds its sum of P*V as one matrix product, computed in
+float64 where every partial sum is an integer below 2**53, hence exact. Rows
+whose max changes inside a chunk are stepped one K/V row at a time.
+"""
+
+from dataclasses import dataclass
+from math import ceil
+
+import numpy as np
+
+from attenio.formats import Int8Format
+from attenio.hdl.formats import Int8Arith
+
+__all__ = ["quantize", "dequantize", "softmax_constant", "attention", "run_block", "init_state",
+           "step", "finish", "OnlineState", "reference", "accuracy"]
+
+_CHUNK = 64
+
+
+# -- quantization ---------------------------------------------------------------------------
+
+def quantize(x):
+    """Symmetric per-tensor int8 quantization: (q, scale) with x ~= q * scale, |q| <= 127."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.size == 0:
+        raise ValueError("quantize: empty array")
+    if not np.all(np.isfinite(x)):
+        raise ValueError("quantize: the array holds NaN or infinite values")
+    peak = float(np.max(np.abs(x)))
+    scale = peak / 127 if peak > 0 else 1.0
+    q = np.clip(np.rint(x / scale), -127, 127).astype(np.int8)
+    return q, scale
+
+
+def dequantize(q, scale):
+    return np.asarray(q, dtype=np.float64) * scale
+
+
+def softmax_constant(scale_q, scale_k, head_dim, fmt=None):
+    """The register value of c (see `Int8Format.softmax_constant`)."""
+    fmt = Int8Format() if fmt is None else fmt
+    return fmt.softmax_constant(scale_q=scale_q, scale_k=scale_k, head_dim=head_dim)
+
+
+# -- input checks ---------------------------------------------------------------------------
+
+def _as_3d(name, x):
+    x = np.asarray(x)
+    if x.ndim not in (2, 3):
+        raise ValueError(f"{name} must have shape [heads, rows, d] or [rows, d], not {list(x.shape)}")
+    if x.ndim == 2:
+        x = x[None]
+    if x.shape[1] == 0 or x.shape[2] == 0:
+        raise ValueError(f"{name} must not be empty, got shape {list(x.shape)}")
+    return x
+
+
+def _check_int8(name, x):
+    if not np.issubdtype(x.dtype, np.integer):
+        raise ValueError(f"{name} must hold int8 values (integer dtype), not {x.dtype}; "
+                         f"use quantize() on float data")
+    lo, hi = int(x.min()), int(x.max())
+    if lo < -128 or hi > 127:
+        raise ValueError(f"{name} holds values outside int8 [-128, 127]: min {lo}, max {hi}")
+    return x.astype(np.int64)
+
+
+def _check_qkv(q, k, v, *, ints):
+    squeeze = np.ndim(q) == 2
+    q, k, v = _as_3d("q", q), _as_3d("k", k), _as_3d("v", v)
+    if ints:
+        q, k, v = _check_int8("q", q), _check_int8("k", k), _check_int8("v", v)
+    if k.shape != v.shape:
+        raise ValueError(f"k and v must have the same shape, not {list(k.shape)} and {list(v.shape)}")
+    if q.shape[0] != k.shape[0] or q.shape[2] != k.shape[2]:
+        raise ValueError(f"q {list(q.shape)} and k {list(k.shape)} disagree on heads or d")
+    return q, k, v, squeeze
+
+
+# -- the literal hardware order -------------------------------------------------------------
+
+@dataclass
+class OnlineState:
+    """The online-softmax state of the rows of one Q block: m (running max score),
+    l (running sum, p_frac fractional bits), o (accumulators [rows, d])."""
+
+    m: np.ndarray
+    l: np.ndarray
+    o: np.ndarray
+
+
+def init_state(arith, rows, d):
+    return OnlineState(m=np.full(rows, arith.m_init, np.int64), l=np.zeros(rows, np.int64),
+                       o=np.zeros((rows, d), np.int64))
+
+
+def step(arith, state, s_j, v_j, c):
+    """One K/V row j for every row of a block: exactly the hardware's operations.
+
+    s_j: the block's scores against K_j (exact integers, [rows]); v_j: V_j ([d]).
+    """
+    m_new = arith.np_max(state.m, s_j)
+    alpha = arith.np_exp2(arith.np_scale(arith.np_sub(state.m, m_new), c))
+    p = arith.np_exp2(arith.np_scale(arith.np_sub(s_j, m_new), c))
+    l = arith.np_update_l(alpha, state.l, p)
+    o = arith.np_update_o(alpha[:, None], state.o, p[:, None], np.asarray(v_j, np.int64)[None, :])
+    return OnlineState(m=m_new, l=l, o=o)
+
+
+def finish(arith, state):
+    """O/l through the reciprocal, rounded and saturated to int8 on V's scale."""
+    y, e = arith.np_reciprocal(state.l)
+    return arith.np_finalize(state.o, y[..., None], e[..., None]).astype(np.int8)
+
+
+def run_block(arith, q_block, k, v, c):
+    """One Q block [a, d] of one head against K, V [N, d], one K/V row at a time."""
+    q_block = np.asarray(q_block, np.int64)
+    k = np.asarray(k, np.int64)
+    v = np.asarray(v, np.int64)
+    state = init_state(arith, q_block.shape[0], q_block.shape[1])
+    for j in range(k.shape[0]):
+        s = np.zeros(q_block.shape[0], np.int64)
+        for t in range(q_block.shape[1]):                  # the MAC chain, d steps
+            s = arith.np_mac(s, q_block[:, t], k[j, t])
+        state = step(arith, state, s, v[j], c)
+    return finish(arith, state)
+
+
+# -- the fast, equivalent model -------------------------------------------------------------
+
+def _arith_for(arith, fmt, max_seq_len, n, d):
+    if arith is None:
+        arith = Int8Arith(fmt, max_seq_len=max_seq_len or n, head_dim=d)
+    elif fmt is not None or max_seq_len is not None:
+        raise ValueError("give either arith or fmt/max_seq_len, not both")
+    if n > arith.max_seq_len:
+        raise ValueError(f"N = {n} keys exceed the hardware's max_seq_len = {arith.max_seq_len}")
+    if d > arith.head_dim:
+        raise ValueError(f"d = {d} exceeds the hardware's head_dim = {arith.head_dim}")
+    return arith
+
+
+def _check_c(arith, c):
+    limit = 1 << (arith.cfg.c_int + arith.cfg.c_frac)
+    if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or not 0 < c < limit:
+        raise ValueError(f"c must be the raw fixed-point softmax constant, an integer in "
+                         f"(0, {limit}), not {c!r}; see softmax_constant()")
+    return int(c)
+
+
+def attention(q, k, v, *, c, a=64, arith=None, fmt=None, max_seq_len=None):
+    """Bit-exact AttenIO attention: int8 q [.., M, d], k, v [.., N, d] -> int8 [.., M, d].
+
+    `c` is the raw softmax constant (`softmax_constant`); `a` the Q block rows;
+    `arith` an `Int8Arith` (or build one from `fmt` and `max_seq_len`, default N).
+    """
+    q, k, v, squeeze = _check_qkv(q, k, v, ints=True)
+    if isinstance(a, bool) or not isinstance(a, (int, np.integer)) or a <= 0:
+        raise ValueError(f"a (Q block rows) must be a positive integer, not {a!r}")
+    H, M, d = q.shape
+    N = k.shape[1]
+    arith = _arith_for(arith, fmt, max_seq_len, N, d)
+    c = _check_c(arith, c)
+    one = arith.one
+    # Q blocks of `a` rows, padded; all blocks of all heads advance together.
+    blocks = ceil(M / a)
+    qp = np.zeros((H, blocks * a, d), np.int64)
+    qp[:, :M] = q
+    R = blocks * a
+    m = np.full((H, R), arith.m_init, np.int64)
+    l = np.zeros((H, R), np.int64)
+    o = np.zeros((H, R, d), np.int64)
+    qf = qp.astype(np.float64)
+    for j0 in range(0, N, _CHUNK):
+        j1 = min(N, j0 + _CHUNK)
+        kc, vc = k[:, j0:j1], v[:, j0:j1]
+        # |S| < 2**22: exact in float64, so BLAS gives the MAC chain's integers.
+        s = np.rint(qf @ kc.transpose(0, 2, 1).astype(np.float64)).astype(np.int64)
+        mc = np.maximum.accumulate(np.concatenate([m[..., None], s], axis=-1), axis=-1)
+        m_old, m_new = mc[..., :-1], mc[..., 1:]
+        up = s > m_old
+        # one of alpha, P is exp2(0) = 1: one exp2 of -|S_j - m_old| per score
+        ex = arith.np_exp2(arith.np_scale(-np.abs(s - m_old), c))
+        alpha = np.where(up, ex, one)
+        p = np.where(up, one, ex)
+        moved = up.any(axis=-1)
+        # rows without a max change: l += sum P, O += P @ V exactly
+        pq = np.where(moved[..., None], 0, p)
+        l += pq.sum(axis=-1)
+        o += np.rint(pq.astype(np.float64) @ vc.astype(np.float64)).astype(np.int64)
+        # rows with a change: step through the chunk
+        hs, rs = np.nonzero(moved)
+        if hs.size:
+            lm, om = l[hs, rs], o[hs, rs]
+            for t in range(j1 - j0):
+                at = alpha[hs, rs, t]
+                ch = at != one
+                if ch.any():
+                    lm[ch] = arith.np_rescale(at[ch], lm[ch])
+                    om[ch] = arith.np_rescale(at[ch, None], om[ch])
+                pt = p[hs, rs, t]
+                lm += pt
+                om += pt[:, None] * vc[hs, t]
+            l[hs, rs], o[hs, rs] = lm, om
+        m = m_new[..., -1]
+    y, e = arith.np_reciprocal(l)
+    out = arith.np_finalize(o, y[..., None], e[..., None]).astype(np.int8)[:, :M]
+    return out[0] if squeeze else out
+
+
+# -- the float64 yardstick ------------------------------------------------------------------
+
+def reference(q, k, v, *, scale_q, scale_k, scale_v):
+    """softmax(Q K^T / sqrt(d)) V in float64 on dequantized inputs, in real units."""
+    q, k, v, squeeze = _check_qkv(q, k, v, ints=False)
+    for name, s in (("scale_q", scale_q), ("scale_k", scale_k), ("scale_v", scale_v)):
+        if not (isinstance(s, (int, float, np.floating)) and np.isfinite(s) and s > 0):
+            raise ValueError(f"{name} must be a positive finite number, not {s!r}")
+    d = q.shape[2]
+    qf, kf, vf = dequantize(q, scale_q), dequantize(k, scale_k), dequantize(v, scale_v)
+    out = np.empty(q.shape, np.float64)
+    rows = max(1, (1 << 24) // k.shape[1])            # bound the score block to 128 MB
+    for h in range(q.shape[0]):
+        for r0 in range(0, q.shape[1], rows):
+            s = qf[h, r0:r0 + rows] @ kf[h].T / np.sqrt(d)
+            s -= s.max(axis=1, keepdims=True)
+            w = np.exp(s)
+            out[h, r0:r0 + rows] = (w @ vf[h]) / w.sum(axis=1, keepdims=True)
+    return out[0] if squeeze else out
+
+
+def accuracy(out, ref, scale_v):
+    """{'frac_exact', 'max_err_lsb', 'mean_abs_err_lsb'} of int8 `out` against float `ref`."""
+    out = np.asarray(out, np.int64)
+    exact = ref / scale_v
+    target = np.clip(np.rint(exact), -128, 127).astype(np.int64)
+    if out.shape != target.shape:
+        raise ValueError(f"out {list(out.shape)} and ref {list(target.shape)} differ in shape")
+    return {"frac_exact": float(np.mean(out == target)),
+            "max_err_lsb": int(np.max(np.abs(out - target))),
+            "mean_abs_err_lsb": float(np.mean(np.abs(out - exact)))}
