@@ -1,0 +1,147 @@
+"""The AXI4-Lite control and status register block, built from `attenio.regmap`.
+
+The register map is data: this block instantiates one storage register per RW
+register, a start pulse per W1 register, and read multiplexing for RO and CONST
+registers; the C header and the Markdown table come from the same description,
+so they cannot disagree with the hardware.
+
+Reading the low word of a 64-bit register latches its high word, which the next
+read of the high word returns, so a counter that carries between the two reads
+is still read coherently. Accesses to unmapped offsets answer SLVERR.
+"""
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from attenio.regmap import Access
+
+__all__ = ["AXI4LiteSignature", "CSRBlock"]
+
+OKAY, SLVERR = 0b00, 0b10
+
+
+class AXI4LiteSignature(wiring.Signature):
+    """An AXI4-Lite port seen from the master; members carry the AXI names."""
+
+    def __init__(self, *, addr_width, data_width=32):
+        if data_width not in (32, 64):
+            raise ValueError(f"AXI4LiteSignature: data_width must be 32 or 64, not {data_width!r}")
+        if isinstance(addr_width, bool) or not isinstance(addr_width, int) or not 3 <= addr_width <= 64:
+            raise ValueError(f"AXI4LiteSignature: addr_width must be 3..64, not {addr_width!r}")
+        self._addr_width, self._data_width = addr_width, data_width
+        super().__init__({
+            "awaddr": Out(addr_width), "awprot": Out(3), "awvalid": Out(1), "awready": In(1),
+            "wdata": Out(data_width), "wstrb": Out(data_width // 8), "wvalid": Out(1),
+            "wready": In(1),
+            "bresp": In(2), "bvalid": In(1), "bready": Out(1),
+            "araddr": Out(addr_width), "arprot": Out(3), "arvalid": Out(1), "arready": In(1),
+            "rdata": In(data_width), "rresp": In(2), "rvalid": In(1), "rready": Out(1),
+        })
+
+    @property
+    def addr_width(self):
+        return self._addr_width
+
+    @property
+    def data_width(self):
+        return self._data_width
+
+
+class CSRBlock(wiring.Component):
+    """AXI4-Lite slave exposing `regmap`.
+
+    Ports, by register name (lower case): an RW register `x` drives ``x`` (its
+    current value); an RO register `x` reads ``x`` (driven by the hardware); a W1
+    register `x` pulses ``x`` for one cycle when written with bit 0 set.
+    """
+
+    def __init__(self, regmap):
+        self._regmap = regmap
+        members = {"s_axil": In(AXI4LiteSignature(addr_width=regmap.addr_width))}
+        for r in regmap:
+            name = r.name.lower()
+            if r.access is Access.RW:
+                members[name] = Out(r.width, init=r.value)
+            elif r.access is Access.RO:
+                members[name] = In(r.width)
+            elif r.access is Access.W1:
+                members[name] = Out(1)
+        super().__init__(members)
+
+    @property
+    def regmap(self):
+        return self._regmap
+
+    def elaborate(self, platform):
+        m = Module()
+        bus = self.s_axil
+
+        # -- writes: take AW and W together, answer on B ------------------------------
+        take_write = bus.awvalid & bus.wvalid & ~bus.bvalid
+        m.d.comb += [bus.awready.eq(take_write), bus.wready.eq(take_write)]
+        for r in self._regmap:
+            if r.access is Access.W1:
+                m.d.sync += getattr(self, r.name.lower()).eq(0)
+        with m.If(bus.bvalid & bus.bready):
+            m.d.sync += bus.bvalid.eq(0)
+        with m.If(take_write):
+            m.d.sync += [bus.bvalid.eq(1), bus.bresp.eq(SLVERR)]
+            waddr = bus.awaddr[2:]
+            with m.Switch(waddr):
+                for r in self._regmap:
+                    for word in range(r.words):
+                        with m.Case(r.offset // 4 + word):
+                            m.d.sync += bus.bresp.eq(OKAY)
+                            self._write(m, r, word)
+                with m.Default():
+                    pass
+
+        # -- reads: one cycle from AR to R -------------------------------------------
+        shadows = {r.name: Signal(32, name=f"{r.name.lower()}_hi_latch")
+                   for r in self._regmap if r.width == 64}
+        m.d.comb += bus.arready.eq(~bus.rvalid)
+        with m.If(bus.rvalid & bus.rready):
+            m.d.sync += bus.rvalid.eq(0)
+        with m.If(bus.arvalid & ~bus.rvalid):
+            m.d.sync += [bus.rvalid.eq(1), bus.rresp.eq(SLVERR), bus.rdata.eq(0)]
+            with m.Switch(bus.araddr[2:]):
+                for r in self._regmap:
+                    for word in range(r.words):
+                        with m.Case(r.offset // 4 + word):
+                            m.d.sync += [bus.rresp.eq(OKAY), bus.rdata.eq(self._read(r, word, shadows))]
+                            if r.width == 64 and word == 0:
+                                m.d.sync += shadows[r.name].eq(self._value(r)[32:64])
+                with m.Default():
+                    pass
+        return m
+
+    def _value(self, r):
+        if r.access is Access.CONST:
+            return r.value
+        if r.access is Access.W1:
+            return 0
+        return getattr(self, r.name.lower())
+
+    def _read(self, r, word, shadows):
+        if r.access is Access.W1:
+            return 0
+        if r.access is Access.CONST:
+            return (r.value >> (32 * word)) & 0xFFFF_FFFF
+        if r.width == 64 and word == 1:
+            return shadows[r.name]
+        return getattr(self, r.name.lower())[32 * word:32 * word + 32]
+
+    def _write(self, m, r, word):
+        bus = self.s_axil
+        if r.access is Access.W1:
+            m.d.sync += getattr(self, r.name.lower()).eq(bus.wdata[0] & bus.wstrb[0])
+        elif r.access is Access.RW:
+            reg = getattr(self, r.name.lower())
+            for byte in range(4):
+                lo = 32 * word + 8 * byte
+                if lo < r.width:
+                    with m.If(bus.wstrb[byte]):
+                        m.d.sync += reg[lo:lo + 8].eq(bus.wdata[8 * byte:8 * byte + 8])
+        else:
+            m.d.sync += bus.bresp.eq(SLVERR)   # read-only: refuse the write

@@ -1,0 +1,147 @@
+"""The CSR block against its register map (amaranth.sim), and the rendered maps."""
+
+import json
+import re
+
+import pytest
+from amaranth.sim import Simulator
+
+from attenio import preset
+from attenio.gen.regmap import regmap_c_header, regmap_markdown, write_regmap
+from attenio.hdl.csr import CSRBlock
+from attenio.plan import make_plan
+from attenio.regmap import Access, ErrorCode, register_map
+
+RMAP = register_map(make_plan(preset("small")))
+
+
+async def axil_write(ctx, bus, addr, value, strb=0xF):
+    ctx.set(bus.awaddr, addr)
+    ctx.set(bus.wdata, value)
+    ctx.set(bus.wstrb, strb)
+    ctx.set(bus.awvalid, 1)
+    ctx.set(bus.wvalid, 1)
+    ctx.set(bus.bready, 1)
+    await ctx.tick().until(bus.awready)
+    ctx.set(bus.awvalid, 0)
+    ctx.set(bus.wvalid, 0)
+    await ctx.tick().until(bus.bvalid)
+    resp = ctx.get(bus.bresp)
+    await ctx.tick()
+    ctx.set(bus.bready, 0)
+    return resp
+
+
+async def axil_read(ctx, bus, addr):
+    ctx.set(bus.araddr, addr)
+    ctx.set(bus.arvalid, 1)
+    ctx.set(bus.rready, 1)
+    await ctx.tick().until(bus.arready)
+    ctx.set(bus.arvalid, 0)
+    await ctx.tick().until(bus.rvalid)
+    value, resp = ctx.get(bus.rdata), ctx.get(bus.rresp)
+    await ctx.tick()
+    ctx.set(bus.rready, 0)
+    return value, resp
+
+
+def run(testbench):
+    dut = CSRBlock(RMAP)
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+
+    async def bench(ctx):
+        await testbench(ctx, dut)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+def test_rw_registers_hold_what_is_written_byte_by_byte():
+    async def tb(ctx, dut):
+        bus = dut.s_axil
+        assert await axil_write(ctx, bus, RMAP["SEQ_LEN"].offset, 0x12345678) == 0
+        assert ctx.get(dut.seq_len) == 0x12345678
+        assert await axil_read(ctx, bus, RMAP["SEQ_LEN"].offset) == (0x12345678, 0)
+        await axil_write(ctx, bus, RMAP["SEQ_LEN"].offset, 0xAABBCCDD, strb=0b0101)
+        assert ctx.get(dut.seq_len) == 0x12BB56DD
+        assert await axil_read(ctx, bus, RMAP["HEADS"].offset) == (1, 0)   # reset value
+        assert await axil_read(ctx, bus, RMAP["Q_ROW_STRIDE"].offset) == (16, 0)
+    run(tb)
+
+
+def test_constants_counters_and_errors():
+    async def tb(ctx, dut):
+        bus = dut.s_axil
+        assert await axil_read(ctx, bus, RMAP["HEAD_DIM"].offset) == (16, 0)
+        assert await axil_read(ctx, bus, RMAP["BLOCK_ROWS"].offset) == (make_plan(preset("small")).a, 0)
+        ctx.set(dut.cycles, 0x1_2345_6789)
+        assert await axil_read(ctx, bus, RMAP["CYCLES"].offset) == (0x2345_6789, 0)
+        ctx.set(dut.cycles, 0x2_0000_0000)   # carries between the two reads
+        assert await axil_read(ctx, bus, RMAP["CYCLES"].offset + 4) == (1, 0)
+        ctx.set(dut.error, ErrorCode.MISALIGNED)
+        assert await axil_read(ctx, bus, RMAP["ERROR"].offset) == (ErrorCode.MISALIGNED, 0)
+        assert (await axil_read(ctx, bus, 0xFFC))[1] == 0b10          # unmapped: SLVERR
+        assert await axil_write(ctx, bus, 0xFFC, 1) == 0b10
+        assert await axil_write(ctx, bus, RMAP["HEAD_DIM"].offset, 3) == 0b10   # constant
+        assert await axil_read(ctx, bus, RMAP["HEAD_DIM"].offset) == (16, 0)
+    run(tb)
+
+
+def test_start_is_a_one_cycle_pulse():
+    async def tb(ctx, dut):
+        bus = dut.s_axil
+        seen = 0
+        ctx.set(bus.awaddr, RMAP["CTRL"].offset)
+        ctx.set(bus.wdata, 1)
+        ctx.set(bus.wstrb, 0xF)
+        ctx.set(bus.awvalid, 1)
+        ctx.set(bus.wvalid, 1)
+        ctx.set(bus.bready, 1)
+        for _ in range(6):
+            await ctx.tick()
+            ctx.set(bus.awvalid, 0)
+            ctx.set(bus.wvalid, 0)
+            seen += ctx.get(dut.ctrl)
+        assert seen == 1
+        assert await axil_read(ctx, bus, RMAP["CTRL"].offset) == (0, 0)
+    run(tb)
+
+
+def test_register_map_is_consistent():
+    offsets = [(r.offset, r.offset + 4 * r.words) for r in RMAP]
+    for (a0, a1), (b0, _) in zip(sorted(offsets), sorted(offsets)[1:]):
+        assert a1 <= b0, "registers overlap"
+    assert all(r.offset % 4 == 0 for r in RMAP)
+    assert all(r.offset % 8 == 0 for r in RMAP if r.width == 64)
+    names = [r.name for r in RMAP]
+    for needed in ("CTRL", "STATUS", "ERROR", "SEQ_LEN", "HEADS", "SCALE_C", "Q_BASE", "O_HEAD_STRIDE",
+                   "CYCLES", "PE_BUSY", "EXP_BUSY", "MEM_STALL", "BYTES_READ", "BYTES_WRITTEN"):
+        assert needed in names
+
+
+def test_rendered_maps_carry_every_register(tmp_path):
+    paths = write_regmap(RMAP, tmp_path)
+    data = json.loads(paths["json"].read_text())
+    assert [r["name"] for r in data["registers"]] == [r.name for r in RMAP]
+    header = regmap_c_header(RMAP)
+    for r in RMAP:
+        m = re.search(rf"#define ATTENIO_{r.name}_OFFSET 0x([0-9A-F]+)u", header)
+        assert m and int(m.group(1), 16) == r.offset
+        if r.access is Access.CONST:
+            assert f"#define ATTENIO_{r.name}_VALUE {r.value}u" in header
+    md = regmap_markdown(RMAP)
+    assert md.count("\n| 0x") == len(RMAP.registers)
+
+
+def test_header_compiles(tmp_path):
+    import shutil
+    import subprocess
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler on this machine to compile the generated header")
+    (tmp_path / "attenio_regs.h").write_text(regmap_c_header(RMAP))
+    (tmp_path / "t.c").write_text('#include "attenio_regs.h"\n'
+                                  "int main(void) { return ATTENIO_CYCLES_HI_OFFSET == 0x104u ? 0 : 1; }\n")
+    subprocess.run([cc, "-Wall", "-Werror", "-o", str(tmp_path / "t"), str(tmp_path / "t.c")],
+                   check=True)
+    assert subprocess.run([str(tmp_path / "t")]).returncode == 0
