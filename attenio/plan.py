@@ -10,7 +10,8 @@ item                   size                        why
 Q block                a x d x element             resident for the whole block
 O accumulators         a x d x o_acc bits          wide enough for the largest N
 score registers        2 x a x score bits          scores of K_{j+1} while the softmax of j runs
-m, l, alpha, P         a x their widths            the element-wise softmax state
+m, l                   a x their widths            the element-wise softmax state
+P, alpha               2 x a x their widths        double-buffered like the scores
 K/V staging            depth x d x element         prefetched rows, depth from latency and rate
 KV buffer              2 x d x element             one row feeding the array, one filling
 =====================  ==========================  ===========================================
@@ -80,8 +81,9 @@ def reservations(config, a, depth):
                     "double: scores of K_{j+1} while the softmax of K_j runs"),
         Reservation("running max m", "cache", a, wd.m, "online softmax state"),
         Reservation("running sum l", "cache", a, wd.l, "online softmax state"),
-        Reservation("P", "cache", a, wd.p, "probabilities of the current K/V row"),
-        Reservation("alpha", "cache", a, wd.alpha, "rescale factor exp2(m_old - m)"),
+        Reservation("P", "cache", 2 * a, wd.p,
+                    "double: P of row j+1 written while row j's is in use"),
+        Reservation("alpha", "cache", 2 * a, wd.alpha, "double, like P: exp2(m_old - m)"),
         Reservation("K/V staging", "cache", depth * d, el,
                     f"{depth} prefetched K/V rows (covers latency + transfer)"),
         Reservation("KV buffer", "kv_buffer", kv_in_buffer // el, el,
