@@ -1,0 +1,263 @@
+"""The DMA command sequencers: what to read and write, in the order the core needs it.
+
+`ReadSequencer` walks heads, Q blocks and K/V rows and emits one read command per
+row of Q, K or V, tagged with its kind, in exactly the order the core consumes
+them (docs/microarchitecture.md): per block the valid Q rows, then
+K_0, K_1, V_0, K_2, V_1, ..., K_(N-1), V_(N-2), V_(N-1), so the scores run one row
+ahead of the updates. Because the DMA reads ahead as far as its buffer allows,
+issuing commands in consumption order is what overlaps communication with
+computation at all three levels: V_j is fetched while the scores of K_j run,
+K_(j+1) while V_j updates O, and the next block's Q while this block's O drains.
+
+`WriteSequencer` emits one write command per output row, in row order, and
+reports when every write of the run has been acknowledged.
+
+Addresses are formed by adding strides, never by multiplying.
+"""
+
+from amaranth.hdl import Module, Signal, unsigned
+from amaranth.lib import data, enum, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from .dma import command_layout, write_done_layout
+
+__all__ = ["Kind", "run_layout", "block_layout", "read_schedule", "write_schedule",
+           "ReadSequencer", "WriteSequencer"]
+
+
+class Kind(enum.Enum, shape=2):
+    Q = 0
+    K = 1
+    V = 2
+
+
+def run_layout(addr_width):
+    """What one run needs to know; latched by the controller at start."""
+    tensor = data.StructLayout({"base": unsigned(addr_width), "head_stride": unsigned(addr_width),
+                                "row_stride": unsigned(addr_width)})
+    return data.StructLayout({"seq_len": unsigned(32), "heads": unsigned(32),
+                              "q": tensor, "k": tensor, "v": tensor, "o": tensor})
+
+
+def block_layout(block_rows):
+    """One Q block for the core: how many of its rows are real, and how many keys."""
+    return data.StructLayout({"rows_valid": range(block_rows + 1),
+                              "n_keys": unsigned(32)})
+
+
+def read_schedule(*, seq_len, heads, block_rows, q, k, v):
+    """The Python twin of `ReadSequencer`: ([(kind, addr)], [(rows_valid, n_keys)]).
+
+    `q`, `k`, `v` are (base, head_stride, row_stride) triples.
+    """
+    cmds, blocks = [], []
+    for h in range(heads):
+        for row0 in range(0, seq_len, block_rows):
+            rows = min(block_rows, seq_len - row0)
+            blocks.append((rows, seq_len))
+            cmds += [(Kind.Q, q[0] + h * q[1] + (row0 + i) * q[2]) for i in range(rows)]
+            krow = lambda j: (Kind.K, k[0] + h * k[1] + j * k[2])
+            vrow = lambda j: (Kind.V, v[0] + h * v[1] + j * v[2])
+            cmds.append(krow(0))
+            for j in range(1, seq_len):
+                cmds += [krow(j), vrow(j - 1)]
+            cmds.append(vrow(seq_len - 1))
+    return cmds, blocks
+
+
+def write_schedule(*, seq_len, heads, o):
+    """The Python twin of `WriteSequencer`: the address of every output row, in order."""
+    return [o[0] + h * o[1] + i * o[2] for h in range(heads) for i in range(seq_len)]
+
+
+def _check_positive(owner, name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{owner}: {name} must be a positive integer, not {value!r}")
+
+
+class ReadSequencer(wiring.Component):
+    """Read commands (with their kinds, in order) and block descriptors for one run.
+
+    Ports: `start` (pulse, with `run` valid), `cmd` (to the DMA reader), `kind`
+    (one per command, to whoever tags the data), `block` (one per Q block, to the
+    core), `busy`.
+    """
+
+    def __init__(self, *, addr_width, block_rows, row_bytes, tag_depth=16):
+        for name, value in (("addr_width", addr_width), ("block_rows", block_rows),
+                            ("row_bytes", row_bytes), ("tag_depth", tag_depth)):
+            _check_positive("ReadSequencer", name, value)
+        self._addr_width, self._block_rows = addr_width, block_rows
+        self._row_bytes, self._tag_depth = row_bytes, tag_depth
+        super().__init__({
+            "start": In(1),
+            "run": In(run_layout(addr_width)),
+            "cmd": Out(stream.Signature(command_layout(addr_width))),
+            "kind": Out(stream.Signature(Kind)),
+            "block": Out(stream.Signature(block_layout(block_rows))),
+            "busy": Out(1),
+        })
+
+    @property
+    def block_rows(self):
+        return self._block_rows
+
+    def elaborate(self, platform):
+        m = Module()
+        aw, a = self._addr_width, self._block_rows
+        run = Signal(run_layout(aw))
+        m.submodules.tags = tags = SyncFIFOBuffered(width=Kind.as_shape().width, depth=self._tag_depth)
+        m.d.comb += [self.kind.valid.eq(tags.r_rdy), self.kind.payload.eq(tags.r_data),
+                     tags.r_en.eq(self.kind.ready)]
+
+        head = Signal(32)
+        row0 = Signal(32)           # first row of the current block
+        rows_valid = Signal(range(a + 1))
+        block_len = Signal(range(a + 1))   # rows_valid of the block being issued
+        row = Signal(range(a + 1))
+        j = Signal(32)              # rows of K issued so far in this block
+        q_head, k_head, v_head = (Signal(aw, name=f"{t}_head") for t in "qkv")
+        q_ptr, k_ptr, v_ptr = (Signal(aw, name=f"{t}_ptr") for t in "qkv")
+
+        issue_addr = Signal(aw)
+        issue_kind = Signal(Kind)
+        issue = Signal()            # the current state wants to issue a command
+        issued = Signal()
+        m.d.comb += [
+            self.cmd.payload.addr.eq(issue_addr),
+            self.cmd.payload.length.eq(self._row_bytes),
+            self.cmd.valid.eq(issue & tags.w_rdy),
+            tags.w_data.eq(issue_kind),
+            tags.w_en.eq(self.cmd.valid & self.cmd.ready),
+            issued.eq(self.cmd.valid & self.cmd.ready),
+        ]
+
+        left = Signal(32)
+        m.d.comb += left.eq(run.seq_len - row0)
+
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(self.start):
+                    m.d.sync += [run.eq(self.run), head.eq(0), row0.eq(0),
+                                 q_head.eq(self.run.q.base), k_head.eq(self.run.k.base),
+                                 v_head.eq(self.run.v.base), q_ptr.eq(self.run.q.base)]
+                    m.next = "BLOCK"
+            with m.State("BLOCK"):
+                m.d.comb += [self.busy.eq(1), self.block.valid.eq(1),
+                             self.block.payload.rows_valid.eq(rows_valid),
+                             self.block.payload.n_keys.eq(run.seq_len)]
+                with m.If(left < a):
+                    m.d.comb += rows_valid.eq(left)
+                with m.Else():
+                    m.d.comb += rows_valid.eq(a)
+                with m.If(self.block.ready):
+                    m.d.sync += [row.eq(0), k_ptr.eq(k_head), v_ptr.eq(v_head),
+                                 block_len.eq(rows_valid), row0.eq(row0 + rows_valid)]
+                    m.next = "Q"
+            with m.State("Q"):
+                m.d.comb += [self.busy.eq(1), issue.eq(1), issue_addr.eq(q_ptr),
+                             issue_kind.eq(Kind.Q)]
+                with m.If(issued):
+                    m.d.sync += [q_ptr.eq(q_ptr + run.q.row_stride), row.eq(row + 1)]
+                    with m.If(row + 1 == block_len):
+                        m.next = "K_FIRST"
+            with m.State("K_FIRST"):
+                m.d.comb += [self.busy.eq(1), issue.eq(1), issue_addr.eq(k_ptr),
+                             issue_kind.eq(Kind.K)]
+                with m.If(issued):
+                    m.d.sync += [k_ptr.eq(k_ptr + run.k.row_stride), j.eq(1)]
+                    with m.If(run.seq_len == 1):
+                        m.next = "V_LAST"
+                    with m.Else():
+                        m.next = "KV_K"
+            with m.State("KV_K"):
+                m.d.comb += [self.busy.eq(1), issue.eq(1), issue_addr.eq(k_ptr),
+                             issue_kind.eq(Kind.K)]
+                with m.If(issued):
+                    m.d.sync += k_ptr.eq(k_ptr + run.k.row_stride)
+                    m.next = "KV_V"
+            with m.State("KV_V"):
+                m.d.comb += [self.busy.eq(1), issue.eq(1), issue_addr.eq(v_ptr),
+                             issue_kind.eq(Kind.V)]
+                with m.If(issued):
+                    m.d.sync += [v_ptr.eq(v_ptr + run.v.row_stride), j.eq(j + 1)]
+                    with m.If(j + 1 == run.seq_len):
+                        m.next = "V_LAST"
+                    with m.Else():
+                        m.next = "KV_K"
+            with m.State("V_LAST"):
+                m.d.comb += [self.busy.eq(1), issue.eq(1), issue_addr.eq(v_ptr),
+                             issue_kind.eq(Kind.V)]
+                with m.If(issued):
+                    with m.If(row0 < run.seq_len):
+                        m.next = "BLOCK"
+                    with m.Elif(head + 1 == run.heads):
+                        m.next = "IDLE"
+                    with m.Else():
+                        m.d.sync += [head.eq(head + 1), row0.eq(0),
+                                     q_head.eq(q_head + run.q.head_stride),
+                                     q_ptr.eq(q_head + run.q.head_stride),
+                                     k_head.eq(k_head + run.k.head_stride),
+                                     v_head.eq(v_head + run.v.head_stride)]
+                        m.next = "BLOCK"
+        return m
+
+
+class WriteSequencer(wiring.Component):
+    """One write command per output row, in row order; `finished` once all are acknowledged.
+
+    Ports: `start` (pulse, with `run` valid), `cmd` (to the DMA writer), `done`
+    (the writer's completions), `finished` (level, until the next start), `error`
+    (a completion reported an error), `busy`.
+    """
+
+    def __init__(self, *, addr_width, row_bytes):
+        for name, value in (("addr_width", addr_width), ("row_bytes", row_bytes)):
+            _check_positive("WriteSequencer", name, value)
+        self._addr_width, self._row_bytes = addr_width, row_bytes
+        super().__init__({
+            "start": In(1),
+            "run": In(run_layout(addr_width)),
+            "cmd": Out(stream.Signature(command_layout(addr_width))),
+            "done": In(stream.Signature(write_done_layout())),
+            "finished": Out(1),
+            "error": Out(1),
+            "busy": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        aw = self._addr_width
+        run = Signal(run_layout(aw))
+        head, row = Signal(32), Signal(32)
+        o_head, o_ptr = Signal(aw), Signal(aw)
+        issuing = Signal()
+        outstanding = Signal(33)
+
+        issued = self.cmd.valid & self.cmd.ready
+        acked = self.done.valid & self.done.ready
+        m.d.comb += [
+            self.cmd.valid.eq(issuing),
+            self.cmd.payload.addr.eq(o_ptr),
+            self.cmd.payload.length.eq(self._row_bytes),
+            self.done.ready.eq(1),
+            self.busy.eq(issuing | (outstanding != 0)),
+        ]
+        m.d.sync += outstanding.eq(outstanding + issued - acked)
+        with m.If(acked & self.done.payload.error):
+            m.d.sync += self.error.eq(1)
+        with m.If(issued):
+            m.d.sync += [o_ptr.eq(o_ptr + run.o.row_stride), row.eq(row + 1)]
+            with m.If(row + 1 == run.seq_len):
+                m.d.sync += [row.eq(0), head.eq(head + 1), o_head.eq(o_head + run.o.head_stride),
+                             o_ptr.eq(o_head + run.o.head_stride)]
+                with m.If(head + 1 == run.heads):
+                    m.d.sync += issuing.eq(0)
+        with m.If(self.start):
+            m.d.sync += [run.eq(self.run), head.eq(0), row.eq(0), o_head.eq(self.run.o.base),
+                         o_ptr.eq(self.run.o.base), issuing.eq(1), self.error.eq(0),
+                         self.finished.eq(0)]
+        with m.Elif(~issuing & (outstanding == 0) & (head != 0)):
+            m.d.sync += self.finished.eq(1)
+        return m
