@@ -1,0 +1,117 @@
+"""The run controller: checks a run's configuration, starts the sequencers, counts.
+
+A run is started by the CSR START pulse. The controller first checks what the
+hardware cannot serve (N = 0 or above the generated maximum, no heads, a base
+address or stride that is not a multiple of the AXI beat) and, if so, ends the
+run at once with an error code and done set, having moved no byte. Otherwise it
+latches the run's parameters, clears the DMA's byte counters and error status,
+starts the read and write sequencers, and ends the run when every output row has
+been acknowledged and the core is idle. An AXI error response does not hang the
+run: the data keep flowing and the run ends with `AXI_READ` or `AXI_WRITE`.
+
+Counters (64-bit, cleared at start): `cycles` while busy; `pe_busy` and
+`exp_busy` from the core's strobes; `mem_stall` when the core waits for an
+element that has not arrived and neither the array nor the lanes compute.
+"""
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from attenio.regmap import ErrorCode
+
+from .dma import error_layout
+from .sequencer import run_layout
+
+__all__ = ["Controller"]
+
+
+class Controller(wiring.Component):
+    """Ports: `start` and `run` from the CSRs; `busy`, `done`, `error`, the counters to the
+    CSRs; `seq_start`/`seq_run` to both sequencers; `dma_clear` to the DMA's error and
+    counter clears; `finished`, `readers_busy`, `core_busy`, `dma_error` from below;
+    `pe_active`, `exp_active`, `starved` strobes from the core.
+    """
+
+    def __init__(self, *, addr_width, max_seq_len, beat_bytes):
+        if isinstance(max_seq_len, bool) or not isinstance(max_seq_len, int) or max_seq_len <= 0:
+            raise ValueError(f"Controller: max_seq_len must be a positive integer, not {max_seq_len!r}")
+        if beat_bytes not in (4, 8, 16, 32, 64):
+            raise ValueError(f"Controller: beat_bytes must be 4..64 and a power of two, not {beat_bytes!r}")
+        self._addr_width, self._max_seq_len, self._beat_bytes = addr_width, max_seq_len, beat_bytes
+        super().__init__({
+            "start": In(1),
+            "run": In(run_layout(addr_width)),
+            "busy": Out(1),
+            "done": Out(1),
+            "error": Out(8),
+            "cycles": Out(64), "pe_busy": Out(64), "exp_busy": Out(64), "mem_stall": Out(64),
+            "seq_start": Out(1),
+            "seq_run": Out(run_layout(addr_width)),
+            "dma_clear": Out(1),
+            "finished": In(1),
+            "readers_busy": In(1),
+            "core_busy": In(1),
+            "dma_error": In(error_layout()),
+            "pe_active": In(1),
+            "exp_active": In(1),
+            "starved": In(1),
+        })
+
+    @property
+    def max_seq_len(self):
+        return self._max_seq_len
+
+    def check(self, m, run):
+        """The error code a run with parameters `run` ends with at once (0 if none)."""
+        code = Signal(8, name="check_code")
+        mask = self._beat_bytes - 1
+        misaligned = 0
+        for t in (run.q, run.k, run.v, run.o):
+            misaligned = misaligned | ((t.base | t.head_stride | t.row_stride) & mask).any()
+        with m.If(run.seq_len == 0):
+            m.d.comb += code.eq(ErrorCode.SEQ_LEN_ZERO)
+        with m.Elif(run.seq_len > self._max_seq_len):
+            m.d.comb += code.eq(ErrorCode.SEQ_LEN_TOO_LARGE)
+        with m.Elif(run.heads == 0):
+            m.d.comb += code.eq(ErrorCode.HEADS_ZERO)
+        with m.Elif(misaligned):
+            m.d.comb += code.eq(ErrorCode.MISALIGNED)
+        return code
+
+    def elaborate(self, platform):
+        m = Module()
+        code = self.check(m, self.run)
+        m.d.comb += self.dma_clear.eq(0)
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(self.start):
+                    m.d.sync += [self.done.eq(0), self.error.eq(code),
+                                 self.cycles.eq(0), self.pe_busy.eq(0), self.exp_busy.eq(0),
+                                 self.mem_stall.eq(0)]
+                    with m.If(code != 0):
+                        m.d.sync += self.done.eq(1)
+                    with m.Else():
+                        m.d.sync += [self.seq_run.eq(self.run), self.busy.eq(1)]
+                        m.d.comb += self.dma_clear.eq(1)
+                        m.next = "LAUNCH"
+            with m.State("LAUNCH"):
+                m.d.comb += self.seq_start.eq(1)
+                m.d.sync += self.cycles.eq(self.cycles + 1)
+                m.next = "RUN"
+            with m.State("RUN"):
+                m.d.sync += [
+                    self.cycles.eq(self.cycles + 1),
+                    self.pe_busy.eq(self.pe_busy + self.pe_active),
+                    self.exp_busy.eq(self.exp_busy + self.exp_active),
+                    self.mem_stall.eq(self.mem_stall + (self.starved & ~self.pe_active
+                                                        & ~self.exp_active)),
+                ]
+                with m.If(self.finished & ~self.readers_busy & ~self.core_busy):
+                    m.d.sync += [self.busy.eq(0), self.done.eq(1)]
+                    with m.If(self.dma_error.read):
+                        m.d.sync += self.error.eq(ErrorCode.AXI_READ)
+                    with m.Elif(self.dma_error.write):
+                        m.d.sync += self.error.eq(ErrorCode.AXI_WRITE)
+                    m.next = "IDLE"
+        return m
