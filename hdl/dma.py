@@ -308,7 +308,9 @@ class DMAWriter(wiring.Component):
     """Write a stream of bus-width beats to memory, one command at a time in order.
 
     Each burst's AW request goes out first; its W beats follow from `data` with
-    WLAST on the burst's final beat. Up to `max_outstanding` bursts may wait for
+    WLAST on the burst's final beat. A FIFO of `fifo_depth` beats sits between
+    `data` and W, so WVALID comes from a register and short stalls on either side
+    do not stall the other. Up to `max_outstanding` bursts may wait for
     their B response. When the last B of a command is in, `done` carries one
     entry whose `error` says whether any of the command's bursts failed.
 
@@ -324,9 +326,11 @@ class DMAWriter(wiring.Component):
     """
 
     def __init__(self, *, addr_width=32, data_width=64, id_width=1, max_outstanding=4,
-                 max_burst_beats=None):
+                 max_burst_beats=None, fifo_depth=16):
         _check_bus("DMAWriter", addr_width, data_width)
         _check_int("DMAWriter", "max_outstanding", max_outstanding, 1, 256)
+        _check_int("DMAWriter", "fifo_depth", fifo_depth, 2, 1 << 16)
+        self._fifo_depth = fifo_depth
         self._addr_width = addr_width
         self._data_width = data_width
         self._id_width = id_width
@@ -348,6 +352,7 @@ class DMAWriter(wiring.Component):
     id_width = property(lambda self: self._id_width)
     max_outstanding = property(lambda self: self._max_outstanding)
     max_burst_beats = property(lambda self: self._max_burst_beats)
+    fifo_depth = property(lambda self: self._fifo_depth)
 
     def elaborate(self, platform):
         m = Module()
@@ -358,6 +363,10 @@ class DMAWriter(wiring.Component):
             addr_width=self._addr_width, data_width=self._data_width,
             max_burst_beats=self._max_burst_beats)
         wiring.connect(m, wiring.flipped(self.cmd), split.cmd)
+        m.submodules.fifo = fifo = SyncFIFOBuffered(width=self._data_width,
+                                                    depth=self._fifo_depth)
+        m.d.comb += [fifo.w_data.eq(self.data.payload.data), fifo.w_en.eq(self.data.valid),
+                     self.data.ready.eq(fifo.w_rdy)]
         # Per burst in flight: its AxLEN for the W side, its end-of-command flag for B.
         m.submodules.wlens = wlens = SyncFIFO(width=8, depth=self._max_outstanding)
         m.submodules.ends = ends = SyncFIFO(width=1, depth=self._max_outstanding)
@@ -387,11 +396,11 @@ class DMAWriter(wiring.Component):
         beat = Signal(8)
         w_fire = Signal()
         m.d.comb += [
-            axi.wvalid.eq(self.data.valid & wlens.r_rdy),
-            axi.wdata.eq(self.data.payload.data),
+            axi.wvalid.eq(fifo.r_rdy & wlens.r_rdy),
+            axi.wdata.eq(fifo.r_data),
             axi.wstrb.eq(Const(-1, len(axi.wstrb))),
             axi.wlast.eq(beat == wlens.r_data),
-            self.data.ready.eq(axi.wready & wlens.r_rdy),
+            fifo.r_en.eq(axi.wready & wlens.r_rdy),
             w_fire.eq(axi.wvalid & axi.wready),
             wlens.r_en.eq(w_fire & axi.wlast),
         ]
@@ -420,7 +429,7 @@ class DMAWriter(wiring.Component):
 
         m.d.comb += [
             self.malformed.eq(split.malformed),
-            self.busy.eq(split.busy | (inflight != 0)),
+            self.busy.eq(split.busy | (inflight != 0) | fifo.r_rdy),
         ]
         m.d.sync += inflight.eq(inflight + aw_fire - b_fire)
         return m
@@ -441,6 +450,8 @@ class DMA(wiring.Component):
         Longest burst; by default AXI's limit for the width (256 beats, 4 KB).
     read_fifo_depth : int or None
         Beats of read buffering (default two maximal bursts); bounds the reads in flight.
+    write_fifo_depth : int
+        Beats of write buffering between `wr_data` and W.
     counter_width : int
         Width of the byte counters (64 for the CSR block).
 
@@ -457,13 +468,15 @@ class DMA(wiring.Component):
     """
 
     def __init__(self, *, addr_width=32, data_width=64, id_width=1, max_reads=4, max_writes=4,
-                 max_burst_beats=None, read_fifo_depth=None, counter_width=64):
+                 max_burst_beats=None, read_fifo_depth=None, write_fifo_depth=16,
+                 counter_width=64):
         _check_int("DMA", "counter_width", counter_width, 16, 128)
         self._reader = DMAReader(addr_width=addr_width, data_width=data_width, id_width=id_width,
                                  max_outstanding=max_reads, max_burst_beats=max_burst_beats,
                                  fifo_depth=read_fifo_depth)
         self._writer = DMAWriter(addr_width=addr_width, data_width=data_width, id_width=id_width,
-                                 max_outstanding=max_writes, max_burst_beats=max_burst_beats)
+                                 max_outstanding=max_writes, max_burst_beats=max_burst_beats,
+                                 fifo_depth=write_fifo_depth)
         self._counter_width = counter_width
         super().__init__({
             "m_axi": Out(AXI4Signature(addr_width=addr_width, data_width=data_width,
@@ -488,6 +501,7 @@ class DMA(wiring.Component):
     max_writes = property(lambda self: self._writer.max_outstanding)
     max_burst_beats = property(lambda self: self._reader.max_burst_beats)
     read_fifo_depth = property(lambda self: self._reader.fifo_depth)
+    write_fifo_depth = property(lambda self: self._writer.fifo_depth)
     counter_width = property(lambda self: self._counter_width)
 
     def elaborate(self, platform):

@@ -416,6 +416,22 @@ async def test_corners(dut):
     assert int(dut.bytes_read.value) == 2 * 2 * sum(length for _, length in reads)
 
 
+@cocotb.test(timeout_time=timeout_ms(5), timeout_unit="ms")
+async def test_read_backpressure(dut):
+    """A slow consumer of `rd_data` throttles AR; R is never stalled and nothing is lost.
+
+    Four maximal bursts against a read FIFO of two: without the reservation the
+    FIFO would fill with bursts in flight and RREADY would have to drop.
+    """
+    rng = test_rng("read_backpressure")
+    bench = Bench(dut, rng)
+    await bench.start()
+    bench.fill(READ_BASE, 8 * MAX_BURST * BPB)
+    reads = [(READ_BASE, 4 * MAX_BURST * BPB), (READ_BASE + 4 * MAX_BURST * BPB, 4 * BPB)]
+    await _read_write_and_check(bench, reads, [], cmd_gap=0, ready=0.15, data_gap=0)
+    assert bench.mon.max_reads_in_flight >= 2, "no reads overlapped"
+
+
 @cocotb.test(timeout_time=timeout_ms(20 * ROUNDS), timeout_unit="ms")
 async def test_random_traffic(dut):
     """Random commands on both sides at once, random latency and back-pressure everywhere.
@@ -470,7 +486,8 @@ async def test_errors(dut):
     bench.fill(READ_BASE, 8 * AXI_4KB)
     bench.mem.back_pressure(0.2)
     bad = (READ_BASE + AXI_4KB + 4 * BPB, READ_BASE + AXI_4KB + 5 * BPB)      # one read beat
-    wbad = (WRITE_BASE + 2 * AXI_4KB, WRITE_BASE + 2 * AXI_4KB + BPB)        # one write beat
+    # One write beat, in the first of the two bursts of the second write command.
+    wbad = (WRITE_BASE + 2 * AXI_4KB - 2 * BPB, WRITE_BASE + 2 * AXI_4KB - BPB)
     bench.mem.poisoned = [bad, wbad]
     reads = [(READ_BASE, BPB), (READ_BASE + AXI_4KB, 16 * BPB), (READ_BASE + 3 * AXI_4KB, 4 * BPB)]
     writes = [(WRITE_BASE, 8 * BPB), (WRITE_BASE + 2 * AXI_4KB - 4 * BPB, 8 * BPB),
