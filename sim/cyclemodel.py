@@ -1,0 +1,449 @@
+"""The cycle model of the generated accelerator: the schedule of docs/microarchitecture.md, timed.
+
+`simulate(plan)` walks the schedule of the microarchitecture contract for every
+Q block of every head, on the memory of `attenio.sim.memmodel`:
+
+* **Qload**: the block's rows enter the array one element per cycle (a*d feed
+  cycles; a row of d elements is one read of the DMA; rows past N are fed as
+  zeros and read nothing). It overlaps the previous block's O drain.
+* **S_j / U_j**: the K_j (V_j) row replayed r times, r*d feed cycles each, in the
+  order S0 S1 U0 S2 U1 ... S(N-1) U(N-2) U(N-1): scores one row ahead.
+* **SM_j**: once the last MAC of a line has finished S_j (`line_skew` = q - 1
+  cycles after the last feed cycle), each of the L = E/p lanes of a line reads
+  its r*q/L rows, one per cycle, and writes (P, alpha) back `lane_latency`
+  cycles later. U_j may not enter before SM_j has written its last row (the
+  only interlock): a stall when q - 1 + r*q/L + lane_latency > r*d.
+* **O drain**: after U(N-1) the block's valid rows are normalized one element
+  per cycle (valid*d cycles plus `normalizer_latency`) and written out, while
+  the next block loads. U_0 of the next block waits for the drain (it would
+  overwrite the accumulators).
+* **Memory**: the DMA reads the rows in the order the feed consumes them (Q
+  rows, K0, K1, V0, K2, V1, ..., V(N-1), next block's Q rows, ...), at most
+  `Plan.kv_depth` rows ahead: row k is requested when row k - depth enters the
+  KV buffer. A phase starts when its row has fully arrived; the cycles it waits
+  for memory while no lane computes are `mem_stall`. O is written through the
+  link's idle time (`attenio.sim.memmodel.Link`).
+
+Counters (the CSR block's): `cycles`, `pe_busy` (feed cycles of S and U; Qload
+excluded), `exp_busy` (cycles in which at least one lane has a row in flight),
+`mem_stall`, `bytes_read`, `bytes_written` (equal to the Plan's traffic exactly);
+and the model's own `interlock_stall` (feed cycles spent waiting for SM_j).
+
+Two walks, one answer. The event walk steps every phase; the fast walk steps
+the same code but, inside a run of identical steps (the Q rows of a block, the
+(S_j, U_(j-1)) pairs, identical blocks), compares the machine's state relative
+to the feed's clock after each step with the state one to four steps before.
+Once they are equal the machine is periodic: every further step shifts every
+time by the same period and adds the same counts, so the walk jumps over whole
+periods in closed form (t += m * period, counters += m * increment) and steps
+only the warm-up and the tail of each run exactly. Times the future cannot see
+any more (a lane interval already over, an arrival already past) are clamped
+to "now" in the state, so stale values do not hide the period. The tests hold
+the two walks to exact equality.
+
+Beyond the paper (model only, the RTL does neither):
+
+* `split` = s > 1: each Q row is spread over s MACs of a line; each MAC does d/s
+  of the dot product (the s partial scores meet in an adder tree of log2 s
+  stages) and owns d/s columns of O. The feed carries s elements a cycle; a row
+  needs P/s MAC groups, so r = ceil(a / (P/s)) and S_j, U_j take r*ceil(d/s)
+  cycles. It fills the MACs that a < P leaves idle (d = 128 on the paper array).
+* `causal=True`: K/V row j is needed only by Q rows >= j, and with b = 1 a Q
+  block can stop after the K/V row of its last row: block i streams
+  min(N, (i+1) a) K/V rows, so both cycles and K/V traffic shrink. Rows inside
+  the diagonal block are masked in the lanes (P = 0) at no cost.
+"""
+
+from collections import deque
+from dataclasses import dataclass, field, fields
+from math import ceil, log2
+
+from .memmodel import Link, Memory
+
+__all__ = ["RtlParams", "Mapping", "Result", "simulate", "model_counters", "best_split",
+           "COUNTER_KEYS"]
+
+COUNTER_KEYS = ("cycles", "pe_busy", "exp_busy", "mem_stall", "bytes_read", "bytes_written")
+
+
+@dataclass(frozen=True)
+class RtlParams:
+    """The constants of the RTL that the schedule leaves open, as named knobs.
+
+    Defaults follow docs/microarchitecture.md where it fixes them (line skew q - 1,
+    one feed element per cycle, one drained element per cycle, no bubbles between
+    phases) and are otherwise a guess to be set from the RTL's own counts by the
+    RTL-agreement test.
+
+    lane_latency        cycles from a lane reading a score to writing its (P, alpha):
+                        the exp2 pipeline, with the MAC's output register folded in
+    line_skew           cycles from MAC 0 to the last MAC of a line (None: q - 1)
+    normalizer_latency  pipeline depth of the O drain (reciprocal, multiply, round)
+    block_gap           controller bubble cycles between U(N-1) and the next Qload
+    start_latency       cycles from `start` to the first DMA request
+    done_latency        cycles from the last event to `done`
+    write_ack           `done` waits for the last write response (one memory latency
+                        after the last write data)
+    burst_overhead      idle data-bus cycles per AXI burst (the DMA's per-burst cost)
+    axi_rate_cap        a single AXI port moves one beat per cycle: the link rate is
+                        min(bw, axi_data_bits / 8) (see `attenio.sim.memmodel.Memory`)
+    """
+
+    lane_latency: int = 4
+    line_skew: int | None = None
+    normalizer_latency: int = 4
+    block_gap: int = 0
+    start_latency: int = 0
+    done_latency: int = 0
+    write_ack: bool = True
+    burst_overhead: int = 0
+    axi_rate_cap: bool = False
+
+    def __post_init__(self):
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name in ("write_ack", "axi_rate_cap"):
+                if not isinstance(v, bool):
+                    raise ValueError(f"RtlParams: {f.name} must be true or false, not {v!r}")
+            elif v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+                raise ValueError(f"RtlParams: {f.name} must be a non-negative integer, not {v!r}")
+
+
+@dataclass(frozen=True)
+class Mapping:
+    """How the Plan's Q block sits on the array: derived from the Plan and `split`."""
+
+    a: int
+    d: int
+    split: int          # s MACs per Q row
+    rows_per_mac: int   # r: Q rows per MAC group (slots)
+    feed_row: int       # cycles one K/V (or Q) row takes on the feed: ceil(d / s)
+    phase: int          # cycles of S_j or U_j: r * feed_row
+    lane_rows: int      # rows each lane handles per SM: r * q / (s L)
+    skew: int           # last MAC done after the last feed cycle (+ adder tree)
+    macs: int           # P
+    lanes: int          # E
+
+    @classmethod
+    def of(cls, plan, split=1, params=None):
+        params = params or RtlParams()
+        b, d = plan.budget, plan.workload.head_dim
+        p, q = b.mac_lines, b.macs_per_line
+        if isinstance(split, bool) or not isinstance(split, int) or split < 1 or q % split:
+            raise ValueError(f"split must be a positive divisor of macs_per_line = {q}, not {split!r}")
+        if split == 1:
+            r = plan.rows_per_mac
+        else:
+            groups = b.macs // split
+            r = ceil(plan.a / groups)
+        lanes_per_line = max(1, b.exp_units // p)
+        feed_row = ceil(d / split)
+        skew = (q - 1 if params.line_skew is None else params.line_skew) + ceil(log2(split))
+        return cls(a=plan.a, d=d, split=split, rows_per_mac=r, feed_row=feed_row,
+                   phase=r * feed_row, lane_rows=max(1, ceil(r * q / (split * lanes_per_line))),
+                   skew=skew, macs=b.macs, lanes=b.exp_units)
+
+
+@dataclass
+class Result:
+    """Counters of one run and the ratios derived from them."""
+
+    cycles: int = 0
+    pe_busy: int = 0
+    exp_busy: int = 0
+    mem_stall: int = 0
+    interlock_stall: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    useful_macs: int = 0        # MAC operations on valid, unmasked rows
+    exps: int = 0               # exp2 evaluations (P and alpha per valid row and K/V row)
+    macs: int = 0
+    exp_units: int = 1
+    mapping: Mapping | None = field(default=None, repr=False)
+
+    @property
+    def pe_util(self):
+        """Fraction of cycles in which the array computes (an element entered it)."""
+        return self.pe_busy / self.cycles if self.cycles else 0.0
+
+    @property
+    def spatial_util(self):
+        """Of the MACs' busy cycles, the share doing useful work (valid rows / (r P))."""
+        return self.useful_macs / (self.macs * self.pe_busy) if self.pe_busy else 0.0
+
+    @property
+    def mac_efficiency(self):
+        """Useful MAC operations / (P * cycles): time times spatial utilization."""
+        return self.useful_macs / (self.macs * self.cycles) if self.cycles else 0.0
+
+    @property
+    def exp_util(self):
+        return self.exp_busy / self.cycles if self.cycles else 0.0
+
+    @property
+    def exp_work_util(self):
+        """exp2 evaluations / (E * cycles): how much of the EXP units' capacity is used."""
+        return self.exps / (self.exp_units * self.cycles) if self.cycles else 0.0
+
+    @property
+    def stall_fraction(self):
+        return self.mem_stall / self.cycles if self.cycles else 0.0
+
+    def counters(self):
+        return {k: getattr(self, k) for k in COUNTER_KEYS}
+
+    def to_dict(self):
+        d = {k: getattr(self, k) for k in COUNTER_KEYS + ("interlock_stall", "useful_macs", "exps")}
+        d.update(pe_util=self.pe_util, spatial_util=self.spatial_util,
+                 mac_efficiency=self.mac_efficiency, exp_util=self.exp_util,
+                 exp_work_util=self.exp_work_util, stall_fraction=self.stall_fraction)
+        if self.mapping is not None:
+            d.update(split=self.mapping.split, rows_per_mac=self.mapping.rows_per_mac,
+                     phase_cycles=self.mapping.phase)
+        return d
+
+
+_COUNT = ("pe_busy", "exp_busy", "mem_stall", "interlock_stall", "bytes_read", "bytes_written")
+
+
+class _Machine:
+    """The state of the accelerator between phases; every time is an absolute cycle."""
+
+    def __init__(self, m, mem, params, row_bytes, depth, total_rows, out_bytes):
+        self.m, self.params = m, params
+        self.row_bytes, self.depth, self.total = row_bytes, depth, total_rows
+        self.out_bytes = out_bytes          # bytes of one O row
+        t0 = params.start_latency
+        self.t = t0                         # first cycle the feed is free
+        self.link = Link(mem, start=t0)
+        self.arr = deque()                  # arrival of issued, unconsumed rows
+        self.k_cons = 0
+        self.k_issue = 0
+        self.sm = [(t0, t0), (t0, t0)]      # the last two SM intervals [start, done)
+        self.sm_read_end = t0               # a lane may start the next SM from here
+        self.pending = t0                   # SM done of the row U waits for next
+        self.drain_end = t0
+        self.done_floor = t0
+        self.c = dict.fromkeys(_COUNT, 0)
+        for _ in range(min(depth, total_rows)):
+            self._issue(t0)
+
+    # --- memory -----------------------------------------------------------------
+    def _issue(self, t):
+        self.arr.append(self.link.read(t, self.row_bytes))
+        self.k_issue += 1
+        self.c["bytes_read"] += self.row_bytes
+
+    def _lane_free(self, a, b):
+        """Cycles of [a, b) in which no lane is busy."""
+        if b <= a:
+            return 0
+        busy, lo = 0, a
+        for s, e in sorted(self.sm):
+            s, e = max(s, lo), min(e, b)
+            if e > s:
+                busy += e - s
+                lo = e
+        return b - a - busy
+
+    # --- the feed ---------------------------------------------------------------
+    def _phase(self, length, row, interlock, busy):
+        t = self.t
+        ready = max(t, interlock)
+        if row:
+            arr = self.arr.popleft()
+            start = max(ready, arr)
+            if arr > t:
+                self.c["mem_stall"] += self._lane_free(t, arr)
+            self.k_cons += 1
+            if self.k_issue < self.total:
+                self._issue(start)
+        else:
+            start = ready
+        if interlock > t:
+            self.c["interlock_stall"] += min(interlock, start) - t
+        self.t = start + length
+        if busy:
+            self.c["pe_busy"] += length
+
+    def _softmax(self):
+        """SM of the S phase that just ended; returns when its last row is written."""
+        m = self.m
+        s = max(self.t + m.skew, self.sm_read_end, self.drain_end)
+        done = s + m.lane_rows + self.params.lane_latency
+        self.c["exp_busy"] += done - max(s, self.sm[1][1])
+        self.sm = [self.sm[1], (s, done)]
+        self.sm_read_end = s + m.lane_rows
+        return done
+
+    # --- steps --------------------------------------------------------------------
+    def q_row(self):
+        self._phase(self.m.feed_row, True, self.t, False)
+
+    def q_pad(self, rows):
+        self._phase(rows * self.m.feed_row, False, self.t, False)
+
+    def s_first(self):
+        self._phase(self.m.phase, True, self.t, True)
+        self.pending = self._softmax()
+
+    def pair(self):
+        """S_j then U_(j-1)."""
+        self._phase(self.m.phase, True, self.t, True)
+        done = self._softmax()
+        self._phase(self.m.phase, True, max(self.pending, self.drain_end), True)
+        self.pending = done
+
+    def u_last(self):
+        self._phase(self.m.phase, True, max(self.pending, self.drain_end), True)
+
+    def block_end(self, valid):
+        m, p = self.m, self.params
+        drain_start = self.t + m.skew
+        self.drain_end = drain_start + valid * m.d + p.normalizer_latency
+        self.link.write(drain_start, valid * self.out_bytes)
+        self.c["bytes_written"] += valid * self.out_bytes
+        self.done_floor = max(self.done_floor, self.drain_end)
+        self.t += p.block_gap
+
+    def finish(self):
+        end = max(self.t, self.done_floor)
+        if self.c["bytes_written"]:
+            w = self.link.flush()
+            end = max(end, w + (self.link.mem.latency if self.params.write_ack else 0))
+        return end + self.params.done_latency
+
+    # --- periodicity --------------------------------------------------------------
+    def snapshot(self):
+        t = self.t
+        clamp = lambda x: max(x - t, 0)
+        free, debt = self.link.snapshot(t)
+        if not debt:    # every later read is issued at >= t: max(t + latency, free)
+            free = max(free, self.link.mem.latency)
+        return (free, debt, tuple(clamp(x) for x in self.arr),
+                tuple((clamp(s), clamp(e)) for s, e in self.sm),
+                clamp(self.sm_read_end), clamp(self.pending), clamp(self.drain_end),
+                clamp(self.done_floor), self.k_issue - self.k_cons)
+
+    def mark(self):
+        return self.snapshot(), self.t, dict(self.c), self.k_cons
+
+    def jump(self, old, new, times):
+        """Repeat the period between marks `old` and `new` `times` more times."""
+        dt = (new[1] - old[1]) * times
+        dk = (new[3] - old[3]) * times
+        self.t += dt
+        self.link.shift(dt)
+        self.arr = deque(x + dt for x in self.arr)
+        self.sm = [(s + dt, e + dt) for s, e in self.sm]
+        self.sm_read_end += dt
+        self.pending += dt
+        self.drain_end += dt
+        self.done_floor += dt
+        self.k_cons += dk
+        self.k_issue += dk
+        for k in _COUNT:
+            self.c[k] += (new[2][k] - old[2][k]) * times
+
+
+def _repeat(mc, count, step, fast, rows_per_step):
+    """Run `step` `count` times; in fast mode jump over whole periods once periodic."""
+    i, hist = 0, []
+    while i < count:
+        step()
+        i += 1
+        if not fast or count - i < 2:
+            continue
+        hist.append(mc.mark())
+        for p in (1, 2, 3, 4):
+            if len(hist) > p and hist[-1][0] == hist[-1 - p][0]:
+                # leave the stream's end (no more reads to issue) to the exact walk
+                room = mc.total - mc.k_issue - rows_per_step * (p + 2) - mc.depth
+                per_period = rows_per_step * p
+                times = (count - i - 1) // p
+                if per_period:
+                    times = min(times, max(0, room // per_period))
+                if times > 0:
+                    mc.jump(hist[-1 - p], hist[-1], times)
+                    i += times * p
+                hist.clear()
+                break
+        else:
+            if len(hist) > 5:
+                hist.pop(0)
+
+
+def _blocks(plan, n, heads, causal):
+    """[(valid rows, K/V rows)] of every Q block of every head, in run order."""
+    a = plan.a
+    one = [(min(a, n - i), min(n, i + a) if causal else n) for i in range(0, n, a)]
+    return one * heads
+
+
+def _useful(plan, n, causal):
+    """Useful MACs and exp2 evaluations of one head."""
+    d = plan.workload.head_dim
+    keys = n * (n + 1) // 2 if causal else n * n       # (Q row, K/V row) pairs kept
+    if not causal:
+        return 2 * d * keys, 2 * keys
+    # the lanes still evaluate every row of the diagonal block (masked to P = 0)
+    evals = sum(v * k for v, k in _blocks(plan, n, 1, True))
+    return 2 * d * keys, 2 * evals
+
+
+def simulate(plan, *, seq_len=None, heads=None, causal=False, split=1, params=None, fast=True):
+    """Run the schedule of `plan` for `seq_len` keys (<= the Plan's N) and `heads` heads."""
+    params = params or RtlParams()
+    w, b = plan.workload, plan.budget
+    n = w.seq_len if seq_len is None else seq_len
+    h = w.heads if heads is None else heads
+    for name, v in (("seq_len", n), ("heads", h)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"simulate: {name} must be a positive integer, not {v!r}")
+    if n > w.seq_len:
+        raise ValueError(f"simulate: seq_len {n} exceeds the Plan's N = {w.seq_len}")
+    m = Mapping.of(plan, split, params)
+    eb = plan.config.format.element_bytes
+    mem = Memory.of(b, burst_overhead=params.burst_overhead, axi_rate_cap=params.axi_rate_cap)
+    blocks = _blocks(plan, n, h, causal)
+    total = sum(v + 2 * k for v, k in blocks)
+    mc = _Machine(m, mem, params, m.d * eb, plan.kv_depth, total, m.d * eb)
+
+    def run_block(valid, kv):
+        _repeat(mc, valid, mc.q_row, fast, 1)
+        if plan.a > valid:
+            mc.q_pad(plan.a - valid)
+        mc.s_first()
+        _repeat(mc, kv - 1, mc.pair, fast, 2)
+        mc.u_last()
+        mc.block_end(valid)
+
+    i = 0
+    while i < len(blocks):
+        j = i
+        while j < len(blocks) and blocks[j] == blocks[i]:
+            j += 1
+        valid, kv = blocks[i]
+        _repeat(mc, j - i, lambda: run_block(valid, kv), fast, valid + 2 * kv)
+        i = j
+    res = Result(cycles=mc.finish(), macs=b.macs, exp_units=b.exp_units, mapping=m, **mc.c)
+    useful, exps = _useful(plan, n, causal)
+    res.useful_macs, res.exps = useful * h, exps * h
+    return res
+
+
+def best_split(plan, params=None):
+    """The s (a divisor of q) with the shortest S/U phase; the smallest s among equals."""
+    q = plan.budget.macs_per_line
+    options = [s for s in range(1, q + 1) if q % s == 0]
+    return min(options, key=lambda s: (Mapping.of(plan, s, params).phase, s))
+
+
+def model_counters(plan, *, seq_len=None, heads=None, params=None):
+    """The CSR counters the RTL should report for a run of `plan` at runtime N and heads.
+
+    Keys: cycles, pe_busy, exp_busy, mem_stall, bytes_read, bytes_written. The
+    RTL-agreement test compares these with the generated design's counters
+    (cycles within 1%, bytes exact, pe_busy and mem_stall within 1% of cycles).
+    """
+    return simulate(plan, seq_len=seq_len, heads=heads, params=params).counters()
