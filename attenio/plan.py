@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from math import ceil
 
 from .analysis import attention_bound, attention_io, attention_optimum
-from .config import Config
+from .config import Config, Workload
 from .errors import ConfigError
 from .traffic import Traffic, Transfer
 
@@ -99,9 +99,14 @@ def _cache_bytes(config, a, depth):
     return sum(r.bytes for r in reservations(config, a, depth) if r.where == "cache")
 
 
-def attenio_traffic(config, a):
-    """Off-chip traffic of the AttenIO dataflow with Q blocks of `a` rows, all heads."""
+def attenio_traffic(config, a, *, seq_len=None, heads=None):
+    """Off-chip traffic of the AttenIO dataflow with Q blocks of `a` rows, all heads.
+
+    `seq_len` and `heads` default to the workload's; a run may use fewer.
+    """
     w = config.workload
+    if seq_len is not None or heads is not None:
+        w = Workload(seq_len=seq_len or w.seq_len, head_dim=w.head_dim, heads=heads or w.heads)
     eb = config.format.element_bytes
     blocks = ceil(w.seq_len / a)
     nd = w.seq_len * w.head_dim
@@ -169,6 +174,13 @@ class Plan:
     def bound_elements(self):
         w = self.workload
         return attention_bound(w.seq_len, w.head_dim, self.m_elements) * w.heads
+
+    def traffic_at(self, *, seq_len, heads):
+        """The traffic of a run of this hardware at runtime N = `seq_len` and `heads`."""
+        if not 1 <= seq_len <= self.workload.seq_len:
+            raise ConfigError(f"runtime N = {seq_len} is outside 1..{self.workload.seq_len}, the "
+                              f"range this hardware is generated for")
+        return attenio_traffic(self.config, self.a, seq_len=seq_len, heads=heads)
 
     def row_of(self, line, mac, slot):
         """Q-block row owned by MAC `mac` of line `line` in its `slot`-th slot (< r)."""
