@@ -123,6 +123,7 @@ class Mapping:
     skew: int           # last MAC done after the last feed cycle (+ adder tree)
     macs: int           # P
     lanes: int          # E
+    depth: int          # rows the DMA may read ahead (the Plan's kv_depth when s = 1)
 
     @classmethod
     def of(cls, plan, split=1, params=None):
@@ -139,9 +140,15 @@ class Mapping:
         lanes_per_line = max(1, b.exp_units // p)
         feed_row = ceil(d / split)
         skew = (q - 1 if params.line_skew is None else params.line_skew) + ceil(log2(split))
+        depth = plan.kv_depth
+        if split > 1:
+            # rows go s times faster: the Plan's rule for the depth, at ceil(d/s) cycles a row
+            eb = plan.config.format.element_bytes
+            arrival = b.latency_cycles + ceil(d * eb / b.bw_bytes_per_cycle)
+            depth = max(depth, 1 + ceil(arrival / feed_row))
         return cls(a=plan.a, d=d, split=split, rows_per_mac=r, feed_row=feed_row,
                    phase=r * feed_row, lane_rows=max(1, ceil(r * q / (split * lanes_per_line))),
-                   skew=skew, macs=b.macs, lanes=b.exp_units)
+                   skew=skew, macs=b.macs, lanes=b.exp_units, depth=depth)
 
 
 @dataclass
@@ -314,7 +321,9 @@ class _Machine:
         return end + self.params.done_latency
 
     # --- periodicity --------------------------------------------------------------
-    def snapshot(self):
+    def snapshot(self, frozen=False):
+        """The state relative to the feed's clock; `frozen` leaves out the drain's
+        end and the done floor, which steps of the Qload never read."""
         t = self.t
         clamp = lambda x: max(x - t, 0)
         free, debt = self.link.snapshot(t)
@@ -322,13 +331,14 @@ class _Machine:
             free = max(free, self.link.mem.latency)
         return (free, debt, tuple(clamp(x) for x in self.arr),
                 tuple((clamp(s), clamp(e)) for s, e in self.sm),
-                clamp(self.sm_read_end), clamp(self.pending), clamp(self.drain_end),
-                clamp(self.done_floor), self.k_issue - self.k_cons)
+                clamp(self.sm_read_end), clamp(self.pending),
+                None if frozen else clamp(self.drain_end),
+                None if frozen else clamp(self.done_floor), self.k_issue - self.k_cons)
 
-    def mark(self):
-        return self.snapshot(), self.t, dict(self.c), self.k_cons
+    def mark(self, frozen=False):
+        return self.snapshot(frozen), self.t, dict(self.c), self.k_cons
 
-    def jump(self, old, new, times):
+    def jump(self, old, new, times, frozen=False):
         """Repeat the period between marks `old` and `new` `times` more times."""
         dt = (new[1] - old[1]) * times
         dk = (new[3] - old[3]) * times
@@ -338,23 +348,28 @@ class _Machine:
         self.sm = [(s + dt, e + dt) for s, e in self.sm]
         self.sm_read_end += dt
         self.pending += dt
-        self.drain_end += dt
-        self.done_floor += dt
+        if not frozen:
+            self.drain_end += dt
+            self.done_floor += dt
         self.k_cons += dk
         self.k_issue += dk
         for k in _COUNT:
             self.c[k] += (new[2][k] - old[2][k]) * times
 
 
-def _repeat(mc, count, step, fast, rows_per_step):
-    """Run `step` `count` times; in fast mode jump over whole periods once periodic."""
+def _repeat(mc, count, step, fast, rows_per_step, frozen=False):
+    """Run `step` `count` times; in fast mode jump over whole periods once periodic.
+
+    `frozen`: the steps never read the drain's end or the done floor (Qload rows),
+    so those stay where they are while the clock jumps.
+    """
     i, hist = 0, []
     while i < count:
         step()
         i += 1
         if not fast or count - i < 2:
             continue
-        hist.append(mc.mark())
+        hist.append(mc.mark(frozen))
         for p in (1, 2, 3, 4):
             if len(hist) > p and hist[-1][0] == hist[-1 - p][0]:
                 # leave the stream's end (no more reads to issue) to the exact walk
@@ -364,7 +379,7 @@ def _repeat(mc, count, step, fast, rows_per_step):
                 if per_period:
                     times = min(times, max(0, room // per_period))
                 if times > 0:
-                    mc.jump(hist[-1 - p], hist[-1], times)
+                    mc.jump(hist[-1 - p], hist[-1], times, frozen)
                     i += times * p
                 hist.clear()
                 break
@@ -407,10 +422,10 @@ def simulate(plan, *, seq_len=None, heads=None, causal=False, split=1, params=No
     mem = Memory.of(b, burst_overhead=params.burst_overhead, axi_rate_cap=params.axi_rate_cap)
     blocks = _blocks(plan, n, h, causal)
     total = sum(v + 2 * k for v, k in blocks)
-    mc = _Machine(m, mem, params, m.d * eb, plan.kv_depth, total, m.d * eb)
+    mc = _Machine(m, mem, params, m.d * eb, m.depth, total, m.d * eb)
 
     def run_block(valid, kv):
-        _repeat(mc, valid, mc.q_row, fast, 1)
+        _repeat(mc, valid, mc.q_row, fast, 1, frozen=True)
         if plan.a > valid:
             mc.q_pad(plan.a - valid)
         mc.s_first()
@@ -432,11 +447,18 @@ def simulate(plan, *, seq_len=None, heads=None, causal=False, split=1, params=No
     return res
 
 
-def best_split(plan, params=None):
-    """The s (a divisor of q) with the shortest S/U phase; the smallest s among equals."""
+def best_split(plan, *, seq_len=None, heads=None, params=None, tolerance=0.02):
+    """The smallest s (a divisor of q) within `tolerance` of the fewest cycles, and its Result.
+
+    Splitting wider than needed costs a wider feed and a deeper adder tree for
+    little gain, so an s that is at most 2% slower than the best wins if smaller.
+    """
     q = plan.budget.macs_per_line
-    options = [s for s in range(1, q + 1) if q % s == 0]
-    return min(options, key=lambda s: (Mapping.of(plan, s, params).phase, s))
+    runs = {s: simulate(plan, seq_len=seq_len, heads=heads, split=s, params=params)
+            for s in range(1, q + 1) if q % s == 0}
+    best = min(r.cycles for r in runs.values())
+    s = min(s for s, r in runs.items() if r.cycles <= best * (1 + tolerance))
+    return s, runs[s]
 
 
 def model_counters(plan, *, seq_len=None, heads=None, params=None):
