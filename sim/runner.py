@@ -65,11 +65,12 @@ def simulator_available(simulator):
 
 
 def run_bench(*, simulator, verilog_sources, toplevel, module, build_dir, params=None,
-              seed=None, waves=None, testcase=None):
+              seed=None, waves=None, testcase=None, always=False):
     """Build `verilog_sources` and run the cocotb test module `module` against `toplevel`.
 
     Returns the path of the results XML; raises AssertionError naming the failed
-    tests if any failed, so a pytest launcher needs nothing more.
+    tests if any failed, so a pytest launcher needs nothing more. The build is
+    reused when the sources are older than it, unless `always`.
     """
     from cocotb_tools.runner import get_runner
 
@@ -86,7 +87,7 @@ def run_bench(*, simulator, verilog_sources, toplevel, module, build_dir, params
     runner = get_runner(simulator)
     runner.build(verilog_sources=[str(s) for s in verilog_sources], hdl_toplevel=toplevel,
                  build_dir=build_dir, build_args=build_args, timescale=("1ns", "1ps"),
-                 waves=waves, always=True, log_file=build_dir / "build.log")
+                 waves=waves, always=always, log_file=build_dir / "build.log")
     env = {"ATTENIO_BENCH": json.dumps(params or {})}
     results = runner.test(test_module=module, hdl_toplevel=toplevel, build_dir=build_dir,
                           test_dir=build_dir, seed=seed, extra_env=env, waves=waves,
