@@ -1,0 +1,256 @@
+"""cocotb bench of `attenio.hdl.core.AttentionCore` on its emitted Verilog.
+
+Parameters (from the launcher, `attenio.sim.runner.bench_params`): the core's
+`mac_lines`, `macs_per_line`, `rows_per_mac`, `head_dim`, `exp_units`,
+`max_seq_len`; `blocks`, a list of [rows_valid, n_keys] run back to back in
+`test_stream` (several blocks, so the drain of one overlaps the Q load of the
+next); `random_blocks` for `test_backpressure`; `seed`; `report`, a JSON file
+`test_stream` writes its cycle figures to.
+
+The pieces are kept apart: `Block` (random int8 Q/K/V, a softmax constant, and
+the golden model's bytes), `FeedDriver` (start commands and the feed in the
+core's order, with optional random gaps), `OutSink` (collects o_out, with
+optional random back-pressure), `Strobes` (counts pe_active / exp_active and
+times every block), and the tests, which compare every byte with the golden
+model (`attenio.sim.golden.attention`, i.e. the twins of `Int8Arith`).
+"""
+
+import json
+import logging
+import random
+
+import cocotb
+import numpy as np
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, RisingEdge
+
+from attenio.formats import Int8Format
+from attenio.hdl.core import Kind, feed_layout, start_layout
+from attenio.hdl.formats import Int8Arith
+from attenio.sim.golden import attention
+from attenio.sim.runner import bench_params
+
+P = bench_params()
+LINES = P.get("mac_lines", 2)
+QM = P.get("macs_per_line", 2)
+R = P.get("rows_per_mac", 1)
+D = P.get("head_dim", 8)
+E = P.get("exp_units", LINES)
+NMAX = P.get("max_seq_len", 64)
+SEED = P.get("seed", 1)
+ROWS = R * LINES * QM
+ARITH = Int8Arith(Int8Format(), max_seq_len=NMAX, head_dim=D)
+FEED = feed_layout()
+START = start_layout(rows=ROWS, max_seq_len=NMAX)
+
+
+def test_rng(name):
+    seed = f"{SEED}:{name}:{LINES}x{QM}r{R}d{D}e{E}"
+    print(f"bench_core {name}: seed {seed!r}", flush=True)
+    logging.getLogger("cocotb").info("bench_core %s: seed %r", name, seed)
+    return random.Random(seed), np.random.default_rng(random.Random(seed).getrandbits(64))
+
+
+def pack(layout, **fields):
+    """The bits of a struct payload (fields from the hdl's own layout, nothing retyped)."""
+    word = 0
+    for name, value in fields.items():
+        f = layout[name]
+        word |= (int(value) & ((1 << f.width) - 1)) << f.offset
+    return word
+
+
+def kv_order(n):
+    """The core's feed order of K/V rows: K0, K1, V0, K2, V1, ..., V(N-1)."""
+    seq = [("K", 0)]
+    for j in range(1, n):
+        seq += [("K", j), ("V", j - 1)]
+    return seq + [("V", n - 1)]
+
+
+class Block:
+    """One Q block: random int8 Q [rows, d], K, V [n, d], a random c, and the expected bytes."""
+
+    def __init__(self, nrng, rows, n):
+        self.rows, self.n = rows, n
+        # scores spread over a realistic range: c between 2**-8 and 2**-3 (raw, c_frac bits)
+        cf = ARITH.cfg.c_frac
+        self.c = int(nrng.integers(1 << (cf - 8), 1 << (cf - 3)))
+        self.q = nrng.integers(-128, 128, (rows, D))
+        self.k = nrng.integers(-128, 128, (n, D))
+        self.v = nrng.integers(-128, 128, (n, D))
+        self.expected = attention(self.q, self.k, self.v, c=self.c, a=rows,
+                                  arith=ARITH).reshape(-1).astype(int)
+
+    def words(self):
+        out = [pack(FEED, kind=Kind.Q.value, value=x) for x in self.q.reshape(-1)]
+        for kind, j in kv_order(self.n):
+            row = self.k[j] if kind == "K" else self.v[j]
+            out += [pack(FEED, kind=Kind[kind].value, value=x) for x in row]
+        return out
+
+
+class FeedDriver:
+    """Issues each block's start command, then its feed words; `gap` is the
+    probability of holding valid low for a cycle."""
+
+    def __init__(self, dut, rng, gap=0.0):
+        self.dut, self.rng, self.gap = dut, rng, gap
+        self.start_times = []
+
+    async def run(self, blocks):
+        d = self.dut
+        for blk in blocks:
+            d.c.value = blk.c
+            d.start__payload.value = pack(START, rows_valid=blk.rows, n_keys=blk.n)
+            d.start__valid.value = 1
+            while True:
+                await RisingEdge(d.clk)
+                if d.start__ready.value:
+                    break
+            d.start__valid.value = 0
+            self.start_times.append(cocotb.utils.get_sim_time("ns"))
+            for word in blk.words():
+                while self.gap and self.rng.random() < self.gap:
+                    d.feed__valid.value = 0
+                    await RisingEdge(d.clk)
+                d.feed__payload.value = word
+                d.feed__valid.value = 1
+                while True:
+                    await RisingEdge(d.clk)
+                    if d.feed__ready.value:
+                        break
+            d.feed__valid.value = 0
+
+
+class OutSink:
+    """Collects o_out bytes (with their last flags); `pause` is the probability of
+    holding ready low for a cycle."""
+
+    def __init__(self, dut, rng, pause=0.0):
+        self.dut, self.rng, self.pause = dut, rng, pause
+        self.data, self.lasts, self.times = [], [], []
+
+    async def run(self):
+        d = self.dut
+        while True:
+            go = not (self.pause and self.rng.random() < self.pause)
+            d.o_out__ready.value = int(go)
+            await RisingEdge(d.clk)
+            if go and d.o_out__valid.value:
+                word = int(d.o_out__payload.value)
+                self.data.append((word & 0xFF) - ((word & 0x80) << 1))
+                self.lasts.append(word >> 8 & 1)
+                self.times.append(cocotb.utils.get_sim_time("ns"))
+
+
+class Strobes:
+    """Per-cycle counters of the status strobes, with the cycle of every pe_active."""
+
+    def __init__(self, dut):
+        self.dut = dut
+        self.cycle = 0
+        self.pe = self.exp = 0
+        self.pe_cycles = []
+
+    async def run(self):
+        d = self.dut
+        while True:
+            await RisingEdge(d.clk)
+            self.cycle += 1
+            if d.pe_active.value:
+                self.pe += 1
+                self.pe_cycles.append(self.cycle)
+            if d.exp_active.value:
+                self.exp += 1
+            assert not d.error.value, "the core raised error"
+
+
+async def reset(dut):
+    Clock(dut.clk, 10, unit="ns").start()
+    for s in (dut.start__valid, dut.feed__valid, dut.o_out__ready):
+        s.value = 0
+    dut.start__payload.value = 0
+    dut.feed__payload.value = 0
+    dut.c.value = 0
+    dut.rst.value = 1
+    await ClockCycles(dut.clk, 3)
+    dut.rst.value = 0
+    await RisingEdge(dut.clk)
+
+
+async def run_blocks(dut, blocks, rng, *, gap=0.0, pause=0.0):
+    await reset(dut)
+    strobes = Strobes(dut)
+    cocotb.start_soon(strobes.run())
+    sink = OutSink(dut, rng, pause)
+    cocotb.start_soon(sink.run())
+    driver = FeedDriver(dut, rng, gap)
+    t0 = strobes.cycle
+    await driver.run(blocks)
+    total = sum(b.rows * D for b in blocks)
+    budget = 50 * sum(b.n * 2 * R * D + b.rows * D + 200 for b in blocks)
+    waited = 0
+    while len(sink.data) < total and waited < budget:
+        await RisingEdge(dut.clk)
+        waited += 1
+    for _ in range(20):                  # nothing more may come
+        await RisingEdge(dut.clk)
+    assert not dut.busy.value, "busy after the last byte"
+    got = np.array(sink.data, dtype=int)
+    assert len(got) == total, f"got {len(got)} bytes, expected {total}"
+    off = 0
+    for i, b in enumerate(blocks):
+        seg = got[off:off + b.rows * D]
+        bad = np.nonzero(seg != b.expected)[0]
+        assert bad.size == 0, (
+            f"block {i} (rows {b.rows}, n {b.n}): {bad.size} of {seg.size} bytes differ from "
+            f"the golden model; first at row {bad[0] // D}, col {bad[0] % D}: "
+            f"got {seg[bad[0]]}, expected {b.expected[bad[0]]}")
+        lasts = sink.lasts[off:off + b.rows * D]
+        assert lasts == [0] * (len(lasts) - 1) + [1], f"block {i}: last flags {lasts}"
+        off += b.rows * D
+    return strobes, sink, strobes.cycle - t0
+
+
+@cocotb.test(timeout_time=200, timeout_unit="ms")
+async def test_stream(dut):
+    """Blocks back to back at full rate: bit-exact bytes, and the cycles per K/V row."""
+    rng, nrng = test_rng("stream")
+    blocks = [Block(nrng, rows, n) for rows, n in P.get("blocks", [[ROWS, 8]])]
+    strobes, sink, cycles = await run_blocks(dut, blocks, rng)
+    # steady state of each block: from its first to its last S/U element into the array
+    figures = []
+    pe_cycles = strobes.pe_cycles
+    off = 0
+    for b in blocks:
+        count = b.n * 2 * R * D
+        span = pe_cycles[off + count - 1] - pe_cycles[off] + 1
+        figures.append({"rows_valid": b.rows, "n_keys": b.n, "array_cycles": span,
+                        "cycles_per_row": span / b.n, "ideal_per_row": 2 * R * D,
+                        "stall_cycles": span - count})
+        off += count
+    assert off == strobes.pe, f"pe_active counted {strobes.pe}, expected {off}"
+    report = {"config": {"mac_lines": LINES, "macs_per_line": QM, "rows_per_mac": R,
+                         "head_dim": D, "exp_units": E},
+              "blocks": figures, "total_cycles": cycles, "pe_active": strobes.pe,
+              "exp_active": strobes.exp, "pe_busy_fraction": strobes.pe / cycles}
+    for f in figures:
+        dut._log.info("block rows %d N %d: %.2f cycles per K/V row (ideal 2*r*d = %d), "
+                      "%d stall cycles", f["rows_valid"], f["n_keys"], f["cycles_per_row"],
+                      f["ideal_per_row"], f["stall_cycles"])
+    dut._log.info("PE busy %d of %d cycles (%.1f%%)", strobes.pe, cycles,
+                  100 * strobes.pe / cycles)
+    if P.get("report"):
+        with open(P["report"], "w") as fh:
+            json.dump(report, fh, indent=1)
+
+
+@cocotb.test(timeout_time=400, timeout_unit="ms")
+async def test_backpressure(dut):
+    """Random gaps in the feed and random back-pressure on o_out, random block shapes."""
+    rng, nrng = test_rng("backpressure")
+    count = P.get("random_blocks", 3)
+    nmax = min(NMAX, P.get("random_nmax", 12))
+    blocks = [Block(nrng, rng.randint(1, ROWS), rng.randint(1, nmax)) for _ in range(count)]
+    await run_blocks(dut, blocks, rng, gap=0.3, pause=0.3)
