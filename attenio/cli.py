@@ -59,6 +59,35 @@ def _cache_kib(text):
     return int(kib * 1024)
 
 
+def _int_list(text):
+    """A comma-separated list of positive integers; a K suffix multiplies by 1024 (8K = 8192)."""
+    values = []
+    for item in text.split(","):
+        item = item.strip()
+        scale = 1024 if item[-1:] in ("k", "K") else 1
+        try:
+            value = int(item[:-1] if scale > 1 else item, 10) * scale
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a comma-separated list of positive integers ({item!r})") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{text!r}: {item!r} is not a positive integer")
+        values.append(value)
+    return values
+
+
+def _split(text):
+    if text == "auto":
+        return text
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither 'auto' nor an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return value
+
+
 def _shared_options(p):
     g = p.add_argument_group("workload and budget (override --preset and --config)")
     g.add_argument("--preset", choices=sorted(PRESETS), help="starting point (default: small)")
@@ -112,6 +141,29 @@ def cmd_plan(args):
     return 0
 
 
+def cmd_compare(args):
+    from .sim.compare import compare, render_text, write_all
+
+    config = config_from_args(args)
+    seq_lens = args.seq_lens or [config.workload.seq_len]
+    head_dims = args.head_dims or [config.workload.head_dim]
+    q = config.budget.macs_per_line
+    if args.split_rows != "auto" and q % args.split_rows:
+        raise ConfigError(f"--split-rows {args.split_rows} must divide the {q} MACs of a line")
+    try:
+        data = compare(config, seq_lens, head_dims, split=args.split_rows)
+    except ValueError as exc:       # a model's own argument check, e.g. N beyond the Plan's
+        raise ConfigError(str(exc)) from None
+    out = Path(args.out) if args.out else Path("build") / config.name / "compare"
+    paths = write_all(data, out)
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        print(render_text(data))
+        print(f"wrote {', '.join(str(p) for p in paths)}")
+    return 0
+
+
 def build_parser():
     parser = _Parser(prog="attenio", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -120,6 +172,20 @@ def build_parser():
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument("-o", "--out", metavar="DIR", help="output directory (default build/<name>)")
     p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("compare", help="cycles, traffic and utilization of AttenIO and the baselines")
+    _shared_options(p)
+    p.add_argument("--seq-lens", type=_int_list, metavar="N,N,...",
+                   help="sequence lengths to compare, e.g. 8K,16K,32K (default: --seq-len)")
+    p.add_argument("--head-dims", type=_int_list, metavar="D,D,...",
+                   help="head dimensions to compare, e.g. 64,128 (default: --head-dim)")
+    p.add_argument("--split-rows", type=_split, default="auto", metavar="S|auto",
+                   help="MACs per Q row in the split-rows what-if (default: auto, the best "
+                        "divisor of the line length)")
+    p.add_argument("--json", action="store_true", help="print the JSON instead of tables")
+    p.add_argument("-o", "--out", metavar="DIR",
+                   help="output directory (default build/<name>/compare)")
+    p.set_defaults(func=cmd_compare)
     return parser
 
 
