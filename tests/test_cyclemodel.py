@@ -1,0 +1,247 @@
+"""The cycle models: the fast walk equals the event walk, bytes equal the Plans, and sanity."""
+
+import dataclasses
+from math import ceil
+
+import pytest
+
+from attenio import FP16Format, preset
+from attenio.baselines import all_baselines
+from attenio.plan import make_plan
+from attenio.sim.baselinemodel import matmul, simulate_baseline, simulate_baselines
+from attenio.sim.cyclemodel import (COUNTER_KEYS, Mapping, RtlParams, best_split, model_counters,
+                                    simulate)
+from attenio.sim.memmodel import Link, Memory
+
+
+def config(base="small", **kw):
+    c = preset(base)
+    w = {k: kw.pop(k) for k in ("seq_len", "head_dim", "heads") if k in kw}
+    return dataclasses.replace(c, workload=dataclasses.replace(c.workload, **w),
+                               budget=dataclasses.replace(c.budget, **kw))
+
+
+def paper(n, d):
+    return config("paper", seq_len=n, head_dim=d)
+
+
+# Small and medium shapes chosen to reach every regime: compute-bound, memory-bound
+# (bw of 1 byte/cycle), long latency, the softmax interlock (q - 1 + r q/L + latency
+# > r d), partial last blocks, several heads, r > 1.
+CASES = [
+    dict(),
+    dict(seq_len=300, heads=3, bw_bytes_per_cycle=2, latency_cycles=200),
+    dict(seq_len=1000),
+    dict(bw_bytes_per_cycle=1, head_dim=32, seq_len=400),
+    dict(mac_lines=4, macs_per_line=8, exp_units=4, head_dim=8, seq_len=500),
+    dict(mac_lines=2, macs_per_line=4, exp_units=2, head_dim=16, seq_len=777, heads=2,
+         latency_cycles=0, bw_bytes_per_cycle=3),
+    dict(seq_len=2048, head_dim=32, cache_bytes=16 * 1024, bw_bytes_per_cycle=4),
+]
+
+
+@pytest.mark.parametrize("kw", CASES, ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items())
+                         or "small")
+@pytest.mark.parametrize("variant", [dict(), dict(causal=True), dict(split=2)],
+                         ids=["plain", "causal", "split2"])
+def test_fast_walk_equals_event_walk(kw, variant):
+    plan = make_plan(config(**kw))
+    slow = simulate(plan, fast=False, **variant)
+    fast = simulate(plan, fast=True, **variant)
+    assert fast.counters() == slow.counters()
+    assert fast.interlock_stall == slow.interlock_stall
+
+
+def test_fast_walk_equals_event_walk_with_rtl_knobs():
+    plan = make_plan(config(seq_len=600, bw_bytes_per_cycle=2))
+    params = RtlParams(lane_latency=30, line_skew=7, normalizer_latency=9, block_gap=5,
+                       start_latency=3, done_latency=2, burst_overhead=3, axi_rate_cap=True)
+    assert simulate(plan, params=params).counters() == \
+        simulate(plan, params=params, fast=False).counters()
+
+
+@pytest.mark.parametrize("kw", CASES[:4])
+def test_bytes_equal_the_plan_exactly(kw):
+    plan = make_plan(config(**kw))
+    res = simulate(plan)
+    assert (res.bytes_read, res.bytes_written) == (plan.traffic.read_bytes, plan.traffic.write_bytes)
+
+
+@pytest.mark.parametrize("n", [8192, 131072])
+@pytest.mark.parametrize("d", [64, 128])
+def test_paper_bytes_equal_the_plan_exactly(n, d):
+    plan = make_plan(paper(n, d))
+    c = model_counters(plan)
+    assert set(c) == set(COUNTER_KEYS)
+    assert c["bytes_read"] == plan.traffic.read_bytes
+    assert c["bytes_written"] == plan.traffic.write_bytes
+
+
+def test_model_counters_at_runtime_n_and_heads():
+    plan = make_plan(config(seq_len=256))
+    for n, h in ((256, 1), (100, 2), (33, 3), (1, 1)):
+        c = model_counters(plan, seq_len=n, heads=h)
+        t = plan.traffic_at(seq_len=n, heads=h)
+        assert (c["bytes_read"], c["bytes_written"]) == (t.read_bytes, t.write_bytes)
+        assert c["pe_busy"] == 2 * plan.rows_per_mac * 16 * n * ceil(n / plan.a) * h
+    with pytest.raises(ValueError, match="exceeds the Plan"):
+        model_counters(plan, seq_len=257)
+
+
+def test_compute_bound_blocks_take_2rdN_plus_qload():
+    """No stall, no interlock: start latency, then a*d + 2 r d N per block, then the drain."""
+    plan = make_plan(config(seq_len=1000))
+    m, p = Mapping.of(plan), RtlParams()
+    d, n, a, r = 16, 1000, plan.a, plan.rows_per_mac
+    assert m.skew + m.lane_rows + p.lane_latency <= r * d       # no interlock
+    res = simulate(plan)
+    blocks = plan.q_blocks
+    first = plan.budget.latency_cycles + ceil(d / plan.budget.bw_bytes_per_cycle)
+    last_rows = n - (blocks - 1) * a
+    drain = m.skew + last_rows * d + p.normalizer_latency
+    assert res.pe_busy == 2 * r * d * n * blocks
+    assert res.cycles == first + blocks * (a * d + 2 * r * d * n) + drain
+    assert res.mem_stall == first and res.interlock_stall == 0
+
+
+def test_interlock_stalls_the_feed_when_the_lanes_are_slower():
+    """SM_j has U_(j-1) and S_(j+1) to hide behind (2 r d cycles), except SM_0 (only S_1)
+    and SM_(N-1) (only U_(N-2)): those two wait once the lanes need more than r d."""
+    plan = make_plan(config())
+    m, n, blocks = Mapping.of(plan), plan.workload.seq_len, plan.q_blocks
+    lanes = lambda lat: m.skew + m.lane_rows + lat
+    assert simulate(plan, params=RtlParams(lane_latency=4)).interlock_stall == 0
+    mid = 40
+    assert m.phase < lanes(mid) <= 2 * m.phase
+    res = simulate(plan, params=RtlParams(lane_latency=mid))
+    assert res.interlock_stall == 2 * (lanes(mid) - m.phase) * blocks
+    slow = 80
+    assert lanes(slow) > 2 * m.phase
+    res = simulate(plan, params=RtlParams(lane_latency=slow))
+    # U_(j-1) waits for SM_(j-1), which had U_(j-2)'s wait, U_(j-2) and S_j to hide behind:
+    # two rows take 2 (2 r d) + (lanes - 2 r d) cycles, half of the excess a row
+    steady = (lanes(slow) - 2 * m.phase) / 2 * n * blocks
+    assert res.interlock_stall == pytest.approx(steady, rel=0.05)
+    assert res.cycles == simulate(plan).cycles + res.interlock_stall
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(head_dim=32, seq_len=400), dict(seq_len=700)])
+def test_more_bandwidth_or_less_latency_is_never_slower(kw):
+    """The same Plan (tiling and prefetch depth) on faster and faster memory."""
+    c = config(**kw)
+    plan = make_plan(c)
+    on = lambda **b: dataclasses.replace(plan, config=dataclasses.replace(
+        c, budget=dataclasses.replace(c.budget, **b)))
+    for knob, values in (("bw_bytes_per_cycle", (1, 2, 3, 4, 8, 16, 64)),
+                         ("latency_cycles", (400, 200, 100, 20, 0))):
+        cycles = [simulate(on(**{knob: v})).cycles for v in values]
+        assert cycles == sorted(cycles, reverse=True), (knob, cycles)
+
+
+def test_memory_bound_run_is_bound_by_the_link():
+    """fp16 rows at 1 byte a cycle take 2 d cycles to arrive and d cycles to use."""
+    c = dataclasses.replace(config(bw_bytes_per_cycle=1, head_dim=32, seq_len=400,
+                                   cache_bytes=8192, mac_lines=8, macs_per_line=8,
+                                   exp_units=8), format=FP16Format())
+    plan = make_plan(c)
+    assert plan.rows_per_mac == 1
+    res = simulate(plan)
+    link = plan.traffic.bytes       # 1 byte per cycle
+    assert link <= res.cycles < link * 1.05
+    assert res.stall_fraction > 0.3
+    assert res.counters() == simulate(plan, fast=False).counters()
+
+
+def test_split_rows_fills_the_idle_macs_at_d128():
+    plan = make_plan(paper(16384, 128))
+    assert plan.a < plan.budget.macs // 2
+    plain, two = simulate(plan), simulate(plan, split=2)
+    assert simulate(plan, split=1).counters() == plain.counters()
+    assert two.mapping.phase == plain.mapping.phase // 2
+    assert two.spatial_util == pytest.approx(2 * plain.spatial_util, rel=1e-9)
+    assert plain.cycles / two.cycles > 1.9
+    assert (two.bytes_read, two.bytes_written) == (plain.bytes_read, plain.bytes_written)
+    s, best = best_split(plan)
+    assert best.cycles <= two.cycles and plan.budget.macs_per_line % s == 0
+    with pytest.raises(ValueError, match="divisor"):
+        simulate(plan, split=3)
+
+
+def test_causal_skips_rows_past_each_block_and_their_traffic():
+    plan = make_plan(config(seq_len=1000))
+    full, causal = simulate(plan), simulate(plan, causal=True)
+    n, d, a = 1000, 16, plan.a
+    kv_rows = sum(min(n, i + a) for i in range(0, n, a))
+    assert causal.bytes_read == n * d + 2 * kv_rows * d        # int8: 1 byte an element
+    assert causal.bytes_written == full.bytes_written
+    assert causal.pe_busy == 2 * plan.rows_per_mac * d * kv_rows
+    assert causal.cycles < 0.6 * full.cycles
+    assert causal.useful_macs == 2 * d * n * (n + 1) // 2
+
+
+def test_paper_preset_is_fast_and_sane():
+    for d in (64, 128):
+        plan = make_plan(paper(131072, d))
+        res = simulate(plan)
+        ideal = 2 * plan.rows_per_mac * d * 131072 * plan.q_blocks
+        assert res.pe_busy == ideal
+        assert ideal < res.cycles < 1.01 * ideal
+        assert res.spatial_util == pytest.approx(131072 / (plan.q_blocks * plan.a), rel=1e-9) \
+            or res.spatial_util < plan.a / plan.budget.macs
+
+
+# --- memory ------------------------------------------------------------------------
+
+def test_link_latency_is_paid_once_per_stream_and_writes_fill_idle_time():
+    mem = Memory(bw_bytes=8, latency=100, axi_bytes=8)
+    link = Link(mem)
+    arrivals = [link.read(0, 64) for _ in range(4)]
+    assert arrivals == [108, 116, 124, 132]
+    link.write(0, 80)                       # 10 cycles, sent before a later read
+    assert link.read(200, 8) == 301
+    assert link.free == 301 and not link.debt
+    assert Memory(bw_bytes=128, latency=0, axi_bytes=64, axi_rate_cap=True).transfer_cycles(256) == 4
+    assert Memory(bw_bytes=128, latency=0, axi_bytes=64).transfer_cycles(256) == 2
+    with pytest.raises(ValueError):
+        Memory(bw_bytes=0, latency=1)
+
+
+# --- baselines ---------------------------------------------------------------------
+
+def test_matmul_mapping_and_spatial_utilization():
+    assert matmul(64, 1024, 64, 64, 32).busy == 32 * 64          # 64 x 1024 outputs, 32 passes
+    mm = matmul(113, 1024, 64, 64, 32)
+    assert mm.busy == 64 * 64 and mm.useful == 113 * 1024 * 64
+    one_row = matmul(1, 4096, 64, 64, 32)                        # one row: 1/32 of the array
+    assert one_row.busy == 64 * 64 and one_row.useful * 32 == one_row.busy * 64 * 32
+
+
+@pytest.mark.parametrize("n, d", [(8192, 64), (65536, 128)])
+def test_baselines_report_their_plan_traffic_exactly(n, d):
+    c = paper(n, d)
+    bls = all_baselines(c)
+    for name, res in simulate_baselines(c, bls).items():
+        assert res.bytes_read == bls[name].traffic.read_bytes
+        assert res.bytes_written == bls[name].traffic.write_bytes
+        assert 0 < res.pe_util <= 1 and 0 < res.spatial_util <= 1 and 0 <= res.stall_fraction < 1
+        assert res.useful_macs == 2 * n * n * d
+
+
+def test_baselines_more_bandwidth_is_never_slower():
+    for name in ("standard", "flat", "flashattention2", "flashattention2_fair"):
+        prev = None
+        for bw in (8, 16, 32, 64, 128, 256):
+            c = config("paper", seq_len=16384, head_dim=64, bw_bytes_per_cycle=bw)
+            cyc = simulate_baseline(c, all_baselines(c)[name]).cycles
+            assert prev is None or cyc <= prev, (name, bw)
+            prev = cyc
+
+
+def test_fa2_causal_skips_blocks_past_the_diagonal():
+    c = paper(16384, 64)
+    bl = all_baselines(c)["flashattention2"]
+    full, causal = simulate_baseline(c, bl), simulate_baseline(c, bl, causal=True)
+    assert causal.cycles < 0.6 * full.cycles
+    assert causal.bytes_read < full.bytes_read and causal.bytes_written == full.bytes_written
+    with pytest.raises(ValueError, match="FlashAttention-2 only"):
+        simulate_baseline(c, all_baselines(c)["flat"], causal=True)
