@@ -27,6 +27,9 @@ __all__ = ["compare", "render_text", "render_markdown", "write_plots", "write_al
 
 TITLES = {"attenio": "AttenIO", "standard": "Standard", "flat": "FLAT",
           "flashattention2": "FA-2", "flashattention2_fair": "FA-2 fair"}
+# one colour per dataflow in every plot
+_COLORS = {"AttenIO": "black", "Standard": "tab:blue", "FLAT": "tab:orange", "FA-2": "tab:green",
+           "FA-2 fair": "tab:red", "AttenIO split": "tab:purple", "AttenIO causal": "tab:brown"}
 METRICS = ("cycles", "pe_util", "spatial_util", "mac_efficiency", "exp_util", "stall_fraction",
            "offchip_bytes")
 
@@ -222,7 +225,8 @@ def write_plots(data, out):
                 ax = axes[i][j]
                 for name, get in lines:
                     xs, _, ys = series(d, get)
-                    ax.plot(xs, ys, marker="o", label=name)
+                    ax.plot(xs, ys, marker="o", label=name,
+                            color=_COLORS.get(name.replace(" (vs plain)", "")))
                 ax.set_xscale("log", base=2)
                 if logy:
                     ax.set_yscale("log")

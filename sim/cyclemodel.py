@@ -12,7 +12,12 @@ Q block of every head, on the memory of `attenio.sim.memmodel`:
   cycles after the last feed cycle), each of the L = E/p lanes of a line reads
   its r*q/L rows, one per cycle, and writes (P, alpha) back `lane_latency`
   cycles later. U_j may not enter before SM_j has written its last row (the
-  only interlock): a stall when q - 1 + r*q/L + lane_latency > r*d.
+  only interlock). With L_sm = q - 1 + r*q/L + lane_latency: SM_0 hides behind
+  S_1 alone and SM_(N-1) behind U_(N-2) alone, so those two U phases of a block
+  stall when L_sm > r*d (the doc's condition); every other SM_j hides behind
+  U_(j-1) and S_(j+1), so the steady state stalls only when L_sm > 2*r*d, by
+  (L_sm - 2*r*d)/2 cycles a K/V row (the wait of U_(j-1) is also hidden under).
+  E must be a multiple of p (the doc's rule); otherwise L = max(1, E // p).
 * **O drain**: after U(N-1) the block's valid rows are normalized one element
   per cycle (valid*d cycles plus `normalizer_latency`) and written out, while
   the next block loads. U_0 of the next block waits for the drain (it would
@@ -40,6 +45,11 @@ only the warm-up and the tail of each run exactly. Times the future cannot see
 any more (a lane interval already over, an arrival already past) are clamped
 to "now" in the state, so stale values do not hide the period. The tests hold
 the two walks to exact equality.
+
+RTL agreement. `model_counters(plan, seq_len=, heads=)` is what the RTL-agreement
+test compares with the generated design's CSR counters (cycles within 1%, bytes
+exact, pe_busy and mem_stall within 1% of cycles); `RtlParams` holds every
+constant the RTL may fix differently from the defaults here.
 
 Beyond the paper (model only, the RTL does neither):
 
