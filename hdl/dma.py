@@ -470,13 +470,22 @@ class DMA(wiring.Component):
     def __init__(self, *, addr_width=32, data_width=64, id_width=1, max_reads=4, max_writes=4,
                  max_burst_beats=None, read_fifo_depth=None, write_fifo_depth=16,
                  counter_width=64):
+        _check_bus("DMA", addr_width, data_width)
+        _check_int("DMA", "max_reads", max_reads, 1, 256)
+        _check_int("DMA", "max_writes", max_writes, 1, 256)
         _check_int("DMA", "counter_width", counter_width, 16, 128)
-        self._reader = DMAReader(addr_width=addr_width, data_width=data_width, id_width=id_width,
-                                 max_outstanding=max_reads, max_burst_beats=max_burst_beats,
-                                 fifo_depth=read_fifo_depth)
-        self._writer = DMAWriter(addr_width=addr_width, data_width=data_width, id_width=id_width,
-                                 max_outstanding=max_writes, max_burst_beats=max_burst_beats,
-                                 fifo_depth=write_fifo_depth)
+        mbb = _resolve_max_burst("DMA", data_width, max_burst_beats)
+        if read_fifo_depth is None:
+            read_fifo_depth = 2 * mbb
+        _check_int("DMA", f"read_fifo_depth (at least max_burst_beats = {mbb})",
+                   read_fifo_depth, mbb)
+        _check_int("DMA", "write_fifo_depth", write_fifo_depth, 2, 1 << 16)
+        # The halves are built in `elaborate` (an unused one would warn); their
+        # parameters are all checked above.
+        self._params = dict(addr_width=addr_width, data_width=data_width, id_width=id_width,
+                            max_burst_beats=mbb)
+        self._max_reads, self._max_writes = max_reads, max_writes
+        self._read_fifo_depth, self._write_fifo_depth = read_fifo_depth, write_fifo_depth
         self._counter_width = counter_width
         super().__init__({
             "m_axi": Out(AXI4Signature(addr_width=addr_width, data_width=data_width,
@@ -494,20 +503,22 @@ class DMA(wiring.Component):
             "busy": Out(1),
         })
 
-    addr_width = property(lambda self: self._reader.addr_width)
-    data_width = property(lambda self: self._reader.data_width)
-    id_width = property(lambda self: self._reader.id_width)
-    max_reads = property(lambda self: self._reader.max_outstanding)
-    max_writes = property(lambda self: self._writer.max_outstanding)
-    max_burst_beats = property(lambda self: self._reader.max_burst_beats)
-    read_fifo_depth = property(lambda self: self._reader.fifo_depth)
-    write_fifo_depth = property(lambda self: self._writer.fifo_depth)
+    addr_width = property(lambda self: self._params["addr_width"])
+    data_width = property(lambda self: self._params["data_width"])
+    id_width = property(lambda self: self._params["id_width"])
+    max_burst_beats = property(lambda self: self._params["max_burst_beats"])
+    max_reads = property(lambda self: self._max_reads)
+    max_writes = property(lambda self: self._max_writes)
+    read_fifo_depth = property(lambda self: self._read_fifo_depth)
+    write_fifo_depth = property(lambda self: self._write_fifo_depth)
     counter_width = property(lambda self: self._counter_width)
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.reader = reader = self._reader
-        m.submodules.writer = writer = self._writer
+        m.submodules.reader = reader = DMAReader(
+            **self._params, max_outstanding=self._max_reads, fifo_depth=self._read_fifo_depth)
+        m.submodules.writer = writer = DMAWriter(
+            **self._params, max_outstanding=self._max_writes, fifo_depth=self._write_fifo_depth)
         wiring.connect(m, wiring.flipped(self.rd_cmd), reader.cmd)
         wiring.connect(m, wiring.flipped(self.rd_data), reader.data)
         wiring.connect(m, wiring.flipped(self.wr_cmd), writer.cmd)
