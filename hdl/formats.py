@@ -102,14 +102,25 @@ checked in tests/test_golden.py.
 Builders
 ========
 
-Combinational builders return Amaranth values (the caller registers them):
-`mac`, `max`, `sub`, `scale`, `rescale`, `update_l`, `update_o`, `finalize`.
-Pipelined builders add registers (and a ROM) to a Module and return the output
-`exp2_latency` (3) or `reciprocal_latency` (2 + 2 * recip_iters) cycles later;
-an optional `en` stalls the whole pipeline when low.
+Every builder takes the Module `m` to add its logic to, then its inputs
+(Amaranth values), and returns its output signal(s).
+
+* Combinational (latency 0; the caller registers the outputs as it needs):
+  `mac`, `max`, `sub`, `scale`, `rescale`, `update_l`, `update_o`, `finalize`.
+* Pipelined, in clock domain `domain` (default "sync"): `exp2` returns P
+  `exp2_latency` (3) cycles after z; `reciprocal` returns (y, e)
+  `reciprocal_latency` (2 + 2 * recip_iters, 6 by default) cycles after l.
+  Each instance holds its own ROM (amaranth.lib.memory, synchronous read). An
+  optional `en` freezes the whole pipeline while low (stall).
+
+One exp2 per score is enough: either S_j > m_old (then P = 1 and alpha =
+exp2(scale(m_old - S_j))) or not (alpha = 1, P = exp2(scale(S_j - m_old))), so
+an EXP module can compute exp2(scale(-|S_j - m_old|)) and route it; that is bit
+for bit what the two-exp2 formulation gives (tests/test_formats.py checks it),
+and it is what the golden model does.
 """
 
-from amaranth.hdl import Const, Mux, Shape, Signal, Value, signed, unsigned
+from amaranth.hdl import Const, Mux, Signal, Value, signed, unsigned
 from amaranth.lib.memory import Memory
 import numpy as np
 
@@ -123,11 +134,11 @@ def _round_shift(value, k):
     return ((value >> (k - 1)) + 1) >> 1
 
 
-def _fit(value, shape):
-    """Truncate `value` to `shape` (the widths are chosen so nothing is lost)."""
-    shape = Shape.cast(shape)
-    value = Value.cast(value)[:shape.width]
-    return value.as_signed() if shape.signed else value
+def _comb(m, value, shape, name):
+    """A signal of `shape` driven by `value` (truncated: widths are chosen so nothing is lost)."""
+    sig = Signal(shape, name=name)
+    m.d.comb += sig.eq(value)
+    return sig
 
 
 def _np_mulshr(a, b, s):
@@ -282,41 +293,44 @@ class Int8Arith:
 
     # -- combinational builders ---------------------------------------------------------
 
-    def mac(self, acc, q, k):
+    def mac(self, m, acc, q, k):
         """acc + q*k, score_shape (combinational)."""
-        return _fit(acc + q * k, self.score_shape)
+        return _comb(m, acc + q * k, self.score_shape, "mac")
 
-    def max(self, a, b):
-        """max(a, b) of two scores (combinational)."""
-        return _fit(Mux(a > b, a, b), self.score_shape)
+    def max(self, m, a, b):
+        """max(a, b) of two scores, score_shape (combinational)."""
+        return _comb(m, Mux(a > b, a, b), self.score_shape, "max")
 
-    def sub(self, a, b):
+    def sub(self, m, a, b):
         """a - b of two scores, diff_shape (combinational)."""
-        return _fit(a - b, self.diff_shape)
+        return _comb(m, a - b, self.diff_shape, "sub")
 
-    def scale(self, diff, c):
+    def scale(self, m, diff, c):
         """round(diff * c) to x_frac bits, clamped to [x_min, 0], x_shape (combinational)."""
-        x = _round_shift(diff * c, self._cfg.c_frac - self._cfg.x_frac)
-        x = Mux(x < self.x_min, self.x_min, Mux(x > 0, 0, x))
-        return _fit(x, self.x_shape)
+        wide = _comb(m, _round_shift(diff * c, self._cfg.c_frac - self._cfg.x_frac),
+                     signed(self.diff_shape.width + self.c_shape.width + 1), "scale_wide")
+        return _comb(m, Mux(wide < self.x_min, self.x_min, Mux(wide > 0, 0, wide)), self.x_shape,
+                     "scale")
 
-    def rescale(self, alpha, acc):
-        """round(alpha * acc), alpha with p_frac fractional bits (combinational)."""
-        return _round_shift(acc * alpha, self._cfg.p_frac)
+    def rescale(self, m, alpha, acc):
+        """round(alpha * acc), alpha with p_frac fractional bits, acc's shape (combinational)."""
+        acc = Value.cast(acc)
+        return _comb(m, _round_shift(acc * alpha, self._cfg.p_frac), acc.shape(), "rescale")
 
-    def update_l(self, alpha, l, p):
+    def update_l(self, m, alpha, l, p):
         """l' = rescale(alpha, l) + P, l_shape (combinational)."""
-        return _fit(self.rescale(alpha, l) + p, self.l_shape)
+        return _comb(m, _round_shift(l * alpha, self._cfg.p_frac) + p, self.l_shape, "update_l")
 
-    def update_o(self, alpha, o, p, v):
+    def update_o(self, m, alpha, o, p, v):
         """O' = rescale(alpha, O) + P*V, o_shape (combinational)."""
-        return _fit(self.rescale(alpha, o) + p * v, self.o_shape)
+        return _comb(m, _round_shift(o * alpha, self._cfg.p_frac) + p * v, self.o_shape, "update_o")
 
-    def finalize(self, o, y, e):
+    def finalize(self, m, o, y, e):
         """sat8(round(O * y * 2**-e)) on V's scale, out_shape (combinational)."""
         shift = self._cfg.p_frac + self._cfg.recip_frac
-        v = (((o * y) >> (shift - 1)) >> e) + 1 >> 1
-        return _fit(Mux(v > 127, 127, Mux(v < -128, -128, v)), self.out_shape)
+        wide = signed(self.o_shape.width + self.recip_shape.width + 2 - shift)
+        v = _comb(m, (((o * y) >> (shift - 1)) >> e) + 1 >> 1, wide, "finalize_wide")
+        return _comb(m, Mux(v > 127, 127, Mux(v < -128, -128, v)), self.out_shape, "finalize")
 
     # -- pipelined builders -------------------------------------------------------------
 
@@ -334,7 +348,7 @@ class Int8Arith:
         m.submodules += rom
         rd = rom.read_port(domain=domain)
         zf = z[:cfg.x_frac]
-        sh = _fit(-z[cfg.x_frac:].as_signed(), unsigned(cfg.x_int + 1))
+        sh = _comb(m, -z[cfg.x_frac:].as_signed(), unsigned(cfg.x_int + 1), "exp2_shift")
         m.d.comb += [rd.addr.eq(zf[R:]), rd.en.eq(en)]
         r1 = Signal(max(1, R))
         sh1 = Signal.like(sh)

@@ -276,3 +276,44 @@ def accuracy(out, ref, scale_v):
     return {"frac_exact": float(np.mean(out == target)),
             "max_err_lsb": int(np.max(np.abs(out - target))),
             "mean_abs_err_lsb": float(np.mean(np.abs(out - exact)))}
+
+
+# -- test inputs ----------------------------------------------------------------------------
+
+INPUT_KINDS = ("gaussian", "spread", "equal", "dominant", "dominant_far", "ascending")
+
+
+def make_inputs(kind, *, seq_len, head_dim, heads=1, rows=None, seed=0):
+    """Quantized test inputs: dict(q, k, v, scale_q, scale_k, scale_v).
+
+    kind: "gaussian" (unit normal Q, K, V), "spread" (scores with a standard
+    deviation of 8 nats: a few keys carry each row), "equal" (every key the same,
+    so all scores of a row are equal and l reaches N), "dominant" (one key leads
+    by ln N + 3 nats: it carries about half the weight, the N - 1 others share the
+    rest in tiny weights), "dominant_far" (one key leads by ~40 nats), "ascending"
+    (scores rise along the keys, so the max and the rescale move at every step).
+    `rows` query rows (default seq_len).
+    """
+    if kind not in INPUT_KINDS:
+        raise ValueError(f"unknown input kind {kind!r}; choose one of {', '.join(INPUT_KINDS)}")
+    rng = np.random.default_rng(seed)
+    n, d, m = seq_len, head_dim, seq_len if rows is None else rows
+    q = rng.normal(size=(heads, m, d))
+    k = rng.normal(size=(heads, n, d))
+    v = rng.normal(size=(heads, n, d))
+    if kind == "spread":
+        q *= 8.0
+    elif kind == "equal":
+        k[:] = k[:, :1]
+    elif kind in ("dominant", "dominant_far"):
+        q += 2.0                                  # a shared direction: all ones
+        gap = np.log(n) + 3 if kind == "dominant" else 40.0
+        j = rng.integers(n, size=heads)
+        k[np.arange(heads), j] = gap / (2 * np.sqrt(d)) + 0.0
+        k *= 1.0
+    elif kind == "ascending":
+        q = np.abs(q) + 1.0
+        ramp = np.linspace(0.0, 24.0 / np.sqrt(d), n)   # about 20 nats over the sequence
+        k = 0.05 * k + ramp[None, :, None]
+    (q, sq), (k, sk), (v, sv) = quantize(q), quantize(k), quantize(v)
+    return {"q": q, "k": k, "v": v, "scale_q": sq, "scale_k": sk, "scale_v": sv}
