@@ -86,7 +86,7 @@ def run_bench(*, simulator, verilog_sources, toplevel, module, build_dir, params
     elif simulator == "icarus":
         build_args = ["-g2005"]
     runner = get_runner(simulator)
-    runner.build(verilog_sources=[str(s) for s in verilog_sources], hdl_toplevel=toplevel,
+    runner.build(sources=[str(s) for s in verilog_sources], hdl_toplevel=toplevel,
                  build_dir=build_dir, build_args=build_args, timescale=("1ns", "1ps"),
                  waves=waves, always=always, log_file=build_dir / "build.log")
     env = {"ATTENIO_BENCH": json.dumps(params or {})}
