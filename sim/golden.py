@@ -291,7 +291,8 @@ def make_inputs(kind, *, seq_len, head_dim, heads=1, rows=None, seed=0):
     so all scores of a row are equal and l reaches N), "dominant" (one key leads
     by ln N + 3 nats: it carries about half the weight, the N - 1 others share the
     rest in tiny weights), "dominant_far" (one key leads by ~40 nats), "ascending"
-    (scores rise along the keys, so the max and the rescale move at every step).
+    (every row's scores rise strictly along the keys, so the max moves and O and l
+    are rescaled at every step; N <= 16384).
     `rows` query rows (default seq_len).
     """
     if kind not in INPUT_KINDS:
@@ -312,8 +313,29 @@ def make_inputs(kind, *, seq_len, head_dim, heads=1, rows=None, seed=0):
         k[np.arange(heads), j] = gap / (2 * np.sqrt(d)) + 0.0
         k *= 1.0
     elif kind == "ascending":
-        q = np.abs(q) + 1.0
-        ramp = np.linspace(0.0, 24.0 / np.sqrt(d), n)   # about 20 nats over the sequence
-        k = 0.05 * k + ramp[None, :, None]
+        return _ascending(rng, n, d, heads, m, v)
     (q, sq), (k, sk), (v, sv) = quantize(q), quantize(k), quantize(v)
     return {"q": q, "k": k, "v": v, "scale_q": sq, "scale_k": sk, "scale_v": sv}
+
+
+def _ascending(rng, n, d, heads, m, v):
+    # Integer scores strictly rising with j for every row: key j = (hi, lo) = divmod(j, L)
+    # in two coordinates, a query row (q0, 1) with q0 > L - 1, so S_j = q0*hi + lo (+0 from
+    # the other coordinates, where K is 0). The scales put ~25 nats over the sequence.
+    if n > 256 * 64:
+        raise ValueError(f"ascending inputs go up to N = {256 * 64}, not {n}")
+    if d < 2:
+        raise ValueError("ascending inputs need head_dim >= 2")
+    L = 64
+    j = np.arange(n)
+    k = np.zeros((heads, n, d), np.int64)
+    k[:, :, 0] = j // L - 128
+    k[:, :, 1] = j % L - L // 2
+    q = rng.integers(-127, 128, (heads, m, d))
+    q[:, :, 0] = rng.integers(L, 128, (heads, m))
+    q[:, :, 1] = 1
+    span = 127 * (n // L) + L
+    sqk = 25.0 * np.sqrt(d) / span
+    v, sv = quantize(v)
+    return {"q": q.astype(np.int8), "k": k.astype(np.int8), "v": v, "scale_q": float(np.sqrt(sqk)),
+            "scale_k": float(np.sqrt(sqk)), "scale_v": sv}
