@@ -143,8 +143,18 @@ def step(arith, state, s_j, v_j, c):
     return OnlineState(m=m_new, l=l, o=o)
 
 
+def _check_widths(arith, l, o):
+    # the format's widths are claimed exact for N <= max_seq_len: hold them to it
+    w = arith.widths
+    if l.size and (l.min() < 0 or l.max() >= 1 << w.l):
+        raise RuntimeError(f"l left its {w.l}-bit register: [{l.min()}, {l.max()}]")
+    if o.size and (o.min() < -(1 << (w.o_acc - 1)) or o.max() >= 1 << (w.o_acc - 1)):
+        raise RuntimeError(f"O left its {w.o_acc}-bit accumulator: [{o.min()}, {o.max()}]")
+
+
 def finish(arith, state):
     """O/l through the reciprocal, rounded and saturated to int8 on V's scale."""
+    _check_widths(arith, state.l, state.o)
     y, e = arith.np_reciprocal(state.l)
     return arith.np_finalize(state.o, y[..., None], e[..., None]).astype(np.int8)
 
@@ -240,6 +250,7 @@ def attention(q, k, v, *, c, a=64, arith=None, fmt=None, max_seq_len=None):
                 om += pt[:, None] * vc[hs, t]
             l[hs, rs], o[hs, rs] = lm, om
         m = m_new[..., -1]
+    _check_widths(arith, l, o)
     y, e = arith.np_reciprocal(l)
     out = arith.np_finalize(o, y[..., None], e[..., None]).astype(np.int8)[:, :M]
     return out[0] if squeeze else out

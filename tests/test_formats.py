@@ -126,7 +126,21 @@ def test_only_one_exp2_per_score(arith, rng):
 
 # -- amaranth.sim: the builders against the twins (quick, few vectors) --------------------------
 
-def test_harness_in_amaranth_sim(arith, seed):
+# Other corners of the parameter space: no interpolation, a table as wide as the
+# fraction (no interpolation bits), the bare seed / one Newton step, odd N and d.
+OTHER_FORMATS = {
+    "no-interp": (Int8Format(x_frac=10, p_frac=12, exp_lut_bits=6, exp_interp=False,
+                             recip_iters=1, recip_frac=14, c_frac=20), 300, 24),
+    "full-table": (Int8Format(x_frac=8, p_frac=10, exp_lut_bits=8, exp_guard=1, recip_iters=0,
+                              recip_seed_bits=6, recip_frac=12), 1000, 5),
+}
+
+
+@pytest.mark.parametrize("variant", ["default", *OTHER_FORMATS])
+def test_harness_in_amaranth_sim(variant, arith, seed):
+    if variant != "default":
+        fmt, n, d = OTHER_FORMATS[variant]
+        arith = Int8Arith(fmt, max_seq_len=n, head_dim=d)
     lanes = 2
     dut = FormatsHarness(arith, lanes=lanes)
     plan = {}
@@ -176,8 +190,6 @@ def harness_verilog(arith):
     return emit(arith, ROOT / "build" / "formats" / "formats_harness.v", lanes=LANES)
 
 
-# sim/runner.py still passes cocotb's deprecated `verilog_sources=` (reported upstream)
-@pytest.mark.filterwarnings("ignore:Simulator.build \\*verilog_sources\\*:DeprecationWarning")
 @pytest.mark.parametrize("simulator", SIMULATORS)
 def test_builders_bit_exact_on_verilog(simulator, harness_verilog, seed, monkeypatch):
     if not simulator_available(simulator):
