@@ -427,7 +427,7 @@ class AttentionCore(wiring.Component):
             m.d.sync += nxt.eq(o_d)
             o_d = nxt
         out = Signal(signed(8))
-        m.d.sync += out.eq(A.finalize(o_d, y, e))
+        m.d.sync += out.eq(A.finalize(m, o_d, y, e))
         m.d.comb += [ofifo.w_data.eq(Cat(out, dv[lat - 1][1])), ofifo.w_en.eq(dv[lat - 1][0]),
                      self.o_out.valid.eq(ofifo.r_rdy), self.o_out.payload.eq(ofifo.r_data),
                      ofifo.r_en.eq(self.o_out.ready)]

@@ -137,7 +137,7 @@ class MAC(wiring.Component):
 
         # Scores: one accumulator, restarted at k = 0, copied to its bank at k = d - 1.
         acc = Signal(A.score_shape)
-        acc_next = A.mac(Mux(w.kfirst, 0, acc), q_rd.data, w.value)
+        acc_next = A.mac(m, Mux(w.kfirst, 0, acc), q_rd.data, w.value)
         with m.If(w.valid & w.is_s):
             m.d.sync += acc.eq(acc_next)
             with m.If(w.klast):
@@ -165,7 +165,7 @@ class MAC(wiring.Component):
             o_rd.addr.eq(Mux(wi.valid & wi.is_u, wi.addr, self.drain_addr)),
             self.o_rd.eq(o_rd.data),
             o_wr.addr.eq(w.addr),
-            o_wr.data.eq(A.update_o(a_cur, o_old, p_cur, w.value)),
+            o_wr.data.eq(A.update_o(m, a_cur, o_old, p_cur, w.value)),
             o_wr.en.eq(w.valid & w.is_u),
         ]
         return m

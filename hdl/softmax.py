@@ -141,8 +141,8 @@ class SoftmaxLane(wiring.Component):
         m_old = Mux(first, A.m_init, m_rd.data)
         l_old = Mux(first, 0, l_rd.data)
         up = x1 > m_old
-        m_new = A.max(m_old, x1)
-        z = A.scale(A.sub(Mux(up, m_old, x1), m_new), self.c)
+        m_new = A.max(m, m_old, x1)
+        z = A.scale(m, A.sub(m, Mux(up, m_old, x1), m_new), self.c)
         z2 = Signal(A.x_shape)
         stage = [(Signal(name="up2"), up), (Signal(A.score_shape, name="m_new2"), m_new),
                  (Signal(A.l_shape, name="l_old2"), l_old), (Signal.like(u, name="u2"), u1),
@@ -165,7 +165,7 @@ class SoftmaxLane(wiring.Component):
         p = Mux(up5, A.one, e)
         m.d.comb += [
             m_wr.addr.eq(u5), m_wr.data.eq(m_new5), m_wr.en.eq(v[4]),
-            l_wr.addr.eq(u5), l_wr.data.eq(A.update_l(alpha, l_old5, p)), l_wr.en.eq(v[4]),
+            l_wr.addr.eq(u5), l_wr.data.eq(A.update_l(m, alpha, l_old5, p)), l_wr.en.eq(v[4]),
         ]
         m.d.sync += [self.pa.valid.eq(v[4]), self.pa.mac.eq(mac5), self.pa.slot.eq(slot5),
                      self.pa.bank.eq(bank), self.pa.p.eq(p), self.pa.alpha.eq(alpha)]
