@@ -205,3 +205,44 @@ def test_builders_bit_exact_on_verilog(simulator, harness_verilog, seed, monkeyp
               params={"fmt": {}, "max_seq_len": N_MAX, "head_dim": D, "lanes": LANES, "seed": seed,
                       "count": 2000},
               seed=seed)
+
+
+def test_pipelines_stall_with_en(arith, rng):
+    # with en low the pipelines freeze: the k-th result appears after the k-th input has
+    # been followed by `latency` enabled cycles, whatever the pattern of stalls
+    m = Module()
+    en = Signal(init=1)
+    z = Signal(arith.x_shape)
+    l = Signal(arith.l_shape)
+    p = arith.exp2(m, z, en=en)
+    y, e = arith.reciprocal(m, l, en=en)
+    n = 60
+    zs = rng.integers(arith.x_min, 1, n)
+    ls = rng.integers(arith.one, N_MAX * arith.one + 1, n)
+    pattern = rng.random(4 * n) < 0.6
+    got_p, got_y = [], []
+
+    async def bench(ctx):
+        k = 0                                        # inputs consumed
+        enabled = 0                                  # enabled cycles so far
+        for cycle_en in pattern:
+            ctx.set(en, int(cycle_en))
+            ctx.set(z, int(zs[min(k, n - 1)]))
+            ctx.set(l, int(ls[min(k, n - 1)]))
+            await ctx.tick()
+            if cycle_en:
+                enabled += 1
+                k += 1
+                if enabled >= arith.exp2_latency and enabled - arith.exp2_latency < n:
+                    got_p.append(ctx.get(p))
+                if enabled >= arith.reciprocal_latency and enabled - arith.reciprocal_latency < n:
+                    got_y.append((ctx.get(y), ctx.get(e)))
+
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert len(got_p) > 10 and len(got_y) > 10
+    assert got_p == arith.np_exp2(zs)[:len(got_p)].tolist()
+    wy, we = arith.np_reciprocal(ls)
+    assert got_y == list(zip(wy[:len(got_y)].tolist(), we[:len(got_y)].tolist()))
