@@ -18,6 +18,7 @@ from collections import deque
 
 import cocotb
 from cocotb.clock import Clock
+from cocotb.simtime import get_sim_time
 from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiBus, AxiRam
 
@@ -60,13 +61,21 @@ def pauses(rng, probability):
 
 # --- the memory ---------------------------------------------------------------------------
 
+CLOCK_NS = 10
+
+
 class FaultyRam:
-    """AxiRam plus random latency and SLVERR injection.
+    """AxiRam plus random latency, a pipelined read latency and SLVERR injection.
 
     AxiRam cannot answer with an error by itself; its slave interfaces answer SLVERR
     when their `_read`/`_write` hook raises, so the hooks are wrapped: an access
     touching a poisoned byte range raises, and with `latency` set an access waits
-    a random number of cycles first.
+    a random number of cycles first (this stalls the slave, like a busy memory).
+
+    `read_latency` models a pipelined memory instead: the first beat of a burst
+    comes no earlier than that many cycles after its AR handshake, while earlier
+    bursts keep streaming (AR requests are stamped as they arrive and the slave's
+    AR queue is deepened so several can wait).
     """
 
     def __init__(self, dut, rng):
@@ -79,8 +88,29 @@ class FaultyRam:
         self.poisoned = []              # (start, end) byte ranges that answer SLVERR
         self.latency = (0.0, 0)         # (probability, max cycles) of a stall before an access
         self.reads = self.writes = 0    # beats the memory served (bus-width words)
+        self.read_latency = 0           # cycles from AR to the first R beat (pipelined)
         self._wrap("read_if", "_read", "reads")
         self._wrap("write_if", "_write", "writes")
+        self._delay_ar()
+
+    def _delay_ar(self):
+        ar = self.ram.read_if.ar_channel
+        ar.queue_occupancy_limit = 64
+        put, recv = ar.queue.put_nowait, ar.recv
+
+        def stamped_put(item):
+            item.arrival_ns = get_sim_time("ns")
+            put(item)
+
+        async def delayed_recv():
+            item = await recv()
+            waited = int((get_sim_time("ns") - item.arrival_ns) // CLOCK_NS)
+            if self.read_latency > waited:
+                await ClockCycles(self.clk, self.read_latency - waited)
+            return item
+
+        ar.queue.put_nowait = stamped_put
+        ar.recv = delayed_recv
 
     def _wrap(self, port_name, hook, counter):
         port = getattr(self.ram, port_name)
@@ -104,6 +134,10 @@ class FaultyRam:
         r, w = self.ram.read_if, self.ram.write_if
         for channel in (r.ar_channel, r.r_channel, w.aw_channel, w.w_channel, w.b_channel):
             channel.set_pause_generator(pauses(self.rng, probability) if probability else None)
+            # cocotbext-axi 0.1.28 leaves `pause` at the generator's last value when the
+            # generator is removed; a channel caught paused would stay paused for good.
+            if not probability:
+                channel.pause = False
 
     def read(self, addr, length):
         return self.ram.read(addr, length)
@@ -248,7 +282,7 @@ class Bench:
 
     async def start(self):
         d = self.dut
-        Clock(d.clk, 10, unit="ns").start()
+        Clock(d.clk, CLOCK_NS, unit="ns").start()
         for s in (d.rd_cmd__valid, d.rd_data__ready, d.wr_cmd__valid, d.wr_data__valid,
                   d.wr_done__ready, d.error_clear, d.counters_clear):
             s.value = 0
@@ -534,7 +568,13 @@ async def test_errors(dut):
 
 @cocotb.test(timeout_time=timeout_ms(10), timeout_unit="ms")
 async def test_throughput(dut):
-    """Sustained bytes per cycle on long transfers, quiet bus and 20% back-pressure."""
+    """Sustained bytes per cycle on long transfers.
+
+    Three loads: a quiet bus; 20% random pauses on every AXI channel with the DMA's
+    own streams throttled to 80%; and a quiet bus whose reads take `latency` cycles
+    (pipelined), where the reads in flight, bounded by the read FIFO, must cover
+    the latency.
+    """
     rng = test_rng("throughput")
     bench = Bench(dut, rng)
     await bench.start()
@@ -543,10 +583,14 @@ async def test_throughput(dut):
     chunk = 16 * AXI_4KB if total >= 16 * AXI_4KB else total
     reads = [(READ_BASE + o, chunk) for o in range(0, total, chunk)]
     writes = [(WRITE_BASE + o, chunk) for o in range(0, total, chunk)]
+    latency = P.get("latency", 100)
     results = {"data_width": DW, "bytes_per_beat": BPB, "bytes": total, "max_reads": MAX_READS,
-               "max_writes": MAX_WRITES}
-    for label, pressure in (("quiet", 0.0), ("pressure", 0.2)):
+               "max_writes": MAX_WRITES, "read_fifo_depth": P.get("read_fifo_depth"),
+               "latency": latency}
+    for label, pressure, lat in (("quiet", 0.0, 0), ("pressure", 0.2, 0),
+                                 ("latency", 0.0, latency)):
         bench.mem.back_pressure(pressure)
+        bench.mem.read_latency = lat
         ready = 1.0 - pressure
         for kind, r, w in (("read", reads, []), ("write", [], writes), ("both", reads, writes)):
             bench.mon.reset_stats()
@@ -567,7 +611,7 @@ async def test_throughput(dut):
 # --- launching (runs outside the simulator: pytest and bench/bench_dma.py) -----------------
 
 def launch(*, simulator, data_width, max_reads=4, max_writes=4, addr_width=32, seed=1,
-           testcase=None, **params):
+           read_fifo_depth=None, testcase=None, **params):
     """Emit the DMA for one parameter set and run this bench on it; returns the build dir.
 
     The Verilog goes to build/bench_dma/<parameters>/dma.v and each simulator builds
@@ -582,11 +626,11 @@ def launch(*, simulator, data_width, max_reads=4, max_writes=4, addr_width=32, s
     from attenio.sim.runner import run_bench
 
     root = Path(__file__).resolve().parents[2]
-    tag = f"a{addr_width}_d{data_width}_r{max_reads}_w{max_writes}"
+    dut = DMA(addr_width=addr_width, data_width=data_width, max_reads=max_reads,
+              max_writes=max_writes, read_fifo_depth=read_fifo_depth)
+    tag = f"a{addr_width}_d{data_width}_r{max_reads}_w{max_writes}_f{dut.read_fifo_depth}"
     build = root / "build" / "bench_dma" / tag
     build.mkdir(parents=True, exist_ok=True)
-    dut = DMA(addr_width=addr_width, data_width=data_width, max_reads=max_reads,
-              max_writes=max_writes)
     source = build / "dma.v"
     text = verilog.convert(dut, name="dma")
     if not source.exists() or source.read_text() != text:
@@ -594,5 +638,6 @@ def launch(*, simulator, data_width, max_reads=4, max_writes=4, addr_width=32, s
     run_bench(simulator=simulator, verilog_sources=[source], toplevel="dma",
               module=__name__, build_dir=build / simulator, seed=seed, testcase=testcase,
               params={"data_width": data_width, "addr_width": addr_width,
-                      "max_reads": max_reads, "max_writes": max_writes, "seed": seed, **params})
+                      "max_reads": max_reads, "max_writes": max_writes, "seed": seed,
+                      "read_fifo_depth": dut.read_fifo_depth, **params})
     return build / simulator
