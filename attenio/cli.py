@@ -166,7 +166,7 @@ def cmd_sim(args):
     out = _out_dir(args, config)
     opts = E2EOptions(simulator=args.simulator, seed=args.seed, inputs=args.inputs,
                       input_kind=args.input_kind, latency=(args.latency_prob, args.latency_max),
-                      backpressure=args.backpressure)
+                      backpressure=args.backpressure, memory=args.memory)
     try:
         report = run_e2e(config, out, opts, log=_progress)
     except SimulatorMissing as exc:
@@ -250,6 +250,10 @@ def build_parser():
                    help="longest random memory stall")
     p.add_argument("--backpressure", type=float, default=0.0, metavar="P",
                    help="probability of a pause on each AXI channel per cycle")
+    p.add_argument("--memory", choices=["axiram", "model"], default="axiram",
+                   help="axiram: cocotbext-axi's AxiRam (protocol checks, random latency and "
+                        "back-pressure; ~5k cycles/s); model: a memory model inside the "
+                        "simulated design (long runs)")
     p.set_defaults(func=cmd_sim)
 
     p = sub.add_parser("compare", help="cycles, traffic and utilization of AttenIO and the baselines")

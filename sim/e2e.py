@@ -78,6 +78,8 @@ class E2EOptions:
     backpressure: float = 0.0    # probability of a pause on each AXI channel per cycle
     random_layout: bool = False  # random beat offsets, row padding and head gaps
     bad_runs: tuple = ()         # register overrides, one bad run each, before the good runs
+    memory: str = "axiram"       # "axiram" (cocotbext-axi, per-cycle Python) or "model"
+                                 # (attenio.hdl.sim_memory inside the design: long runs)
     progress_cycles: int = 20000
 
 
@@ -110,20 +112,43 @@ def load_inputs(path, *, head_dim):
     return out
 
 
-def _verilog(config, build_dir, log):
-    """Generate the Verilog unless the same Plan was generated there already."""
+SIM_TOP_NAME = "attenio_sim_top"
+
+
+def model_depth(plan):
+    """Words of the in-design memory model: the packed layout at the Plan's N and heads."""
+    w = plan.workload
+    beat = plan.budget.axi_data_bits // 8
+    size = Layout.packed(seq_len=w.seq_len, head_dim=w.head_dim, heads=w.heads,
+                         beat=beat).size(w.heads, w.seq_len)
+    return (size + 0x1000) // beat
+
+
+def _verilog(config, build_dir, memory, log):
+    """Generate the Verilog unless the same Plan was generated there already.
+
+    With `memory` "model" the simulated top is `attenio_sim_top` (the accelerator
+    with `attenio.hdl.sim_memory.SimAXIMemory` on its AXI port).
+    """
     from attenio.gen.build import TOP_NAME, generate
+    from attenio.gen.verilog import emit
     from attenio.report import plan_json
 
     plan = make_plan(config)
     stamp = json.dumps(plan_json(plan), sort_keys=True)
-    v = build_dir / f"{TOP_NAME}.v"
-    stamp_file = build_dir / ".plan_stamp"
+    name = SIM_TOP_NAME if memory == "model" else TOP_NAME
+    v = build_dir / f"{name}.v"
+    stamp_file = build_dir / f".{name}_stamp"
     if v.exists() and stamp_file.exists() and stamp_file.read_text() == stamp:
-        return plan, v
-    generate(config, build_dir, log=log)
+        return plan, v, name
+    if memory == "model":
+        from attenio.hdl.sim_memory import SimSystem
+        log(f"elaborating and converting {name} (memory model: {model_depth(plan)} words) ...")
+        emit(SimSystem(plan, depth=model_depth(plan)), v, name=name)
+    else:
+        generate(config, build_dir, log=log)
     stamp_file.write_text(stamp)
-    return plan, v
+    return plan, v, name
 
 
 def run_e2e(config, out_dir, opts=None, *, log=print):
@@ -131,7 +156,9 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
     opts = opts or E2EOptions()
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    plan, verilog = _verilog(config, out_dir, log)
+    if opts.memory not in ("axiram", "model"):
+        raise ConfigError(f"memory must be 'axiram' or 'model', not {opts.memory!r}")
+    plan, verilog, toplevel = _verilog(config, out_dir, opts.memory, log)
     w = plan.workload
     d = w.head_dim
     rng = np.random.default_rng(opts.seed)
@@ -147,10 +174,16 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
                           f"generated for (raise --seq-len)")
     c = golden.softmax_constant(data["scale_q"], data["scale_k"], d, plan.config.format)
     beat = plan.budget.axi_data_bits // 8
+    if opts.memory == "model" and (opts.latency[1] or opts.backpressure):
+        raise ConfigError("random latency and back-pressure need the AxiRam memory (--memory axiram)")
+    if opts.memory == "model" and heads > w.heads:
+        raise ConfigError(f"the memory model is sized for {w.heads} head(s); raise --heads")
     layout = Layout.packed(seq_len=n, head_dim=d, heads=heads, beat=beat,
-                           rng=rng if opts.random_layout else None,
+                           rng=rng if opts.random_layout and opts.memory == "axiram" else None,
                            gap_rows=int(rng.integers(0, 3)) if opts.random_layout else 0,
                            pad_bytes=beat * int(rng.integers(0, 2)) if opts.random_layout else 0)
+    if opts.memory == "model" and layout.size(heads, n) > model_depth(plan) * beat:
+        raise ConfigError("the inputs do not fit the memory model (turn off random layout)")
     log(f"golden model: {heads} head(s), N = {n}, d = {d}, a = {plan.a} ...")
     t0 = time.perf_counter()
     expect = golden.attention(q, k, v, c=c, a=plan.a, fmt=plan.config.format, max_seq_len=w.seq_len)
@@ -165,11 +198,11 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
     segments = layout.scatter("Q", q) + layout.scatter("K", k) + layout.scatter("V", v)
     image = out_dir / "sim_image.npz"
     np.savez(image, addrs=np.array([a for a, _ in segments], np.int64),
-             blobs=np.array([np.frombuffer(b, np.uint8) for _, b in segments], dtype=object),
-             allow_pickle=True)
+             lengths=np.array([len(b) for _, b in segments], np.int64),
+             data=np.frombuffer(b"".join(b for _, b in segments), np.uint8))
     results = out_dir / "sim_results.json"
     params = {
-        "image": str(image), "results": str(results),
+        "image": str(image), "results": str(results), "memory": opts.memory, "beat": beat,
         "mem_size": (layout.size(heads, n) + 0xFFFF) // 0x10000 * 0x10000,
         "regs": {name: [rmap[name].offset, value] for name, value in regs.items()},
         "regmap": {r.name: r.offset for r in rmap},
@@ -184,8 +217,9 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
     }
     log(f"simulating on {opts.simulator} (seed {opts.seed}) ...")
     t0 = time.perf_counter()
-    run_bench(simulator=opts.simulator, verilog_sources=[verilog], toplevel="attenio_top",
-              module="attenio.sim.benches.bench_top", build_dir=out_dir / f"sim_{opts.simulator}",
+    run_bench(simulator=opts.simulator, verilog_sources=[verilog], toplevel=toplevel,
+              module="attenio.sim.benches.bench_top",
+              build_dir=out_dir / f"sim_{opts.simulator}_{opts.memory}",
               params=params, seed=opts.seed)
     wall = time.perf_counter() - t0
     got = json.loads(results.read_text())
@@ -224,7 +258,8 @@ def _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s,
     good = [r for r in runs if not r["bad"]]
     c0 = good[0]["counters"] if good else runs[0]["counters"]
     report = {
-        "config": plan.config.name, "simulator": opts.simulator, "seed": opts.seed,
+        "config": plan.config.name, "simulator": opts.simulator, "memory": opts.memory,
+        "seed": opts.seed,
         "seq_len": n, "heads": heads, "head_dim": d, "a": plan.a,
         "plan_bytes_read": traffic.read_bytes, "plan_bytes_written": traffic.write_bytes,
         "runs": runs,

@@ -3,8 +3,10 @@
 Driven by `attenio.sim.e2e.run_e2e`, which passes (see `bench_params`): `image`
 (npz of memory segments), `mem_size`, `regs` ({name: [offset, value]}), `regmap`
 ({name: offset}), `o_region` ([base, bytes]), `runs` (a list of register overrides, one run each, back to back, no reset),
-`seed`, `latency` ([probability, max cycles]), `backpressure` (pause probability
-per AXI channel), `progress_cycles`, `expect_bytes_written`, `max_cycles`, and
+`seed`, `memory` ("axiram": cocotbext-axi's AxiRam on `m_axi`, with `latency`
+([probability, max cycles]) and `backpressure` (pause probability per AXI
+channel); "model": the design carries `attenio.hdl.sim_memory`, loaded and read
+through its backdoor, `beat` bytes a word), `progress_cycles`, `expect_bytes_written`, `max_cycles`, and
 `results` (the JSON file it writes: per run the status, error, counters, the
 simulated cycles and the O region read back as hex).
 
@@ -47,6 +49,68 @@ def add_latency(port, hook, clk, rng, probability, most):
     setattr(port, hook, hooked)
 
 
+class RamMemory:
+    """cocotbext-axi's AxiRam on the AXI4 master, with optional latency and back-pressure."""
+
+    def __init__(self, dut, rng):
+        self.ram = AxiRam(AxiBus.from_prefix(dut, "m_axi", bus_separator="__"), dut.clk, dut.rst,
+                          size=P["mem_size"])
+        for port in (self.ram.read_if, self.ram.write_if):
+            port.log.setLevel(logging.WARNING)
+        probability, most = P.get("latency", [0.0, 0])
+        if most:
+            add_latency(self.ram.read_if, "_read", dut.clk, rng, probability, most)
+            add_latency(self.ram.write_if, "_write", dut.clk, rng, probability, most)
+        if P.get("backpressure"):
+            r, w = self.ram.read_if, self.ram.write_if
+            for ch in (r.ar_channel, r.r_channel, w.aw_channel, w.w_channel, w.b_channel):
+                ch.set_pause_generator(pauses(rng, P["backpressure"]))
+
+    def load(self, segments):
+        for addr, blob in segments:
+            self.ram.write(addr, blob)
+
+    def write(self, addr, blob):
+        self.ram.write(addr, blob)
+
+    def read(self, addr, length):
+        return self.ram.read(addr, length)
+
+
+class ModelMemory:
+    """The in-design memory model (`attenio.hdl.sim_memory`), reached through its backdoor."""
+
+    def __init__(self, storage, beat):
+        self.storage, self.beat = storage, beat
+
+    def write(self, addr, blob):
+        assert addr % self.beat == 0 and len(blob) % self.beat == 0
+        words = np.frombuffer(blob, dtype=f"<u{self.beat}") if self.beat <= 8 else None
+        for i in range(len(blob) // self.beat):
+            chunk = blob[i * self.beat:(i + 1) * self.beat]
+            value = int(words[i]) if words is not None else int.from_bytes(chunk, "little")
+            self.storage[addr // self.beat + i].value = value
+
+    def load(self, segments):
+        # Rows may be narrower than a beat only if padded; merge segments into whole beats.
+        image = {}
+        for addr, blob in segments:
+            for k, byte in enumerate(blob):
+                image[addr + k] = byte
+        words = {}
+        for a, byte in image.items():
+            words.setdefault(a // self.beat, bytearray(self.beat))[a % self.beat] = byte
+        for w, chunk in sorted(words.items()):
+            self.storage[w].value = int.from_bytes(chunk, "little")
+
+    def read(self, addr, length):
+        out = bytearray()
+        for w in range(addr // self.beat, (addr + length + self.beat - 1) // self.beat):
+            out += int(self.storage[w].value).to_bytes(self.beat, "little")
+        start = addr % self.beat
+        return bytes(out[start:start + length])
+
+
 @cocotb.test(timeout_time=P.get("timeout_ms", 10 ** 7), timeout_unit="ms")
 async def end_to_end(dut):
     rng = random.Random(P.get("seed", 1))
@@ -54,18 +118,10 @@ async def end_to_end(dut):
     print(f"bench_top: seed {P.get('seed', 1)}", flush=True)
     cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
     logging.getLogger(f"cocotb.{dut._name}").setLevel(logging.WARNING)   # the bus models' chatter
-    ram = AxiRam(AxiBus.from_prefix(dut, "m_axi", bus_separator="__"), dut.clk, dut.rst,
-                 size=P["mem_size"])
-    for port in (ram.read_if, ram.write_if):
-        port.log.setLevel(logging.WARNING)
-    probability, most = P.get("latency", [0.0, 0])
-    if most:
-        add_latency(ram.read_if, "_read", dut.clk, rng, probability, most)
-        add_latency(ram.write_if, "_write", dut.clk, rng, probability, most)
-    if P.get("backpressure"):
-        r, w = ram.read_if, ram.write_if
-        for ch in (r.ar_channel, r.r_channel, w.aw_channel, w.w_channel, w.b_channel):
-            ch.set_pause_generator(pauses(rng, P["backpressure"]))
+    if P.get("memory", "axiram") == "model":
+        mem = ModelMemory(dut.mem.storage, P["beat"])
+    else:
+        mem = RamMemory(dut, rng)
     axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil", bus_separator="__"), dut.clk, dut.rst)
     axil.write_if.log.setLevel(logging.WARNING)
     axil.read_if.log.setLevel(logging.WARNING)
@@ -75,9 +131,10 @@ async def end_to_end(dut):
     dut.rst.value = 0
     await ClockCycles(dut.clk, 2)
 
-    image = np.load(P["image"], allow_pickle=True)
-    for addr, blob in zip(image["addrs"], image["blobs"]):
-        ram.write(int(addr), bytes(blob))
+    image = np.load(P["image"])
+    ends = np.cumsum(image["lengths"])
+    mem.load([(int(a), image["data"][e - n:e].tobytes())
+              for a, n, e in zip(image["addrs"], image["lengths"], ends)])
     regmap = P["regmap"]
     o_base, o_size = P["o_region"]
 
@@ -88,7 +145,7 @@ async def end_to_end(dut):
 
     results = {"o_base": o_base, "runs": []}
     for run, overrides in enumerate(P["runs"]):
-        ram.write(o_base, bytes([POISON]) * o_size)
+        mem.write(o_base, bytes([POISON]) * o_size)
         for name, (offset, value) in {**P["regs"], **overrides}.items():
             await axil.write_dword(offset, value & 0xFFFF_FFFF)
         t0, start_time = time.perf_counter(), get_sim_time("ns")
@@ -110,7 +167,7 @@ async def end_to_end(dut):
             assert cycles < P["max_cycles"], f"no DONE after {int(cycles)} cycles"
         counters = {name: await read64(name) for name in COUNTERS}
         error = await axil.read_dword(regmap["ERROR"])
-        o = ram.read(o_base, o_size)
+        o = mem.read(o_base, o_size)
         sim_cycles = (get_sim_time("ns") - start_time) / 10
         results["runs"].append({
             "status": status, "error": error, "counters": counters, "sim_cycles": int(sim_cycles),

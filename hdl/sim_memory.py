@@ -1,0 +1,144 @@
+"""A simulation model of off-chip memory: an AXI4 slave inside the simulated design.
+
+cocotbext-axi's AxiRam is the reference for protocol tests (random latency,
+back-pressure on every channel), but it costs a few Python coroutines per
+simulated cycle, so long end-to-end runs (N in the thousands, millions of
+cycles) use this model instead: the whole memory system runs in the simulator
+and Python only loads the memory and reads it back through the backdoor (the
+`storage` array of the `mem` instance, one word per beat, little-endian).
+
+Timing: every read burst waits `read_latency` cycles from its AR handshake before
+its first beat; reads then stream one beat per cycle (the port's bandwidth is
+one beat per cycle per direction) and up to `max_reads` bursts may wait at once.
+Writes take one beat per cycle and answer on B one cycle after WLAST. Responses
+are OKAY; IDs are echoed. Not synthesizable as a real memory controller and not
+meant to be: it models a link, not DRAM.
+"""
+
+from amaranth.hdl import Module, Signal, unsigned
+from amaranth.lib import data, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from .axi import AXI4Signature
+
+__all__ = ["SimAXIMemory"]
+
+
+class SimAXIMemory(wiring.Component):
+    """AXI4 slave over `depth` words of `data_width` bits (byte addresses from 0)."""
+
+    def __init__(self, *, addr_width=32, data_width=64, id_width=1, depth, read_latency=20,
+                 max_reads=8):
+        for name, value, low in (("depth", depth, 1), ("read_latency", read_latency, 0),
+                                 ("max_reads", max_reads, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"SimAXIMemory: {name} must be an integer >= {low}, not {value!r}")
+        self._aw, self._dw, self._iw = addr_width, data_width, id_width
+        self._depth, self._latency, self._max_reads = depth, read_latency, max_reads
+        super().__init__({"s_axi": In(AXI4Signature(addr_width=addr_width, data_width=data_width,
+                                                    id_width=id_width))})
+
+    @property
+    def depth(self):
+        return self._depth
+
+    @property
+    def read_latency(self):
+        return self._latency
+
+    def elaborate(self, platform):
+        m = Module()
+        bus = self.s_axi
+        shift = (self._dw // 8).bit_length() - 1
+        m.submodules.storage = storage = Memory(shape=self._dw, depth=self._depth, init=[])
+        rd = storage.read_port()
+        wr = storage.write_port(granularity=8)
+
+        now = Signal(32)
+        m.d.sync += now.eq(now + 1)
+
+        # -- reads: AR into a queue stamped with its due cycle, then one beat per cycle ----
+        burst = data.StructLayout({"addr": unsigned(self._aw), "len": unsigned(8),
+                                   "id": unsigned(self._iw), "due": unsigned(32)})
+        m.submodules.ar_q = ar_q = SyncFIFOBuffered(width=burst.size, depth=self._max_reads)
+        m.d.comb += [
+            bus.arready.eq(ar_q.w_rdy),
+            ar_q.w_en.eq(bus.arvalid),
+        ]
+        entry = Signal(burst)
+        m.d.comb += [entry.addr.eq(bus.araddr), entry.len.eq(bus.arlen), entry.id.eq(bus.arid),
+                     entry.due.eq(now + self._latency), ar_q.w_data.eq(entry.as_value())]
+        head = burst(ar_q.r_data)
+
+        busy = Signal()
+        beat_addr = Signal(self._aw - shift)
+        left = Signal(9)
+        rid = Signal(self._iw)
+        advance = ~bus.rvalid | bus.rready
+        wait = Signal(32)                  # now - due, modulo 2**32: negative while waiting
+        m.d.comb += wait.eq(now - head.due)
+        due = ~wait[31]
+        m.d.comb += [rd.addr.eq(beat_addr), rd.en.eq(advance), bus.rdata.eq(rd.data),
+                     bus.rresp.eq(0)]
+        with m.If(advance):
+            m.d.sync += [bus.rvalid.eq(busy), bus.rlast.eq(busy & (left == 1)), bus.rid.eq(rid)]
+            with m.If(busy):
+                m.d.sync += [beat_addr.eq(beat_addr + 1), left.eq(left - 1)]
+                with m.If(left == 1):
+                    m.d.sync += busy.eq(0)
+        with m.If(~busy & ar_q.r_rdy & due):
+            m.d.comb += ar_q.r_en.eq(1)
+            m.d.sync += [busy.eq(1), beat_addr.eq(head.addr[shift:]), left.eq(head.len + 1),
+                         rid.eq(head.id)]
+
+        # -- writes: one AW at a time, its beats, then B ----------------------------------
+        w_busy = Signal()
+        w_addr = Signal(self._aw - shift)
+        m.d.comb += [
+            bus.awready.eq(~w_busy & ~bus.bvalid),
+            bus.wready.eq(w_busy),
+            bus.bresp.eq(0),
+            wr.addr.eq(w_addr),
+            wr.data.eq(bus.wdata),
+        ]
+        with m.If(bus.awvalid & bus.awready):
+            m.d.sync += [w_busy.eq(1), w_addr.eq(bus.awaddr[shift:]), bus.bid.eq(bus.awid)]
+        with m.If(bus.wvalid & bus.wready):
+            m.d.comb += wr.en.eq(bus.wstrb)
+            m.d.sync += w_addr.eq(w_addr + 1)
+            with m.If(bus.wlast):
+                m.d.sync += [w_busy.eq(0), bus.bvalid.eq(1)]
+        with m.If(bus.bvalid & bus.bready):
+            m.d.sync += bus.bvalid.eq(0)
+        return m
+
+
+class SimSystem(wiring.Component):
+    """`attenio_top` with `SimAXIMemory` on its AXI4 port: only the CSR port and `irq` remain.
+
+    The memory instance is `mem`, so a bench reaches its words as `dut.mem.storage[i]`.
+    """
+
+    def __init__(self, plan, *, depth, read_latency=None):
+        from .csr import AXI4LiteSignature
+        from .top import AttenIOTop
+
+        self._top = AttenIOTop(plan)
+        self._mem = SimAXIMemory(data_width=plan.budget.axi_data_bits, depth=depth,
+                                 read_latency=plan.budget.latency_cycles if read_latency is None
+                                 else read_latency)
+        super().__init__({
+            "s_axil": In(AXI4LiteSignature(addr_width=self._top.regmap.addr_width)),
+            "irq": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.top = top = self._top
+        m.submodules.mem = mem = self._mem
+        wiring.connect(m, top.m_axi, mem.s_axi)
+        wiring.connect(m, wiring.flipped(self.s_axil), top.s_axil)
+        m.d.comb += self.irq.eq(top.irq)
+        return m
