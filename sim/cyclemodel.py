@@ -430,9 +430,9 @@ def simulate(plan, *, seq_len=None, heads=None, causal=False, split=1, params=No
     m = Mapping.of(plan, split, params)
     eb = plan.config.format.element_bytes
     mem = Memory.of(b, burst_overhead=params.burst_overhead, axi_rate_cap=params.axi_rate_cap)
-    blocks = _blocks(plan, n, h, causal)
-    total = sum(v + 2 * k for v, k in blocks)
-    mc = _Machine(m, mem, params, m.d * eb, m.depth, total, m.d * eb)
+    blocks = _blocks(plan, n, 1, causal)          # of one head; every head is the same
+    per_head = sum(v + 2 * k for v, k in blocks)
+    mc = _Machine(m, mem, params, m.d * eb, m.depth, per_head * h, m.d * eb)
 
     def run_block(valid, kv):
         _repeat(mc, valid, mc.q_row, fast, 1, frozen=True)
@@ -443,14 +443,17 @@ def simulate(plan, *, seq_len=None, heads=None, causal=False, split=1, params=No
         mc.u_last()
         mc.block_end(valid)
 
-    i = 0
-    while i < len(blocks):
-        j = i
-        while j < len(blocks) and blocks[j] == blocks[i]:
-            j += 1
-        valid, kv = blocks[i]
-        _repeat(mc, j - i, lambda: run_block(valid, kv), fast, valid + 2 * kv)
-        i = j
+    def run_head():
+        i = 0
+        while i < len(blocks):
+            j = i
+            while j < len(blocks) and blocks[j] == blocks[i]:
+                j += 1
+            valid, kv = blocks[i]
+            _repeat(mc, j - i, lambda: run_block(valid, kv), fast, valid + 2 * kv)
+            i = j
+
+    _repeat(mc, h, run_head, fast, per_head)
     res = Result(cycles=mc.finish(), macs=b.macs, exp_units=b.exp_units, mapping=m, **mc.c)
     useful, exps = _useful(plan, n, causal)
     res.useful_macs, res.exps = useful * h, exps * h
