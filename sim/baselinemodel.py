@@ -59,7 +59,7 @@ from math import ceil, log2
 
 from attenio.baselines import all_baselines
 
-from .cyclemodel import Result
+from .cyclemodel import Result, RtlParams
 from .memmodel import Memory
 
 __all__ = ["matmul", "tiled_matmul", "simulate_baseline", "simulate_baselines", "BASELINE_ORDER"]
@@ -127,7 +127,7 @@ def _hw(config):
     # acknowledged one latency after it leaves: paid once per run by every dataflow
     return {"p": b.mac_lines, "q": b.macs_per_line, "P": b.macs, "E": b.exp_units, "mem": mem,
             "eb": config.format.element_bytes, "fill": b.mac_lines + b.macs_per_line - 2,
-            "lane_lat": 4, "tail": 2 * b.latency_cycles}
+            "lane_lat": RtlParams().lane_latency, "tail": 2 * b.latency_cycles}
 
 
 def _bytes(traffic, direction, tensor):
