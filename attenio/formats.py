@@ -65,7 +65,7 @@ class Int8Format:
     element_bits: int = field(default=8, init=False)
     c_int: int = 2
     c_frac: int = 30
-    x_frac: int = 16
+    x_frac: int = 18
     p_frac: int = 24
     exp_lut_bits: int = 7
     exp_interp: bool = True

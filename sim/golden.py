@@ -23,6 +23,8 @@ Public API
 `accuracy(out, ref, scale_v)`
     fraction of outputs equal to round(ref/scale_v), the largest distance from it
     in LSB, and the mean |out - ref/scale_v| in LSB.
+`make_inputs(kind, seq_len=, head_dim=, heads=1, rows=None, seed=0)`
+    quantized Gaussian or adversarial test inputs (`INPUT_KINDS`) with their scales.
 
 Shapes: q is [heads, M, d] and k, v are [heads, N, d] (or all without the heads
 axis); M = N for self-attention, a smaller M samples query rows (rows are
@@ -48,7 +50,7 @@ from attenio.formats import Int8Format
 from attenio.hdl.formats import Int8Arith
 
 __all__ = ["quantize", "dequantize", "softmax_constant", "attention", "run_block", "init_state",
-           "step", "finish", "OnlineState", "reference", "accuracy"]
+           "step", "finish", "OnlineState", "reference", "accuracy", "make_inputs", "INPUT_KINDS"]
 
 _CHUNK = 64
 

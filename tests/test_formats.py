@@ -17,6 +17,7 @@ from attenio.sim.runner import SIMULATORS, run_bench, simulator_available
 ROOT = Path(__file__).resolve().parent.parent
 N_MAX, D = 16384, 128
 LANES = 2          # vectors per op per cycle in the cocotb bench (more lanes: longer builds)
+EXP_LANES = 8      # exp2 sweeps all 2**x_frac fractions: more lanes, fewer cycles
 
 
 @pytest.fixture(scope="module")
@@ -187,7 +188,7 @@ def test_harness_in_amaranth_sim(variant, arith, seed):
 
 @pytest.fixture(scope="module")
 def harness_verilog(arith):
-    return emit(arith, ROOT / "build" / "formats" / "formats_harness.v", lanes=LANES)
+    return emit(arith, ROOT / "build" / "formats" / "formats_harness.v", lanes=LANES, exp_lanes=EXP_LANES)
 
 
 @pytest.mark.parametrize("simulator", SIMULATORS)
@@ -202,7 +203,7 @@ def test_builders_bit_exact_on_verilog(simulator, harness_verilog, seed, monkeyp
     run_bench(simulator=simulator, verilog_sources=[harness_verilog], toplevel="formats_harness",
               module="attenio.sim.benches.bench_formats",
               build_dir=ROOT / "build" / "formats" / simulator,
-              params={"fmt": {}, "max_seq_len": N_MAX, "head_dim": D, "lanes": LANES, "seed": seed,
+              params={"fmt": {}, "max_seq_len": N_MAX, "head_dim": D, "lanes": LANES, "exp_lanes": EXP_LANES, "seed": seed,
                       "count": 2000},
               seed=seed)
 

@@ -5,7 +5,7 @@ copies each, packed ports. Inputs change on the falling edge and outputs are
 read there too (stable, half a cycle after the register stage), so every op
 takes fresh vectors every cycle and its result shows up `latency(op)` falling
 edges later. Parameters (from the pytest launcher through `bench_params`):
-fmt (Int8Format fields), max_seq_len, head_dim, lanes, seed, count.
+fmt (Int8Format fields), max_seq_len, head_dim, lanes, exp_lanes, seed, count.
 """
 
 import cocotb
@@ -20,13 +20,14 @@ from attenio.sim.runner import bench_params
 async def _check_ops(dut, ops):
     params = bench_params()
     arith = arith_from_params(params)
-    lanes, seed, count = params["lanes"], params["seed"], params["count"]
-    dut._log.info(f"ops {', '.join(ops)}: seed {seed}, {count} random vectors per op, {lanes} lanes")
+    seed, count = params["seed"], params["count"]
+    dut._log.info(f"ops {', '.join(ops)}: seed {seed}, {count} random vectors per op")
     layout = port_layout(arith)
     cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
     dut.rst.value = 0
     plan = {}
     for op in ops:
+        lanes = params["exp_lanes"] if op == "exp" else params["lanes"]
         vec = vectors(arith, op, seed=seed, count=count)
         exp = expected(arith, op, vec)
         n = len(next(iter(vec.values())))
@@ -36,15 +37,15 @@ async def _check_ops(dut, ops):
             padded = _pad(vec[port], cycles * lanes)
             words[port] = [pack(padded[c * lanes:(c + 1) * lanes], layout[port][0])
                            for c in range(cycles)]
-        plan[op] = (vec, exp, n, cycles, words, latency(arith, op), {p: [] for p in exp})
+        plan[op] = (vec, exp, n, cycles, words, latency(arith, op), {p: [] for p in exp}, lanes)
     # park every input at a legal value (all zero is legal for every op)
     for op, (ins, _) in OPS.items():
         for name in ins:
             getattr(dut, f"{op}_{name}").value = 0
-    total = max(cycles + lat for (_, _, _, cycles, _, lat, _) in plan.values())
+    total = max(cycles + lat for (_, _, _, cycles, _, lat, _, _) in plan.values())
     for i in range(total + 1):
         await FallingEdge(dut.clk)
-        for op, (vec, exp, n, cycles, words, lat, got) in plan.items():
+        for op, (vec, exp, n, cycles, words, lat, got, lanes) in plan.items():
             if 0 <= i - lat < cycles:
                 for port in got:
                     width, signed = layout[port]
@@ -52,7 +53,7 @@ async def _check_ops(dut, ops):
             if i < cycles:
                 for port, w in words.items():
                     getattr(dut, port).value = w[i]
-    for op, (vec, exp, n, cycles, words, lat, got) in plan.items():
+    for op, (vec, exp, n, cycles, words, lat, got, lanes) in plan.items():
         for port, want in exp.items():
             have = got[port][:n]
             assert len(have) == n, f"{port}: collected {len(have)} of {n} outputs"

@@ -55,22 +55,31 @@ def latency(arith, op):
 
 
 class FormatsHarness(wiring.Component):
-    """All builders of `arith`, `lanes` copies each, behind packed ports."""
+    """All builders of `arith`, `lanes` copies each (`exp_lanes` of exp2), behind packed ports.
 
-    def __init__(self, arith, *, lanes=8):
+    exp2 gets its own lane count because its exhaustive sweep (2**x_frac arguments)
+    is by far the longest; its lanes are cheap (a ROM and a small multiply).
+    """
+
+    def __init__(self, arith, *, lanes=8, exp_lanes=None):
         if not isinstance(arith, Int8Arith):
             raise TypeError(f"arith must be an Int8Arith, not {arith!r}")
         if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes <= 0:
             raise ValueError(f"lanes must be a positive integer, not {lanes!r}")
+        exp_lanes = lanes if exp_lanes is None else exp_lanes
+        if isinstance(exp_lanes, bool) or not isinstance(exp_lanes, int) or exp_lanes <= 0:
+            raise ValueError(f"exp_lanes must be a positive integer, not {exp_lanes!r}")
         self._arith = arith
         self._lanes = lanes
+        self._exp_lanes = exp_lanes
         shapes = _port_shapes(arith)
         members = {}
         for op, (ins, outs) in OPS.items():
+            n = exp_lanes if op == "exp" else lanes
             for name in ins:
-                members[f"{op}_{name}"] = In(data.ArrayLayout(shapes[f"{op}_{name}"], lanes))
+                members[f"{op}_{name}"] = In(data.ArrayLayout(shapes[f"{op}_{name}"], n))
             for name in outs:
-                members[f"{op}_{name}"] = Out(data.ArrayLayout(shapes[f"{op}_{name}"], lanes))
+                members[f"{op}_{name}"] = Out(data.ArrayLayout(shapes[f"{op}_{name}"], n))
         super().__init__(members)
 
     @property
@@ -80,6 +89,10 @@ class FormatsHarness(wiring.Component):
     @property
     def lanes(self):
         return self._lanes
+
+    @property
+    def exp_lanes(self):
+        return self._exp_lanes
 
     def elaborate(self, platform):
         m = Module()
@@ -95,9 +108,10 @@ class FormatsHarness(wiring.Component):
                                              self.upd_v[i])),
                 self.fin_out[i].eq(a.finalize(m, self.fin_o[i], self.fin_y[i], self.fin_e[i])),
             ]
-            m.d.comb += self.exp_p[i].eq(a.exp2(m, self.exp_z[i]))
             y, e = a.reciprocal(m, self.rcp_l[i])
             m.d.comb += [self.rcp_y[i].eq(y), self.rcp_e[i].eq(e)]
+        for i in range(self._exp_lanes):
+            m.d.comb += self.exp_p[i].eq(a.exp2(m, self.exp_z[i]))
         return m
 
 
@@ -107,9 +121,9 @@ def arith_from_params(params):
                      head_dim=params["head_dim"])
 
 
-def emit(arith, path, *, lanes=8, name="formats_harness"):
+def emit(arith, path, *, lanes=8, exp_lanes=None, name="formats_harness"):
     """Write the harness as Verilog to `path`; returns the path."""
-    top = FormatsHarness(arith, lanes=lanes)
+    top = FormatsHarness(arith, lanes=lanes, exp_lanes=exp_lanes)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(verilog.convert(top, name=name, emit_src=False))
     return path
