@@ -38,7 +38,8 @@ Interface (for the controller)
             of its output FIFO).
 ``busy``    a block is being fed, computed or drained (or output is pending).
 ``pe_active``  strobe: an element entered the array for S or U (not Q load).
-``exp_active`` strobe: some softmax lane processed a row.
+``exp_active`` strobe: some softmax lane has a row in flight (from its issue to
+            its write-back: r*q/L + 5 cycles per lane pass).
 ``error``   sticky: a feed kind mismatch or a bad start command.
 
 Inside

@@ -55,8 +55,8 @@ class SoftmaxLane(wiring.Component):
 
     Ports: `scores` the MACs' score registers (index (mac * 2 + bank) * r + slot);
     `start` the line's pulse; `c` the softmax constant; `pa` the write bus;
-    `ready`/`consume` the per-bank done flags; `active` a row was issued this
-    cycle; `drain_u`/`l_rd` the drain's read of l (one cycle latency, only while
+    `ready`/`consume` the per-bank done flags; `active` a row is in flight
+    (issued and not yet written back: r*q/L + 5 cycles per pass); `drain_u`/`l_rd` the drain's read of l (one cycle latency, only while
     the lane is idle). Row u of the lane is MAC u mod q/L, slot u div q/L.
     """
 
@@ -126,7 +126,7 @@ class SoftmaxLane(wiring.Component):
                 m.d.sync += mac.eq(mac + 1)
             with m.If(u == R - 1):
                 m.d.sync += run.eq(0)
-        m.d.comb += self.active.eq(run)
+        m.d.comb += self.active.eq(busy)         # a row in flight, issue to write-back
 
         # -- stage 0: score multiplexer, m/l read ----------------------------------------
         scores = Array([self.scores[i] for i in range(2 * R)])

@@ -152,6 +152,7 @@ class Strobes:
         self.cycle = 0
         self.pe = self.exp = 0
         self.pe_cycles = []
+        self.out_cycles = []
 
     async def run(self):
         d = self.dut
@@ -163,6 +164,8 @@ class Strobes:
                 self.pe_cycles.append(self.cycle)
             if d.exp_active.value:
                 self.exp += 1
+            if d.o_out__valid.value and d.o_out__ready.value:
+                self.out_cycles.append(self.cycle)
             assert not d.error.value, "the core raised error"
 
 
@@ -222,14 +225,19 @@ async def test_stream(dut):
     # steady state of each block: from its first to its last S/U element into the array
     figures = []
     pe_cycles = strobes.pe_cycles
-    off = 0
+    off = out = 0
     for b in blocks:
         count = b.n * 2 * R * D
         span = pe_cycles[off + count - 1] - pe_cycles[off] + 1
         figures.append({"rows_valid": b.rows, "n_keys": b.n, "array_cycles": span,
                         "cycles_per_row": span / b.n, "ideal_per_row": 2 * R * D,
-                        "stall_cycles": span - count})
+                        "stall_cycles": span - count,
+                        # from the last U element entering the array to the first O byte out
+                        "drain_latency": strobes.out_cycles[out] - pe_cycles[off + count - 1],
+                        "drain_cycles": strobes.out_cycles[out + b.rows * D - 1]
+                        - strobes.out_cycles[out] + 1})
         off += count
+        out += b.rows * D
     assert off == strobes.pe, f"pe_active counted {strobes.pe}, expected {off}"
     report = {"config": {"mac_lines": LINES, "macs_per_line": QM, "rows_per_mac": R,
                          "head_dim": D, "exp_units": E},
@@ -237,8 +245,10 @@ async def test_stream(dut):
               "exp_active": strobes.exp, "pe_busy_fraction": strobes.pe / cycles}
     for f in figures:
         dut._log.info("block rows %d N %d: %.2f cycles per K/V row (ideal 2*r*d = %d), "
-                      "%d stall cycles", f["rows_valid"], f["n_keys"], f["cycles_per_row"],
-                      f["ideal_per_row"], f["stall_cycles"])
+                      "%d stall cycles; first O byte %d cycles after the last U element, "
+                      "%d bytes in %d cycles", f["rows_valid"], f["n_keys"],
+                      f["cycles_per_row"], f["ideal_per_row"], f["stall_cycles"],
+                      f["drain_latency"], f["rows_valid"] * D, f["drain_cycles"])
     dut._log.info("PE busy %d of %d cycles (%.1f%%)", strobes.pe, cycles,
                   100 * strobes.pe / cycles)
     if P.get("report"):
