@@ -96,8 +96,9 @@ want E|err| well below 0.005 LSB on realistic data, and a hard bound below
    data. p_frac = 24 bounds the worst case by 0.125 LSB at N = 16384 (and
    below 0.5 LSB up to N = 65536) and the typical case by 1e-4 LSB. The
    "dominant" inputs (one key with half the weight, N - 1 keys sharing the
-   rest in weights ~1/N) are the sharpest probe: p_frac = 16 measures 98.2%
-   exact at N = 16384, 20 gives 99.94%, 24 gives 99.99%. The same p_frac
+   rest in weights ~1/N) are the sharpest probe: at N = 16384 p_frac = 16
+   measures 93-98% exact (row samples differ), 20 gives 99.75-99.94%, 24
+   gives >= 99.99%. The same p_frac
    serves l and O: O must hold P*V exactly, else every accumulation would
    round. Hence l has p_frac + bitlen(N) bits and O 8 + bitlen(N) + p_frac
    (39 and 47 at N = 16384). Strictly rising scores rescale at every step;
@@ -127,7 +128,7 @@ Cost of the defaults, per unit: PE (one O element) a 25 x 47-bit multiply
 into a 22/23-bit score; EXP module a 24 x 32-bit multiply (scale), the ROM, a
 21 x 11 multiply and a shifter; one reciprocal per Q row (4 multiplies of 25 x 26 bits, shared);
 finalize a 47 x 25-bit multiply per output element. A cheaper measured
-alternative is p_frac = 20 (O 43 bits, alpha 21 bits: >= 99.89% exact on the
+alternative is p_frac = 20 (O 43 bits, alpha 21 bits: >= 99.75% exact on the
 hardest cases at N = 16384) at the price of the bound of item 4 (it grows to
 2 LSB at N = 16384); x_frac = 12 is not an option (ascending: 97.5%).
 

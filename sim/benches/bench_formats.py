@@ -85,5 +85,5 @@ async def reciprocal_every_seed(dut):
 
 @cocotb.test(timeout_time=20, timeout_unit="ms")
 async def datapath_ops_random_and_edges(dut):
-    """mac, max/sub, scale, l/O update, finalize: edge cases, then seeded random vectors."""
+    """mac, max/sub, scale, rescale, l/O update, finalize: edge cases, then seeded random."""
     await _check_ops(dut, ["mac", "cmp", "scale", "upd", "fin"])

@@ -26,7 +26,7 @@ OPS = {
     "cmp": (("a", "b"), ("max", "sub")),
     "scale": (("diff", "c"), ("x",)),
     "exp": (("z",), ("p",)),
-    "upd": (("alpha", "l", "o", "p", "v"), ("l2", "o2")),
+    "upd": (("alpha", "l", "o", "p", "v"), ("l2", "o2", "r")),
     "rcp": (("l",), ("y", "e")),
     "fin": (("o", "y", "e"), ("out",)),
 }
@@ -42,6 +42,7 @@ def _port_shapes(a):
         "exp_z": a.x_shape, "exp_p": a.p_shape,
         "upd_alpha": a.p_shape, "upd_l": a.l_shape, "upd_o": a.o_shape, "upd_p": a.p_shape,
         "upd_v": a.element_shape, "upd_l2": a.l_shape, "upd_o2": a.o_shape,
+        "upd_r": a.o_shape,
         "rcp_l": a.l_shape, "rcp_y": a.recip_shape, "rcp_e": a.recip_exp_shape,
         "fin_o": a.o_shape, "fin_y": a.recip_shape, "fin_e": a.recip_exp_shape,
         "fin_out": a.out_shape,
@@ -106,6 +107,7 @@ class FormatsHarness(wiring.Component):
                 self.upd_l2[i].eq(a.update_l(m, self.upd_alpha[i], self.upd_l[i], self.upd_p[i])),
                 self.upd_o2[i].eq(a.update_o(m, self.upd_alpha[i], self.upd_o[i], self.upd_p[i],
                                              self.upd_v[i])),
+                self.upd_r[i].eq(a.rescale(m, self.upd_alpha[i], self.upd_o[i])),
                 self.fin_out[i].eq(a.finalize(m, self.fin_o[i], self.fin_y[i], self.fin_e[i])),
             ]
             y, e = a.reciprocal(m, self.rcp_l[i])
@@ -258,7 +260,8 @@ def expected(arith, op, vec):
         return {"exp_p": a.np_exp2(vec["exp_z"])}
     if op == "upd":
         return {"upd_l2": a.np_update_l(vec["upd_alpha"], vec["upd_l"], vec["upd_p"]),
-                "upd_o2": a.np_update_o(vec["upd_alpha"], vec["upd_o"], vec["upd_p"], vec["upd_v"])}
+                "upd_o2": a.np_update_o(vec["upd_alpha"], vec["upd_o"], vec["upd_p"], vec["upd_v"]),
+                "upd_r": a.np_rescale(vec["upd_alpha"], vec["upd_o"])}
     if op == "rcp":
         y, e = a.np_reciprocal(vec["rcp_l"])
         return {"rcp_y": y, "rcp_e": e}
