@@ -197,3 +197,36 @@ def test_core_paper_converts(tmp_path):
     emit(core, tmp_path / "core.v", name="attention_core")
     print(f"paper core: {time.perf_counter() - t0:.0f} s")
     assert "module attention_core" in (tmp_path / "core.v").read_text()
+
+
+@pytest.mark.parametrize("case", ["bad_start", "bad_kind"])
+def test_core_error_flags(case):
+    """A start command out of range is dropped; a feed kind out of order is flagged."""
+    core = AttentionCore(mac_lines=1, macs_per_line=2, rows_per_mac=1, head_dim=2, exp_units=1,
+                         max_seq_len=4)
+    seen = {}
+
+    async def bench(ctx):
+        rows = 3 if case == "bad_start" else 1                             # 3 > r*p*q = 2
+        ctx.set(core.start.payload, {"rows_valid": rows, "n_keys": 1})
+        ctx.set(core.start.valid, 1)
+        await ctx.tick()
+        ctx.set(core.start.valid, 0)
+        seen["busy"] = ctx.get(core.busy)
+        kind = Kind.Q if case == "bad_start" else Kind.K                    # Q expected
+        ctx.set(core.feed.payload, {"kind": kind, "value": 1})
+        ctx.set(core.feed.valid, 1)
+        await ctx.tick()
+        seen["ready"] = ctx.get(core.feed.ready)
+        ctx.set(core.feed.valid, 0)
+        await ctx.tick()
+        seen["error"] = ctx.get(core.error)
+
+    sim = Simulator(core)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    if case == "bad_start":
+        assert seen == {"busy": 0, "ready": 0, "error": 1}
+    else:
+        assert seen == {"busy": 1, "ready": 1, "error": 1}
