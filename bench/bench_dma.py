@@ -6,7 +6,8 @@ bytes per cycle next to the bus's bytes per beat. Three loads: "quiet"; "pressur
 20% random pauses on every AXI channel with the DMA's own streams throttled to
 80%; "latency", a quiet bus whose reads answer `--latency` cycles after AR
 (pipelined). Reads and writes use separate AXI channels, so "both" can reach twice
-the width. For the `--deep` widths the DMA is also built with a read FIFO deep
+the width; "small" is 1024 one-beat commands each way at once (per-command cost,
+and under latency the cost of too few transactions in flight). For the `--deep` widths the DMA is also built with a read FIFO deep
 enough to cover the latency (latency + 2 maximal bursts, rounded up to a power of
 two, and max_reads to match), to show what the default FIFO costs.
 
@@ -24,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a chec
 from attenio.sim.benches.bench_dma import launch  # noqa: E402
 from attenio.sim.runner import simulator_available  # noqa: E402
 
-KINDS = ("read", "write", "both")
+KINDS = ("read", "write", "both", "small")
 LOADS = ("quiet", "pressure", "latency")
 
 

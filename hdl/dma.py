@@ -116,6 +116,8 @@ class BurstSplitter(wiring.Component):
 
     A command whose address or length is not a multiple of the bus width, or whose
     length is zero, is consumed without producing a burst and pulses `malformed`.
+    The next command is taken while the last burst of the current one goes out, so
+    commands of one burst each still make a burst per cycle.
 
     Parameters
     ----------
@@ -164,13 +166,6 @@ class BurstSplitter(wiring.Component):
         cmd_beats = cmd.length[shift:]
         misaligned = (cmd.addr[:shift] != 0) | (cmd.length[:shift] != 0)
 
-        m.d.comb += [self.cmd.ready.eq(~busy), self.busy.eq(busy | self.burst.valid)]
-        with m.If(self.cmd.valid & self.cmd.ready):
-            with m.If(misaligned | (cmd_beats == 0)):
-                m.d.comb += self.malformed.eq(1)
-            with m.Else():
-                m.d.sync += [busy.eq(1), addr.eq(cmd.addr), left.eq(cmd_beats)]
-
         # Beats to the 4 KB boundary: a page's beats minus the beat index within it.
         to_page = Signal(range(page_beats + 1))
         m.d.comb += to_page.eq(page_beats - addr[shift:12])
@@ -179,9 +174,10 @@ class BurstSplitter(wiring.Component):
         n = Signal(range(page_beats + 1))
         m.d.comb += n.eq(Mux(left < cap, left, cap))
 
+        advance = busy & (~self.burst.valid | self.burst.ready)   # emit a burst this cycle
         with m.If(self.burst.ready):
             m.d.sync += self.burst.valid.eq(0)
-        with m.If(busy & (~self.burst.valid | self.burst.ready)):
+        with m.If(advance):
             m.d.sync += [
                 self.burst.valid.eq(1),
                 self.burst.payload.addr.eq(addr),
@@ -192,6 +188,16 @@ class BurstSplitter(wiring.Component):
             ]
             with m.If(left == n):
                 m.d.sync += busy.eq(0)
+
+        # The next command is taken in the cycle the current one emits its last burst,
+        # so back-to-back one-burst commands flow at one burst per cycle.
+        m.d.comb += [self.cmd.ready.eq(~busy | (advance & (left == n))),
+                     self.busy.eq(busy | self.burst.valid)]
+        with m.If(self.cmd.valid & self.cmd.ready):
+            with m.If(misaligned | (cmd_beats == 0)):
+                m.d.comb += self.malformed.eq(1)
+            with m.Else():
+                m.d.sync += [busy.eq(1), addr.eq(cmd.addr), left.eq(cmd_beats)]
         return m
 
 
@@ -322,6 +328,8 @@ class DMAWriter(wiring.Component):
     axi : Out(AXI4WriteSignature)             AW, W and B channels
     error : Out(1)                            pulses on a B with SLVERR/DECERR
     malformed : Out(1)                        pulses when a malformed command is dropped
+                                              (it gets no `done`; its data, if sent, would
+                                              be taken by the next command)
     busy : Out(1)                             a command, burst or response is still under way
     """
 

@@ -583,6 +583,10 @@ async def test_throughput(dut):
     chunk = 16 * AXI_4KB if total >= 16 * AXI_4KB else total
     reads = [(READ_BASE + o, chunk) for o in range(0, total, chunk)]
     writes = [(WRITE_BASE + o, chunk) for o in range(0, total, chunk)]
+    # One-beat commands both ways: the per-command overhead of the splitter and the DMA.
+    ones = min(1024, total // BPB)
+    small = [(READ_BASE + i * BPB, BPB) for i in range(ones)]
+    small_w = [(WRITE_BASE + i * BPB, BPB) for i in range(ones)]
     latency = P.get("latency", 100)
     results = {"data_width": DW, "bytes_per_beat": BPB, "bytes": total, "max_reads": MAX_READS,
                "max_writes": MAX_WRITES, "read_fifo_depth": P.get("read_fifo_depth"),
@@ -592,7 +596,8 @@ async def test_throughput(dut):
         bench.mem.back_pressure(pressure)
         bench.mem.read_latency = lat
         ready = 1.0 - pressure
-        for kind, r, w in (("read", reads, []), ("write", [], writes), ("both", reads, writes)):
+        for kind, r, w in (("read", reads, []), ("write", [], writes), ("both", reads, writes),
+                           ("small", small, small_w)):
             bench.mon.reset_stats()
             cycles = await _read_write_and_check(bench, r, w, cmd_gap=0, ready=ready,
                                                  data_gap=pressure)
