@@ -78,6 +78,7 @@ class E2EOptions:
     backpressure: float = 0.0    # probability of a pause on each AXI channel per cycle
     random_layout: bool = False  # random beat offsets, row padding and head gaps
     bad_runs: tuple = ()         # register overrides, one bad run each, before the good runs
+    quick_build: bool = False    # Verilator at -O0: faster to build, slower to run (tests)
     memory: str = "axiram"       # "axiram" (cocotbext-axi, per-cycle Python) or "model"
                                  # (attenio.hdl.sim_memory inside the design: long runs)
     progress_cycles: int = 20000
@@ -220,7 +221,7 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
     run_bench(simulator=opts.simulator, verilog_sources=[verilog], toplevel=toplevel,
               module="attenio.sim.benches.bench_top",
               build_dir=out_dir / f"sim_{opts.simulator}_{opts.memory}",
-              params=params, seed=opts.seed)
+              params=params, seed=opts.seed, quick_build=opts.quick_build)
     wall = time.perf_counter() - t0
     got = json.loads(results.read_text())
     return _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s, n, heads, log)
