@@ -7,9 +7,10 @@ bytes per cycle next to the bus's bytes per beat. Three loads: "quiet"; "pressur
 80%; "latency", a quiet bus whose reads answer `--latency` cycles after AR
 (pipelined). Reads and writes use separate AXI channels, so "both" can reach twice
 the width; "small" is 1024 one-beat commands each way at once (per-command cost,
-and under latency the cost of too few transactions in flight). For the `--deep` widths the DMA is also built with a read FIFO deep
-enough to cover the latency (latency + 2 maximal bursts, rounded up to a power of
-two, and max_reads to match), to show what the default FIFO costs.
+and under latency the cost of too few transactions in flight). For the `--deep`
+widths the DMA is also built with a read FIFO deep enough to cover the latency
+(latency + 2 maximal bursts, rounded up to a power of two, and max_reads to
+match), to show what the default FIFO costs.
 
     python bench/bench_dma.py [--widths 32,64,128,256,512] [--deep 512] [--latency 100]
 """

@@ -40,7 +40,8 @@ class AXIResp(enum.IntEnum):
 def _check_widths(owner, addr_width, data_width, id_width):
     if isinstance(addr_width, bool) or not isinstance(addr_width, int) \
             or not 12 <= addr_width <= 64:
-        raise ValueError(f"{owner}: addr_width must be an integer from 12 to 64, not {addr_width!r}")
+        raise ValueError(f"{owner}: addr_width must be an integer from 12 to 64, "
+                         f"not {addr_width!r}")
     if data_width not in (8, 16, 32, 64, 128, 256, 512, 1024) or isinstance(data_width, bool):
         raise ValueError(f"{owner}: data_width must be a power of two from 8 to 1024, "
                          f"not {data_width!r}")

@@ -25,8 +25,9 @@ from amaranth.lib.wiring import In, Out
 from .axi import (AXI_4KB, AXI_MAX_BURST_BEATS, AXI4ReadSignature, AXI4Signature,
                   AXI4WriteSignature, AXIBurst)
 
-__all__ = ["split_bursts", "command_layout", "burst_layout", "read_data_layout", "write_data_layout",
-           "write_done_layout", "error_layout", "BurstSplitter", "DMAReader", "DMAWriter", "DMA"]
+__all__ = ["split_bursts", "command_layout", "burst_layout", "read_data_layout",
+           "write_data_layout", "write_done_layout", "error_layout",
+           "BurstSplitter", "DMAReader", "DMAWriter", "DMA"]
 
 
 def command_layout(addr_width):
@@ -36,7 +37,8 @@ def command_layout(addr_width):
 
 def burst_layout(addr_width):
     """One INCR burst: AxADDR, AxLEN (beats - 1) and whether it ends its command."""
-    return data.StructLayout({"addr": unsigned(addr_width), "len": unsigned(8), "last": unsigned(1)})
+    return data.StructLayout({"addr": unsigned(addr_width), "len": unsigned(8),
+                              "last": unsigned(1)})
 
 
 def read_data_layout(data_width):
@@ -59,13 +61,12 @@ def error_layout():
     return data.StructLayout({"read": unsigned(1), "write": unsigned(1), "command": unsigned(1)})
 
 
-def _check_int(owner, name, value, lo, hi=None, power_of_two=False):
+def _check_int(owner, name, value, lo, hi=None):
     ok = not isinstance(value, bool) and isinstance(value, int) and value >= lo \
-        and (hi is None or value <= hi) and (not power_of_two or value & (value - 1) == 0)
+        and (hi is None or value <= hi)
     if not ok:
         rng = f"from {lo} to {hi}" if hi is not None else f"of at least {lo}"
-        kind = "a power of two" if power_of_two else "an integer"
-        raise ValueError(f"{owner}: {name} must be {kind} {rng}, not {value!r}")
+        raise ValueError(f"{owner}: {name} must be an integer {rng}, not {value!r}")
 
 
 def _check_bus(owner, addr_width, data_width):

@@ -248,7 +248,7 @@ def cmd_payload(addr, length):
 
 
 async def drive(dut, name, payloads, rng, gap):
-    """Offer `payloads` on the stream `name` (valid/ready/payload), idling with probability `gap`."""
+    """Offer `payloads` on the stream `name` (valid/ready/payload), idle with probability `gap`."""
     valid, ready, payload = (getattr(dut, f"{name}__{s}") for s in ("valid", "ready", "payload"))
     for item in payloads:
         while gap and rng.random() < gap:
@@ -331,7 +331,8 @@ class Bench:
         # Nothing more may arrive once the expected beats are in: wait and look.
         for _ in range(20):
             await RisingEdge(d.clk)
-            assert not (d.rd_data__valid.value and d.rd_data__ready.value)
+            assert not d.rd_data__valid.value, "a read beat beyond the commands' lengths"
+            assert not d.wr_done__valid.value, "a wr_done beyond the write commands"
         beats = [(v & ((1 << DW) - 1), v >> DW) for v in got]
         return beats, dones, cycles
 
