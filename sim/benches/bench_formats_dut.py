@@ -124,10 +124,13 @@ def arith_from_params(params):
 
 
 def emit(arith, path, *, lanes=8, exp_lanes=None, name="formats_harness"):
-    """Write the harness as Verilog to `path`; returns the path."""
+    """Write the harness as Verilog to `path` (untouched if unchanged, so a simulator
+    build of it can be reused); returns the path."""
     top = FormatsHarness(arith, lanes=lanes, exp_lanes=exp_lanes)
+    text = verilog.convert(top, name=name, emit_src=False)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(verilog.convert(top, name=name, emit_src=False))
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
     return path
 
 
