@@ -15,10 +15,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-# Plan the small preset and show it; later stages (gen, sim) join as they land.
+# The main job on the small preset: plan it, generate it, simulate it end to end.
 demo: $(STAMP)
 	$(VENV)/bin/attenio plan --preset small
-	$(VENV)/bin/attenio plan --preset paper --seq-len 65536 --head-dim 64
+	$(VENV)/bin/attenio gen --preset small --lint
+	$(VENV)/bin/attenio sim --preset small --memory model
 
 # The default suite: must stay under 20 minutes on 2 cores.  pytest exits 5
 # when it collects nothing, which make treats as failure.
