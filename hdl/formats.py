@@ -374,6 +374,8 @@ class Int8Arith:
         cfg = self._cfg
         en = Const(1) if en is None else en
         z = Value.cast(z)
+        if z.shape() != self.x_shape:
+            raise TypeError(f"exp2: z must have x_shape {self.x_shape!r}, not {z.shape()!r}")
         T, R, g = cfg.exp_lut_bits, cfg.x_frac - cfg.exp_lut_bits, cfg.exp_guard
         tw = max(self._exp_t).bit_length()
         dw = max(1, max(self._exp_d).bit_length())
@@ -411,6 +413,9 @@ class Int8Arith:
         F, s, p = cfg.recip_frac, cfg.recip_seed_bits, cfg.p_frac
         l = Value.cast(l)
         W = self._widths.l
+        if l.shape().signed or l.shape().width > W:
+            raise TypeError(f"reciprocal: l must be unsigned of at most {W} bits (l_shape), "
+                            f"not {l.shape()!r}")
         lsat = Mux(l < self.one, self.one, l)
         lead = Signal(range(W), name="recip_lead")
         for i in range(W):

@@ -70,6 +70,11 @@ def test_arith_rejects_bad_arguments():
         Int8Arith("int8", max_seq_len=8, head_dim=8)
     with pytest.raises(ConfigError, match="max_seq_len must be a positive integer, not 0"):
         Int8Arith(max_seq_len=0, head_dim=8)
+    a = Int8Arith(max_seq_len=8, head_dim=8)
+    with pytest.raises(TypeError, match=r"exp2: z must have x_shape signed\(24\), not unsigned\(24\)"):
+        a.exp2(Module(), Signal(24))
+    with pytest.raises(TypeError, match=r"reciprocal: l must be unsigned of at most 28 bits"):
+        a.reciprocal(Module(), Signal(29))
 
 
 # -- twins against real arithmetic ------------------------------------------------------------
