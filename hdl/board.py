@@ -1,0 +1,235 @@
+"""The accelerator on a board: block-RAM memory, a UART host link, and the ULX3S top.
+
+    UART rx/tx <-> UARTBridge --AXI4-Lite--> attenio_top.s_axil
+                             \\--host port--> AXIRam <--AXI4-- attenio_top.m_axi
+
+`BoardCore` is everything but the pins, so the same design runs on the board
+(`ULX3SBoard`, clocked by the ULX3S's 25 MHz oscillator) and in simulation
+(emitted as `attenio_board`, driven by a simulated UART peer).
+
+The host protocol (bytes on the UART, numbers little-endian; see
+`attenio.sim.host`, which speaks it):
+
+    'W' addr:u16 data:u32      write a CSR          -> status byte
+    'R' addr:u16               read a CSR           -> data:u32, status byte
+    'M' addr:u32 n:u16 bytes   write n memory bytes -> status byte (after the last)
+    'm' addr:u32 n:u16         read n memory bytes  -> n bytes
+    '?'                        ping                 -> status byte
+
+status: 'K' (OK), 'E' (the AXI4-Lite access answered an error), '?' (unknown command).
+"""
+
+from amaranth.hdl import Cat, Const, Module, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .axi_ram import AXIRam, HostPortSignature
+from .csr import AXI4LiteSignature
+from .top import ADDR_WIDTH, AttenIOTop
+from .uart import UART, check_divisor
+
+__all__ = ["UARTBridge", "BoardCore", "ULX3SBoard", "board_memory_bytes", "CMD", "STATUS",
+           "BOARD_TOP"]
+
+BOARD_TOP = "attenio_board"
+CMD = {"csr_write": ord("W"), "csr_read": ord("R"), "mem_write": ord("M"), "mem_read": ord("m"),
+       "ping": ord("?")}
+STATUS = {"ok": ord("K"), "error": ord("E"), "unknown": ord("?")}
+_HEADER_BYTES = {"csr_write": 6, "csr_read": 2, "mem_write": 6, "mem_read": 6, "ping": 0}
+
+
+class UARTBridge(wiring.Component):
+    """Byte streams from/to a UART -> AXI4-Lite master (CSRs) and memory host port."""
+
+    def __init__(self, *, csr_addr_width, mem_addr_width=ADDR_WIDTH):
+        if not 3 <= csr_addr_width <= 16:
+            raise ValueError(f"UARTBridge: csr_addr_width must be 3..16, not {csr_addr_width!r}")
+        super().__init__({
+            "rx": In(stream.Signature(8)), "tx": Out(stream.Signature(8)),
+            "csr": Out(AXI4LiteSignature(addr_width=csr_addr_width)),
+            "mem": Out(HostPortSignature(addr_width=mem_addr_width)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        rx, tx, csr, mem = self.rx, self.tx, self.csr, self.mem
+        cmd = Signal(8)
+        hdr = Signal(48)                 # header bytes in arrival order
+        count = Signal(3)
+        need = Signal(3)
+        addr16 = hdr[0:16]
+        data32 = hdr[16:48]
+        mem_addr = Signal(32)
+        left = Signal(16)
+        obuf = Signal(40)                # reply bytes, sent from the low end
+        ocount = Signal(3)
+        aw_done = Signal()
+        w_done = Signal()
+
+        m.d.comb += [csr.awaddr.eq(addr16), csr.araddr.eq(addr16), csr.wdata.eq(data32),
+                     csr.wstrb.eq(0xF), mem.addr.eq(mem_addr), mem.wdata.eq(rx.payload)]
+
+        def reply(m, value, n):
+            m.d.sync += [obuf.eq(value), ocount.eq(n)]
+            m.next = "SEND"
+
+        with m.FSM():
+            with m.State("CMD"):
+                m.d.comb += rx.ready.eq(1)
+                with m.If(rx.valid):
+                    m.d.sync += [cmd.eq(rx.payload), count.eq(0)]
+                    with m.Switch(rx.payload):
+                        for name, code in CMD.items():
+                            with m.Case(code):
+                                if _HEADER_BYTES[name]:
+                                    m.d.sync += need.eq(_HEADER_BYTES[name])
+                                    m.next = "HEADER"
+                                else:
+                                    reply(m, STATUS["ok"], 1)
+                        with m.Default():
+                            reply(m, STATUS["unknown"], 1)
+            with m.State("HEADER"):
+                m.d.comb += rx.ready.eq(1)
+                with m.If(rx.valid):
+                    m.d.sync += [hdr.word_select(count, 8).eq(rx.payload), count.eq(count + 1)]
+                    with m.If(count + 1 == need):
+                        m.next = "DISPATCH"
+            with m.State("DISPATCH"):
+                m.d.sync += [mem_addr.eq(hdr[0:32]), left.eq(hdr[32:48]),
+                             aw_done.eq(0), w_done.eq(0)]
+                with m.Switch(cmd):
+                    with m.Case(CMD["csr_write"]):
+                        m.next = "CSR_W"
+                    with m.Case(CMD["csr_read"]):
+                        m.next = "CSR_AR"
+                    with m.Case(CMD["mem_write"]):
+                        m.next = "MEM_W"
+                    with m.Default():
+                        m.next = "MEM_R"
+            with m.State("CSR_W"):
+                m.d.comb += [csr.awvalid.eq(~aw_done), csr.wvalid.eq(~w_done)]
+                with m.If(csr.awvalid & csr.awready):
+                    m.d.sync += aw_done.eq(1)
+                with m.If(csr.wvalid & csr.wready):
+                    m.d.sync += w_done.eq(1)
+                with m.If((aw_done | csr.awready) & (w_done | csr.wready)):
+                    m.next = "CSR_B"
+            with m.State("CSR_B"):
+                m.d.comb += csr.bready.eq(1)
+                with m.If(csr.bvalid):
+                    reply(m, STATUS["ok"], 1)
+                    with m.If(csr.bresp != 0):
+                        m.d.sync += obuf.eq(STATUS["error"])
+            with m.State("CSR_AR"):
+                m.d.comb += csr.arvalid.eq(1)
+                with m.If(csr.arready):
+                    m.next = "CSR_R"
+            with m.State("CSR_R"):
+                m.d.comb += csr.rready.eq(1)
+                with m.If(csr.rvalid):
+                    status = Signal(8)
+                    m.d.comb += status.eq(STATUS["ok"])
+                    with m.If(csr.rresp != 0):
+                        m.d.comb += status.eq(STATUS["error"])
+                    reply(m, Cat(csr.rdata, status), 5)
+            with m.State("MEM_W"):
+                with m.If(left == 0):
+                    reply(m, STATUS["ok"], 1)
+                with m.Else():
+                    m.d.comb += [mem.req.eq(rx.valid), mem.we.eq(1), rx.ready.eq(mem.ack)]
+                    with m.If(rx.valid & mem.ack):
+                        m.d.sync += [mem_addr.eq(mem_addr + 1), left.eq(left - 1)]
+            with m.State("MEM_R"):
+                with m.If(left == 0):
+                    m.next = "CMD"
+                with m.Else():
+                    m.d.comb += [mem.req.eq(1), mem.we.eq(0)]
+                    with m.If(mem.ack):
+                        m.d.sync += [obuf.eq(mem.rdata), mem_addr.eq(mem_addr + 1),
+                                     left.eq(left - 1)]
+                        m.next = "MEM_R_SEND"
+            with m.State("MEM_R_SEND"):
+                m.d.comb += [tx.valid.eq(1), tx.payload.eq(obuf[:8])]
+                with m.If(tx.ready):
+                    m.next = "MEM_R"
+            with m.State("SEND"):
+                m.d.comb += [tx.valid.eq(1), tx.payload.eq(obuf[:8])]
+                with m.If(tx.ready):
+                    m.d.sync += [obuf.eq(obuf >> 8), ocount.eq(ocount - 1)]
+                    with m.If(ocount == 1):
+                        m.next = "CMD"
+        return m
+
+
+def board_memory_bytes(plan):
+    """Block RAM for Q, K, V and O of the Plan's largest run (all heads), a power of two."""
+    w = plan.workload
+    need = 4 * w.heads * w.seq_len * w.head_dim * plan.config.format.element_bytes
+    return 1 << max(need - 1, 1).bit_length()
+
+
+class BoardCore(wiring.Component):
+    """Accelerator + block-RAM AXI memory + UART bridge; pins `rx`, `tx`, `leds`.
+
+    `divisor` is clock cycles per UART bit (clock / baud rate).
+    """
+
+    def __init__(self, plan, *, divisor, mem_bytes=None):
+        check_divisor("BoardCore", divisor)
+        self._plan = plan
+        self._divisor = divisor
+        self._mem_bytes = mem_bytes or board_memory_bytes(plan)
+        self._top = AttenIOTop(plan)
+        super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), "leds": Out(8)})
+
+    @property
+    def plan(self):
+        return self._plan
+
+    @property
+    def mem_bytes(self):
+        return self._mem_bytes
+
+    @property
+    def divisor(self):
+        return self._divisor
+
+    def elaborate(self, platform):
+        m = Module()
+        top = self._top
+        m.submodules.accel = top
+        width = self._plan.budget.axi_data_bits
+        m.submodules.ram = ram = AXIRam(size_bytes=self._mem_bytes, addr_width=ADDR_WIDTH,
+                                        data_width=width, id_width=top.m_axi.signature.id_width)
+        m.submodules.uart = uart = UART(divisor=self._divisor)
+        m.submodules.bridge = bridge = UARTBridge(csr_addr_width=top.s_axil.signature.addr_width)
+        wiring.connect(m, top.m_axi, ram.axi)
+        wiring.connect(m, bridge.csr, top.s_axil)
+        wiring.connect(m, bridge.mem, ram.host)
+        wiring.connect(m, uart.rx_data, bridge.rx)
+        wiring.connect(m, bridge.tx, uart.tx_data)
+        m.d.comb += [uart.rx.eq(self.rx), self.tx.eq(uart.tx)]
+        # LEDs: irq (done), UART activity, and a heartbeat that shows the clock runs.
+        beat = Signal(24)
+        m.d.sync += beat.eq(beat + 1)
+        m.d.comb += self.leds.eq(Cat(top.irq, ~self.rx, ~self.tx, Const(0, 4), beat[-1]))
+        return m
+
+
+class ULX3SBoard:
+    """Top for the Radiona ULX3S (ECP5): 25 MHz clock, the FTDI UART, the eight LEDs."""
+
+    def __init__(self, plan, *, baud=115200, clk_hz=25_000_000):
+        self.plan = plan
+        self.baud = baud
+        self.clk_hz = clk_hz
+
+    def elaborate(self, platform):
+        from amaranth.hdl import Module as _Module
+        m = _Module()
+        m.submodules.core = core = BoardCore(self.plan, divisor=round(self.clk_hz / self.baud))
+        uart = platform.request("uart", 0)
+        leds = [platform.request("led", i) for i in range(8)]
+        m.d.comb += [core.rx.eq(uart.rx.i), uart.tx.o.eq(core.tx)]
+        m.d.comb += [led.o.eq(core.leds[i]) for i, led in enumerate(leds)]
+        return m

@@ -1,0 +1,199 @@
+"""The host side of the board's UART link: load Q, K, V, run, read O and the counters.
+
+The protocol is the one `attenio.hdl.board.UARTBridge` serves (its docstring
+lists the commands). `AttenIOHost` speaks it over any *link* with two
+coroutines, ``send(bytes)`` and ``recv(n) -> bytes``: `SerialLink` wraps a
+serial port (pyserial) for the real board, and the cocotb bench
+(`sim/benches/bench_board.py`) gives a simulated UART peer, so one host script
+serves both and is tested without hardware.
+
+On the board:
+
+    python -m attenio.sim.host --port /dev/ttyUSB0 --seq-len 256 --seed 3
+
+(use the configuration the bitstream was built for; the script checks the
+hardware parameters it reads back against it).
+"""
+
+import asyncio
+import struct
+
+import numpy as np
+
+from attenio.hdl.board import CMD, STATUS
+from attenio.regmap import ErrorCode
+
+from . import golden
+
+__all__ = ["HostError", "AttenIOHost", "SerialLink", "Layout", "COUNTERS", "main"]
+
+COUNTERS = ("CYCLES", "PE_BUSY", "EXP_BUSY", "MEM_STALL", "BYTES_READ", "BYTES_WRITTEN")
+_CHUNK = 0xFFFF
+
+
+class HostError(RuntimeError):
+    """The board answered something the protocol does not allow."""
+
+
+class Layout:
+    """Q, K, V, O packed one after the other, [head][row][d] each, from address 0."""
+
+    def __init__(self, *, heads, seq_len, head_dim):
+        self.tensor_bytes = heads * seq_len * head_dim
+        self.head_stride = seq_len * head_dim
+        self.row_stride = head_dim
+        self.base = {t: i * self.tensor_bytes for i, t in enumerate("QKVO")}
+        self.total = 4 * self.tensor_bytes
+
+
+class AttenIOHost:
+    """Commands of the UART protocol and a whole attention run, over `link`."""
+
+    def __init__(self, link, regmap):
+        self.link = link
+        self.regmap = regmap
+
+    async def _status(self, what):
+        (status,) = await self.link.recv(1)
+        if status == STATUS["ok"]:
+            return
+        kind = {STATUS["error"]: "an AXI error", STATUS["unknown"]: "unknown command"}.get(
+            status, f"status byte {status:#04x}")
+        raise HostError(f"{what}: the board answered {kind}")
+
+    async def ping(self):
+        await self.link.send(bytes([CMD["ping"]]))
+        await self._status("ping")
+
+    def _offset(self, reg):
+        return self.regmap[reg].offset if isinstance(reg, str) else int(reg)
+
+    async def csr_write(self, reg, value):
+        off = self._offset(reg)
+        await self.link.send(struct.pack("<BHI", CMD["csr_write"], off, value & 0xFFFF_FFFF))
+        await self._status(f"CSR write of {reg}")
+
+    async def csr_read(self, reg):
+        off = self._offset(reg)
+        await self.link.send(struct.pack("<BH", CMD["csr_read"], off))
+        data = await self.link.recv(4)
+        await self._status(f"CSR read of {reg}")
+        return struct.unpack("<I", data)[0]
+
+    async def read64(self, reg):
+        """A 64-bit register: the low word first (which latches the high word)."""
+        off = self._offset(reg)
+        lo = await self.csr_read(off)
+        hi = await self.csr_read(off + 4)
+        return hi << 32 | lo
+
+    async def mem_write(self, addr, data):
+        data = bytes(data)
+        for start in range(0, len(data), _CHUNK):
+            chunk = data[start:start + _CHUNK]
+            await self.link.send(struct.pack("<BIH", CMD["mem_write"], addr + start, len(chunk))
+                                 + chunk)
+            await self._status(f"memory write at {addr + start:#x}")
+
+    async def mem_read(self, addr, n):
+        out = bytearray()
+        for start in range(0, n, _CHUNK):
+            count = min(_CHUNK, n - start)
+            await self.link.send(struct.pack("<BIH", CMD["mem_read"], addr + start, count))
+            out += await self.link.recv(count)
+        return bytes(out)
+
+    async def hardware(self):
+        """The read-only hardware parameters (MAX_SEQ_LEN, HEAD_DIM, ...)."""
+        from attenio.regmap import Access
+        return {r.name: await self.csr_read(r.name) for r in self.regmap if r.access is Access.CONST}
+
+    async def run(self, q, k, v, *, c, poll_limit=100000):
+        """Load int8 q, k, v ([heads, N, d]), run, and return (o, counters)."""
+        q, k, v = (np.ascontiguousarray(x, dtype=np.int8) for x in (q, k, v))
+        heads, n, d = q.shape
+        lay = Layout(heads=heads, seq_len=n, head_dim=d)
+        for name, x in (("Q", q), ("K", k), ("V", v)):
+            await self.mem_write(lay.base[name], x.tobytes())
+        regs = {"SEQ_LEN": n, "HEADS": heads, "SCALE_C": int(c)}
+        for t in "QKVO":
+            regs.update({f"{t}_BASE": lay.base[t], f"{t}_HEAD_STRIDE": lay.head_stride,
+                         f"{t}_ROW_STRIDE": lay.row_stride})
+        for name, value in regs.items():
+            await self.csr_write(name, value)
+        await self.csr_write("CTRL", 1)
+        for _ in range(poll_limit):
+            status = await self.csr_read("STATUS")
+            if status & 2:
+                break
+        else:
+            raise HostError(f"the run did not finish within {poll_limit} polls")
+        error = await self.csr_read("ERROR")
+        if error:
+            raise HostError(f"the run ended with error {ErrorCode(error).name}")
+        raw = await self.mem_read(lay.base["O"], lay.tensor_bytes)
+        o = np.frombuffer(raw, dtype=np.int8).reshape(heads, n, d)
+        counters = {name: await self.read64(name) for name in COUNTERS}
+        return o, counters
+
+
+class SerialLink:
+    """A serial port (pyserial) as a link; blocking I/O inside coroutines is fine here."""
+
+    def __init__(self, port, baud=115200, timeout=5.0):
+        try:
+            import serial
+        except ImportError:
+            raise SystemExit("the board link needs pyserial: pip install pyserial") from None
+        self.port = serial.Serial(port, baud, timeout=timeout)
+
+    async def send(self, data):
+        self.port.write(data)
+
+    async def recv(self, n):
+        data = self.port.read(n)
+        if len(data) != n:
+            raise HostError(f"timed out waiting for {n} bytes from the board (got {len(data)})")
+        return data
+
+
+def main(argv=None):
+    """Run one attention on the board and check it against the golden model."""
+    import argparse
+
+    from attenio.cli import _shared_options, config_from_args
+    from attenio.plan import make_plan
+    from attenio.regmap import register_map
+
+    p = argparse.ArgumentParser(prog="python -m attenio.sim.host", description=main.__doc__)
+    p.add_argument("--port", required=True, help="serial port of the board, e.g. /dev/ttyUSB0")
+    p.add_argument("--baud", type=int, default=115200)
+    p.add_argument("--seed", type=int, default=1)
+    _shared_options(p)
+    args = p.parse_args(argv)
+    plan = make_plan(config_from_args(args))
+    w = plan.workload
+    host = AttenIOHost(SerialLink(args.port, args.baud), register_map(plan))
+    data = golden.make_inputs("gaussian", seq_len=w.seq_len, head_dim=w.head_dim, heads=w.heads,
+                              seed=args.seed)
+    c = golden.softmax_constant(data["scale_q"], data["scale_k"], w.head_dim, plan.config.format)
+
+    async def go():
+        await host.ping()
+        hw = await host.hardware()
+        if hw["HEAD_DIM"] != w.head_dim or hw["MAX_SEQ_LEN"] < w.seq_len:
+            raise HostError(f"the board was built for {hw}, not d = {w.head_dim}, N = {w.seq_len}")
+        return await host.run(data["q"], data["k"], data["v"], c=c)
+
+    o, counters = asyncio.run(go())
+    expect = golden.attention(data["q"], data["k"], data["v"], c=c, a=plan.a,
+                              fmt=plan.config.format, max_seq_len=w.seq_len)
+    bad = int(np.count_nonzero(o != expect))
+    print(f"seed {args.seed}: output {'bit-exact' if bad == 0 else f'{bad} elements differ'}")
+    for name, value in counters.items():
+        print(f"  {name:14s} {value}")
+    return 0 if bad == 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
