@@ -20,19 +20,21 @@ Q block of every head, on the memory of `attenio.sim.memmodel`:
   E must be a multiple of p (the doc's rule); otherwise L = max(1, E // p).
 * **O drain**: after U(N-1) the block's valid rows are normalized one element
   per cycle (valid*d cycles plus `normalizer_latency`) and written out, while
-  the next block loads. U_0 of the next block waits for the drain (it would
-  overwrite the accumulators).
+  the next block loads. S_0 of the next block waits until the drain has read
+  the last O and l (SM_0 and U_0 would overwrite them), as hdl/core.py does.
 * **Memory**: the DMA reads the rows in the order the feed consumes them (Q
   rows, K0, K1, V0, K2, V1, ..., V(N-1), next block's Q rows, ...), at most
   `Plan.kv_depth` rows ahead: row k is requested when row k - depth enters the
-  KV buffer. A phase starts when its row has fully arrived; the cycles it waits
-  for memory while no lane computes are `mem_stall`. O is written through the
+  KV buffer. A phase starts when its row is in the KV buffer: fully arrived and,
+  with `kv_fill`, filled one element per cycle from its first byte on; the
+  cycles it waits for memory while no lane computes are `mem_stall`. O is written through the
   link's idle time (`attenio.sim.memmodel.Link`).
 
 Counters (the CSR block's): `cycles`, `pe_busy` (feed cycles of S and U; Qload
 excluded), `exp_busy` (cycles in which at least one lane has a row in flight),
 `mem_stall`, `bytes_read`, `bytes_written` (equal to the Plan's traffic exactly);
-and the model's own `interlock_stall` (feed cycles spent waiting for SM_j).
+and the model's own `interlock_stall` (feed cycles spent waiting for SM_j) and
+`drain_wait` (S_0 waiting for the previous block's drain).
 
 Two walks, one answer. The event walk steps every phase; the fast walk steps
 the same code but, inside a run of identical steps (the Q rows of a block, the
@@ -85,10 +87,23 @@ class RtlParams:
     phases) and are otherwise a guess to be set from the RTL's own counts by the
     RTL-agreement test.
 
-    lane_latency        cycles from a lane reading a score to writing its (P, alpha):
-                        the exp2 pipeline, with the MAC's output register folded in
+    lane_latency        cycles from a lane reading a score to writing its (P, alpha),
+                        with the MAC's output register and the replay's reaction folded
+                        in: U_j may enter q - 1 + r*q/L + lane_latency cycles after the
+                        cycle following S_j's last element. 8 is hdl/core.py's figure
+                        (its L_sm = q + r*q/L + 7: 6 lane stages, the bus register,
+                        the replay seeing `ready`); the doc gives no number
     line_skew           cycles from MAC 0 to the last MAC of a line (None: q - 1)
-    normalizer_latency  pipeline depth of the O drain (reciprocal, multiply, round)
+    normalizer_latency  cycles from the drain's last read to its last byte leaving the
+                        normalizer (hdl/core.py: 4 + reciprocal latency (6) + 1 = 11)
+    feed_pad_rows       the last, partial Q block feeds its rows past N as zeros (the
+                        doc: Qload is always a*d cycles); hdl/core.py feeds only the
+                        valid rows (rows_valid*d cycles): set False to match it
+    kv_fill             a row enters the KV buffer one element per cycle (ceil(d/s) cycles
+                        with split rows) while the previous one replays, and may replay
+                        in the cycle its last element enters (hdl/core.py), so a row is
+                        usable max(last byte, first byte + its fill time) after it is
+                        requested; False: usable when its last byte arrives
     block_gap           controller bubble cycles between U(N-1) and the next Qload
     start_latency       cycles from `start` to the first DMA request
     done_latency        cycles from the last event to `done`
@@ -99,9 +114,11 @@ class RtlParams:
                         min(bw, axi_data_bits / 8) (see `attenio.sim.memmodel.Memory`)
     """
 
-    lane_latency: int = 4
+    lane_latency: int = 8
     line_skew: int | None = None
-    normalizer_latency: int = 4
+    normalizer_latency: int = 11
+    feed_pad_rows: bool = True
+    kv_fill: bool = True
     block_gap: int = 0
     start_latency: int = 0
     done_latency: int = 0
@@ -112,7 +129,7 @@ class RtlParams:
     def __post_init__(self):
         for f in fields(self):
             v = getattr(self, f.name)
-            if f.name in ("write_ack", "axi_rate_cap"):
+            if f.name in ("write_ack", "axi_rate_cap", "feed_pad_rows", "kv_fill"):
                 if not isinstance(v, bool):
                     raise ValueError(f"RtlParams: {f.name} must be true or false, not {v!r}")
             elif v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
@@ -170,6 +187,7 @@ class Result:
     exp_busy: int = 0
     mem_stall: int = 0
     interlock_stall: int = 0
+    drain_wait: int = 0         # S_0 waiting for the previous block's drain to read O and l
     bytes_read: int = 0
     bytes_written: int = 0
     useful_macs: int = 0        # MAC operations on valid, unmasked rows
@@ -210,7 +228,8 @@ class Result:
         return {k: getattr(self, k) for k in COUNTER_KEYS}
 
     def to_dict(self):
-        d = {k: getattr(self, k) for k in COUNTER_KEYS + ("interlock_stall", "useful_macs", "exps")}
+        d = {k: getattr(self, k)
+             for k in COUNTER_KEYS + ("interlock_stall", "drain_wait", "useful_macs", "exps")}
         d.update(pe_util=self.pe_util, spatial_util=self.spatial_util,
                  mac_efficiency=self.mac_efficiency, exp_util=self.exp_util,
                  exp_work_util=self.exp_work_util, stall_fraction=self.stall_fraction)
@@ -220,7 +239,8 @@ class Result:
         return d
 
 
-_COUNT = ("pe_busy", "exp_busy", "mem_stall", "interlock_stall", "bytes_read", "bytes_written")
+_COUNT = ("pe_busy", "exp_busy", "mem_stall", "interlock_stall", "drain_wait", "bytes_read",
+          "bytes_written")
 
 
 class _Machine:
@@ -233,21 +253,27 @@ class _Machine:
         t0 = params.start_latency
         self.t = t0                         # first cycle the feed is free
         self.link = Link(mem, start=t0)
-        self.arr = deque()                  # arrival of issued, unconsumed rows
+        self.arr = deque()                  # when issued, unconsumed rows are usable
         self.k_cons = 0
         self.k_issue = 0
         self.sm = [(t0, t0), (t0, t0)]      # the last two SM intervals [start, done)
         self.sm_read_end = t0               # a lane may start the next SM from here
         self.pending = t0                   # SM done of the row U waits for next
-        self.drain_end = t0
+        self.drain_end = t0                 # the drain has read the last O and l
         self.done_floor = t0
+        # a row is usable this long after its last byte when its KV-buffer fill (one
+        # element a cycle, from its first byte) ends later than the transfer
+        mem = self.link.mem
+        xfer = mem.transfer_cycles(row_bytes)
+        first = -(-min(mem.axi_bytes, row_bytes) // mem.rate)
+        self.fill_lag = max(0, first + m.feed_row - 1 - xfer) if params.kv_fill else 0
         self.c = dict.fromkeys(_COUNT, 0)
         for _ in range(min(depth, total_rows)):
             self._issue(t0)
 
     # --- memory -----------------------------------------------------------------
     def _issue(self, t):
-        self.arr.append(self.link.read(t, self.row_bytes))
+        self.arr.append(self.link.read(t, self.row_bytes) + self.fill_lag)
         self.k_issue += 1
         self.c["bytes_read"] += self.row_bytes
 
@@ -264,7 +290,7 @@ class _Machine:
         return b - a - busy
 
     # --- the feed ---------------------------------------------------------------
-    def _phase(self, length, row, interlock, busy):
+    def _phase(self, length, row, interlock, busy, wait="interlock_stall"):
         t = self.t
         ready = max(t, interlock)
         if row:
@@ -278,7 +304,7 @@ class _Machine:
         else:
             start = ready
         if interlock > t:
-            self.c["interlock_stall"] += min(interlock, start) - t
+            self.c[wait] += min(interlock, start) - t
         self.t = start + length
         if busy:
             self.c["pe_busy"] += length
@@ -301,26 +327,27 @@ class _Machine:
         self._phase(rows * self.m.feed_row, False, self.t, False)
 
     def s_first(self):
-        self._phase(self.m.phase, True, self.t, True)
+        # the previous block's drain must have read its O and l first
+        self._phase(self.m.phase, True, self.drain_end, True, "drain_wait")
         self.pending = self._softmax()
 
     def pair(self):
         """S_j then U_(j-1)."""
         self._phase(self.m.phase, True, self.t, True)
         done = self._softmax()
-        self._phase(self.m.phase, True, max(self.pending, self.drain_end), True)
+        self._phase(self.m.phase, True, self.pending, True)
         self.pending = done
 
     def u_last(self):
-        self._phase(self.m.phase, True, max(self.pending, self.drain_end), True)
+        self._phase(self.m.phase, True, self.pending, True)
 
     def block_end(self, valid):
         m, p = self.m, self.params
         drain_start = self.t + m.skew
-        self.drain_end = drain_start + valid * m.d + p.normalizer_latency
+        self.drain_end = drain_start + valid * m.d
         self.link.write(drain_start, valid * self.out_bytes)
         self.c["bytes_written"] += valid * self.out_bytes
-        self.done_floor = max(self.done_floor, self.drain_end)
+        self.done_floor = max(self.done_floor, self.drain_end + p.normalizer_latency)
         self.t += p.block_gap
 
     def finish(self):
@@ -436,7 +463,7 @@ def simulate(plan, *, seq_len=None, heads=None, causal=False, split=1, params=No
 
     def run_block(valid, kv):
         _repeat(mc, valid, mc.q_row, fast, 1, frozen=True)
-        if plan.a > valid:
+        if plan.a > valid and params.feed_pad_rows:
             mc.q_pad(plan.a - valid)
         mc.s_first()
         _repeat(mc, kv - 1, mc.pair, fast, 2)

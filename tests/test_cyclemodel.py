@@ -55,7 +55,8 @@ def test_fast_walk_equals_event_walk(kw, variant):
 def test_fast_walk_equals_event_walk_with_rtl_knobs():
     plan = make_plan(config(seq_len=600, bw_bytes_per_cycle=2))
     params = RtlParams(lane_latency=30, line_skew=7, normalizer_latency=9, block_gap=5,
-                       start_latency=3, done_latency=2, burst_overhead=3, axi_rate_cap=True)
+                       start_latency=3, done_latency=2, burst_overhead=3, axi_rate_cap=True,
+                       feed_pad_rows=False, kv_fill=False)
     assert simulate(plan, params=params).counters() == \
         simulate(plan, params=params, fast=False).counters()
 
@@ -89,19 +90,24 @@ def test_model_counters_at_runtime_n_and_heads():
 
 
 def test_compute_bound_blocks_take_2rdN_plus_qload():
-    """No stall, no interlock: start latency, then a*d + 2 r d N per block, then the drain."""
+    """No memory stall, no softmax stall: the first row, a*d + 2 r d N per block, the drain."""
     plan = make_plan(config(seq_len=1000))
     m, p = Mapping.of(plan), RtlParams()
     d, n, a, r = 16, 1000, plan.a, plan.rows_per_mac
     assert m.skew + m.lane_rows + p.lane_latency <= r * d       # no interlock
     res = simulate(plan)
     blocks = plan.q_blocks
-    first = plan.budget.latency_cycles + ceil(d / plan.budget.bw_bytes_per_cycle)
+    bw, lat = plan.budget.bw_bytes_per_cycle, plan.budget.latency_cycles
+    # the first Q row: its first byte after the latency, then d cycles into the KV buffer
+    first = max(lat + ceil(d / bw), lat + 1 + d - 1)
     last_rows = n - (blocks - 1) * a
     drain = m.skew + last_rows * d + p.normalizer_latency
     assert res.pe_busy == 2 * r * d * n * blocks
-    assert res.cycles == first + blocks * (a * d + 2 * r * d * n) + drain
-    assert res.mem_stall == first and res.interlock_stall == 0
+    # S_0 of a block waits for the previous drain's reads, which began `skew` cycles
+    # after the Qload (the last MAC finishing U(N-1)) and last a*d cycles like it
+    wait = (blocks - 1) * m.skew
+    assert res.cycles == first + blocks * (a * d + 2 * r * d * n) + wait + drain
+    assert res.mem_stall == first and res.drain_wait == wait and res.interlock_stall == 0
 
 
 def test_interlock_stalls_the_feed_when_the_lanes_are_slower():
