@@ -66,16 +66,22 @@ Inside
   L_sm - r*d when positive: that is the "a few cycles per block". The contract
   in docs/microarchitecture.md states the condition L_sm > r*d, which holds for
   those two rows only; the cycle model (`attenio.sim.cyclemodel`) already
-  treats it this way, with lane_latency = 8 and line_skew = q - 1 here. Besides the interlock, the array waits only for the feed
-  (no K/V row in the buffer) and, for S_0 of a block, for the previous block's
-  drain to have read its O and l (which the next block's Q load, a*d cycles,
-  normally hides).
+  treats it this way, with lane_latency = 8 and line_skew = q - 1 here.
+  Besides the interlock, the array waits only for the feed (no K/V row in the
+  buffer) and, for S_0 of a block, for the previous block's drain to have read
+  its O and l (which the next block's Q load normally hides).
 * **Drain / normalizer**: after the last MAC has written U_(N-1), each valid
   row's l is read from its lane and its O from its MAC through the line and
   array multiplexers, one element per cycle; y, e = reciprocal(l) (recomputed
   per element, it is fully pipelined), out = finalize(O, y, e), through a small
-  FIFO to ``o_out``. Latency from the drain's first issue to the first byte:
-  ``drain_latency`` cycles. It overlaps the next block's Q load.
+  FIFO to ``o_out``. The first byte is offered q + drain_latency + 3 cycles
+  (q + 14 by default) after the last U element entered the array, then one
+  byte per cycle. It overlaps the next block's Q load; the next block's S_0
+  waits until the drain has issued its last element (SM_0 would overwrite l,
+  U_0 the O accumulators): a full Q load of the next block plus its K_0 row
+  (a*d + d cycles) covers a drain of at most a*d + q + 1 when d > q. (The cycle
+  model lets S_0 and S_1 run and holds U_0 instead: they differ only when a
+  short block follows a long drain.)
 
 Per K/V row the array is busy 2*r*d cycles (r*d for S_j, r*d for U_j); a block
 costs N*2*r*d + rows_valid*d (Q load) + a few cycles of fill and drain latency.
