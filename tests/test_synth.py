@@ -1,0 +1,91 @@
+"""`attenio synth`: constraints kept in step with the generator, the harness, and real runs.
+
+The end-to-end test synthesizes a tiny accelerator (1x2 MACs, d = 8, N = 16)
+for both targets, side by side, and reads the numbers back from the reports
+the tools wrote; the scaling runs live in bench/bench_synth.py.
+"""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from attenio.cli import main
+from attenio.config import preset
+from attenio.gen.constraints import preset_files, write_constraints
+from attenio.gen.synth import DEVICE, harness_verilog, top_ports
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ["--macs", "1x2", "--head-dim", "8", "--seq-len", "16", "--exp-units", "1"]
+
+
+def test_committed_constraints_match_the_generator():
+    files = preset_files()
+    assert files, "no presets"
+    for name, text in files.items():
+        path = ROOT / "constraints" / name
+        assert path.exists(), f"constraints/{name} is missing (python -m attenio.gen.constraints)"
+        assert path.read_text() == text, f"constraints/{name} is stale (python -m attenio.gen.constraints)"
+    small = files["attenio_top_small.sdc"]
+    mhz = preset("small").budget.clock_mhz
+    period = float(re.search(r"-period ([\d.]+)", small).group(1))
+    assert period == pytest.approx(1000 / mhz)
+
+
+def test_constraints_follow_the_clock(tmp_path):
+    import dataclasses
+    base = preset("small")
+    config = dataclasses.replace(base, budget=dataclasses.replace(base.budget, clock_mhz=125))
+    paths = write_constraints(config, tmp_path)
+    assert "-period 8 " in paths["sdc"].read_text()
+    assert "-period 8 -waveform {0 4}" in paths["xdc"].read_text()
+    assert 'FREQUENCY PORT "clk" 125 MHZ;' in paths["lpf"].read_text()
+
+
+def test_harness_keeps_every_port():
+    verilog = ("module attenio_top(clk, rst, a, b, y, z);\n  input clk;\n  input rst;\n"
+               "  input [4:0] a;\n  input b;\n  output [39:0] y;\n  output z;\nendmodule\n")
+    ports = top_ports(verilog, "attenio_top")
+    assert ports == [("input", "clk", 1), ("input", "rst", 1), ("input", "a", 5),
+                     ("input", "b", 1), ("output", "y", 40), ("output", "z", 1)]
+    h = harness_verilog(ports, top="attenio_top")
+    assert "reg [5:0] in_sr;" in h and ".a(in_sr[4:0])" in h and ".b(in_sr[5:5])" in h
+    assert ".y(outs[39:0])" in h and ".z(outs[40:40])" in h
+    assert h.count("fold[") == 3 + 1      # ceil(41 / 16) groups, then the final fold
+
+
+def test_missing_tool_is_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("YOSYS", str(tmp_path / "no-such-yosys"))
+    assert main(["synth", *TINY, "-o", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) >= 1 and "YOSYS=" in err[-1] and "Traceback" not in "".join(err)
+
+
+def test_synth_tiny_both_targets(tmp_path, capsys):
+    assert main(["synth", *TINY, "--target", "all", "-o", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "Fmax" in out and "generic" in out and "ecp5" in out
+    both = json.loads((tmp_path / "synth_report.json").read_text())
+    assert [r["target"] for r in both] == ["generic", "ecp5"]
+    for kind in ("sdc", "xdc", "lpf"):
+        assert (tmp_path / f"attenio_top.{kind}").exists()
+
+    generic = json.loads((tmp_path / "synth_generic.json").read_text())
+    cells = generic["yosys"]["cells_by_type"]
+    assert generic["yosys"]["num_cells"] == sum(cells.values()) > 2000
+    assert sum(v for k, v in cells.items() if "DFF" in k) > 500      # the state is there
+    assert any(k in cells for k in ("$_AND_", "$_XOR_", "$_MUX_"))
+
+    ecp5 = json.loads((tmp_path / "synth_ecp5.json").read_text())
+    res = ecp5["resources"]
+    assert ecp5["fits"] and 1000 < res["LUT"] < DEVICE["LUT"] and 1000 < res["FF"] < DEVICE["FF"]
+    assert 0 < res["DSP"] <= DEVICE["DSP"]
+    placed = ecp5["placed"]
+    assert placed["FF"] >= res["FF"] and placed["DSP"] == res["DSP"]
+    fmax = ecp5["fmax_mhz"]
+    assert 10 < fmax < 500
+    cp = ecp5["nextpnr"]["critical_paths"][0]
+    # the worst path's delay is the clock period the achieved Fmax stands for
+    assert cp["delay_ns"] == pytest.approx(1000 / fmax, rel=0.15)
+    assert cp["logic_ns"] > 0 and cp["routing_ns"] > 0 and cp["start"] and cp["end"]
