@@ -231,6 +231,7 @@ async def end_to_end(dut):
         sim_cycles = (get_sim_time("ns") - start_time) / 10
         results["runs"].append({
             "status": status, "error": error, "counters": counters, "sim_cycles": int(sim_cycles),
+            "wall_seconds": time.perf_counter() - t0,
             "o": o.hex(), "o_untouched": o == bytes([POISON]) * o_size,
         })
         log.info("run %d: status %#x error %d counters %s", run + 1, status, error, counters)
