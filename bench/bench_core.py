@@ -16,6 +16,7 @@ Set BENCH_CORE_PAPER=0 to skip the paper array (it takes minutes).
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -69,6 +70,7 @@ def cycle_figures(name, params, blocks):
 
     tag = "_".join(f"{k[0]}{v}" for k, v in params.items())
     build = BUILD / tag
+    shutil.rmtree(build, ignore_errors=True)     # no stale precompiled headers
     core = AttentionCore(**params)
     emit(core, build / "core.v", name="attention_core")
     os.environ["MAKEFLAGS"] = "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O0 OPT_SLOW=-O0 OPT_GLOBAL=-O0"

@@ -7,6 +7,7 @@ to hit the U interlock, and blocks with fewer valid rows than the array holds.
 """
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -20,14 +21,20 @@ from attenio.sim.runner import run_bench, simulator_available
 
 ROOT = Path(__file__).resolve().parent.parent
 
-def emit_if_changed(core, path):
-    """Emit the core's Verilog, keeping the old file (and so the simulator's build) if equal."""
-    new = path.with_suffix(".v.new")
-    emit(core, new, name="attention_core")
-    if path.exists() and path.read_text() == new.read_text():
-        new.unlink()
+def emit_if_changed(core, build):
+    """Emit the core's Verilog into `build`; keep the build (the runner reuses it) if the
+    Verilog is unchanged, else start from an empty directory (a stale precompiled
+    header from other compiler flags breaks Verilator's make)."""
+    path = build / "core.v"
+    fresh = build.parent / f"{build.name}.v.new"
+    emit(core, fresh, name="attention_core")
+    if path.exists() and path.read_text() == fresh.read_text():
+        fresh.unlink()
     else:
-        new.replace(path)
+        shutil.rmtree(build, ignore_errors=True)
+        build.mkdir(parents=True)
+        fresh.replace(path)
+    return path
 
 
 # (name, core parameters, blocks [rows_valid, n_keys] for test_stream)
@@ -55,9 +62,8 @@ def test_core_bench(simulator, name, params, blocks, seed, monkeypatch):
     monkeypatch.setenv("MAKEFLAGS", "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O0 OPT_SLOW=-O0 "
                        "OPT_GLOBAL=-O0")
     build = ROOT / "build" / "bench_core" / f"{name}_{simulator}"
-    src = build / "core.v"
     core = AttentionCore(**params)
-    emit_if_changed(core, src)
+    src = emit_if_changed(core, build)
     report = build / "report.json"
     bench = dict(params, blocks=blocks, seed=seed, report=str(report),
                  random_blocks=3 if simulator == "verilator" else 2)
