@@ -93,6 +93,10 @@ class RtlParams:
                         cycle following S_j's last element. 8 is hdl/core.py's figure
                         (its L_sm = q + r*q/L + 7: 6 lane stages, the bus register,
                         the replay seeing `ready`); the doc gives no number
+    lane_busy_tail      cycles a lane still has a row in flight after issuing its last
+                        one (what `exp_busy` counts): 5 in hdl/softmax.py (its pipeline
+                        stages after the issue; the rest of lane_latency is the write-
+                        back bus and the replay's reaction, when no lane is busy)
     line_skew           cycles from MAC 0 to the last MAC of a line (None: q - 1)
     normalizer_latency  cycles from the drain's last read to its last byte leaving the
                         normalizer (hdl/core.py: 4 + reciprocal latency (6) + 1 = 11)
@@ -115,6 +119,7 @@ class RtlParams:
     """
 
     lane_latency: int = 8
+    lane_busy_tail: int = 5
     line_skew: int | None = None
     normalizer_latency: int = 11
     feed_pad_rows: bool = True
@@ -256,7 +261,7 @@ class _Machine:
         self.arr = deque()                  # when issued, unconsumed rows are usable
         self.k_cons = 0
         self.k_issue = 0
-        self.sm = [(t0, t0), (t0, t0)]      # the last two SM intervals [start, done)
+        self.sm = [(t0, t0), (t0, t0)]      # the last two lane-busy intervals [start, end)
         self.sm_read_end = t0               # a lane may start the next SM from here
         self.pending = t0                   # SM done of the row U waits for next
         self.drain_end = t0                 # the drain has read the last O and l
@@ -314,8 +319,9 @@ class _Machine:
         m = self.m
         s = max(self.t + m.skew, self.sm_read_end, self.drain_end)
         done = s + m.lane_rows + self.params.lane_latency
-        self.c["exp_busy"] += done - max(s, self.sm[1][1])
-        self.sm = [self.sm[1], (s, done)]
+        busy_end = s + m.lane_rows + self.params.lane_busy_tail
+        self.c["exp_busy"] += max(0, busy_end - max(s, self.sm[1][1]))
+        self.sm = [self.sm[1], (s, max(busy_end, self.sm[1][1]))]
         self.sm_read_end = s + m.lane_rows
         return done
 
