@@ -73,12 +73,11 @@ def cycle_figures(name, params, blocks):
     shutil.rmtree(build, ignore_errors=True)     # no stale precompiled headers
     core = AttentionCore(**params)
     emit(core, build / "core.v", name="attention_core")
-    os.environ["MAKEFLAGS"] = "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O0 OPT_SLOW=-O0 OPT_GLOBAL=-O0"
     report = build / "report.json"
     run_bench(simulator="verilator", verilog_sources=[build / "core.v"],
               toplevel="attention_core", module="attenio.sim.benches.bench_core",
               build_dir=build, params=dict(params, blocks=blocks, seed=1, report=str(report)),
-              testcase="test_stream")
+              testcase="test_stream", quick_build=True)
     return json.loads(report.read_text()), core.interlock_slack
 
 

@@ -79,9 +79,7 @@ Inside
   byte per cycle. It overlaps the next block's Q load; the next block's S_0
   waits until the drain has issued its last element (SM_0 would overwrite l,
   U_0 the O accumulators): a full Q load of the next block plus its K_0 row
-  (a*d + d cycles) covers a drain of at most a*d + q + 1 when d > q. (The cycle
-  model lets S_0 and S_1 run and holds U_0 instead: they differ only when a
-  short block follows a long drain.)
+  (a*d + d cycles) covers a drain of at most a*d + q + 1 when d > q.
 
 Per K/V row the array is busy 2*r*d cycles (r*d for S_j, r*d for U_j); a block
 costs N*2*r*d + rows_valid*d (Q load) + a few cycles of fill and drain latency.

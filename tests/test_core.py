@@ -54,13 +54,9 @@ CONFIGS = [
 
 @pytest.mark.parametrize("simulator", ["verilator", "icarus"])
 @pytest.mark.parametrize("name,params,blocks", CONFIGS, ids=[c[0] for c in CONFIGS])
-def test_core_bench(simulator, name, params, blocks, seed, monkeypatch):
+def test_core_bench(simulator, name, params, blocks, seed):
     if not simulator_available(simulator):
         pytest.skip(f"{simulator} is not installed (see attenio.sim.runner)")
-    # -O0: these benches run a few thousand cycles; compiling the model dominates. (The
-    # PCH flag works around the PyPI wheel's verilated.mk, as sim/runner.py does.)
-    monkeypatch.setenv("MAKEFLAGS", "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O0 OPT_SLOW=-O0 "
-                       "OPT_GLOBAL=-O0")
     build = ROOT / "build" / "bench_core" / f"{name}_{simulator}"
     core = AttentionCore(**params)
     src = emit_if_changed(core, build)
@@ -68,7 +64,8 @@ def test_core_bench(simulator, name, params, blocks, seed, monkeypatch):
     bench = dict(params, blocks=blocks, seed=seed, report=str(report),
                  random_blocks=3 if simulator == "verilator" else 2)
     run_bench(simulator=simulator, verilog_sources=[src], toplevel="attention_core",
-              module="attenio.sim.benches.bench_core", build_dir=build, params=bench, seed=seed)
+              module="attenio.sim.benches.bench_core", build_dir=build, params=bench, seed=seed,
+              quick_build=True)
     figures = json.loads(report.read_text())
     r, d = params["rows_per_mac"], params["head_dim"]
     lsm, slack = core.sm_latency, core.interlock_slack
