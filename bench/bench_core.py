@@ -5,12 +5,14 @@ Cycle figures come from the cocotb bench (`attenio.sim.benches.bench_core`,
 `test_stream`) on Verilator: blocks run back to back at full feed rate, every
 byte checked against the golden model. "cycles per row" is a block's span from
 its first S element to its last U element entering the array, over N; the ideal
-is 2*r*d (r*d for the scores, r*d for the update). "PE busy" is pe_active cycles
+is 2*r*d (r*d for the scores, r*d for the update); "array" is the ratio, the
+array's utilization while a block's K/V rows stream. "PE busy" is pe_active cycles
 over all cycles from the first start to the last output byte (Q loads, fills and
 drains included).
 
-The conversion figures are measured in a fresh subprocess per array (wall time
-and peak resident memory of that process, which runs Amaranth's built-in Yosys).
+The conversion figures are measured in a fresh subprocess per array: wall time,
+CPU time (its own and its Yosys child's; wall time grows on a loaded machine),
+and peak resident memory (the larger of the Python process and its Yosys child).
 Set BENCH_CORE_PAPER=0 to skip the paper array (it takes minutes).
 """
 
@@ -49,9 +51,11 @@ from attenio.hdl.core import AttentionCore
 core = AttentionCore(**json.loads(sys.argv[1]))
 text = verilog.convert(core, name="attention_core", emit_src=False)
 seconds = time.perf_counter() - t0
-peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-           resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
-print(json.dumps({"seconds": seconds, "peak_mb": peak, "verilog_mb": len(text) / 2**20}))
+me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+peak = max(me.ru_maxrss, kids.ru_maxrss) / 1024
+cpu = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+print(json.dumps({"seconds": seconds, "cpu_s": cpu, "peak_mb": peak,
+                  "verilog_mb": len(text) / 2**20}))
 """
 
 
@@ -89,13 +93,14 @@ def main():
 
     print("## Cycles per K/V row (Verilator, bit-exact against the golden model)\n")
     print(f"{'array':34s} {'rows':>4s} {'N':>4s} {'cyc/row':>8s} {'2rd':>5s} "
-          f"{'stalls':>6s} {'slack':>6s} {'PE busy':>8s}")
+          f"{'stalls':>6s} {'slack':>6s} {'array':>6s} {'PE busy':>8s}")
     for name, params, blocks in CYCLE_CONFIGS:
         t0 = time.perf_counter()
         rep, slack = cycle_figures(name, params, blocks)
         for f in rep["blocks"]:
             print(f"{name:34s} {f['rows_valid']:4d} {f['n_keys']:4d} {f['cycles_per_row']:8.2f} "
                   f"{f['ideal_per_row']:5d} {f['stall_cycles']:6d} {slack:6d} "
+                  f"{f['ideal_per_row'] / f['cycles_per_row']:6.1%} "
                   f"{rep['pe_busy_fraction']:8.1%}")
         print(f"{'':34s} ({time.perf_counter() - t0:.0f} s with the Verilator build)")
 
@@ -113,7 +118,8 @@ def main():
                       exp_units=b.exp_units, max_seq_len=w.seq_len)
         s = convert_stats(params)
         print(f"{name:20s} {b.mac_lines}x{b.macs_per_line} MACs, r={plan.rows_per_mac}, "
-              f"d={w.head_dim}, E={b.exp_units}, N<={w.seq_len}: {s['seconds']:.1f} s, "
+              f"d={w.head_dim}, E={b.exp_units}, N<={w.seq_len}: {s['seconds']:.1f} s wall, "
+              f"{s['cpu_s']:.1f} s CPU, "
               f"peak {s['peak_mb']:.0f} MB, Verilog {s['verilog_mb']:.1f} MB", flush=True)
 
 
