@@ -242,13 +242,7 @@ def _need(simulator):
 
 def _launch(**kwargs):
     from attenio.sim.benches.bench_dma import launch
-    with warnings.catch_warnings():
-        # sim/runner.py still passes cocotb_tools' deprecated `verilog_sources=`
-        # (`sources=` replaces it); the project turns deprecations from attenio.* into
-        # errors, which would fail every bench here before it starts.
-        warnings.filterwarnings("ignore", message=".*verilog_sources.*",
-                                category=DeprecationWarning)
-        return launch(**kwargs)
+    return launch(**kwargs)
 
 
 # The default suite: every bench once per configuration, ~100 commands per side.

@@ -617,12 +617,14 @@ async def test_throughput(dut):
 # --- launching (runs outside the simulator: pytest and bench/bench_dma.py) -----------------
 
 def launch(*, simulator, data_width, max_reads=4, max_writes=4, addr_width=32, seed=1,
-           read_fifo_depth=None, testcase=None, **params):
+           read_fifo_depth=None, testcase=None, quick_build=True, **params):
     """Emit the DMA for one parameter set and run this bench on it; returns the build dir.
 
     The Verilog goes to build/bench_dma/<parameters>/dma.v and each simulator builds
     in its own subdirectory; extra `params` (random_cmds, rounds, report, ...) reach
-    the bench through `bench_params`.
+    the bench through `bench_params`. Verilator builds at -O0 by default
+    (`quick_build`): the bench spends its time in Python (AxiRam, drivers), not in
+    the model, so a six times faster build is the better trade.
     """
     from pathlib import Path
 
@@ -643,6 +645,7 @@ def launch(*, simulator, data_width, max_reads=4, max_writes=4, addr_width=32, s
         source.write_text(text)
     run_bench(simulator=simulator, verilog_sources=[source], toplevel="dma",
               module=__name__, build_dir=build / simulator, seed=seed, testcase=testcase,
+              quick_build=quick_build and simulator == "verilator",
               params={"data_width": data_width, "addr_width": addr_width,
                       "max_reads": max_reads, "max_writes": max_writes, "seed": seed,
                       "read_fifo_depth": dut.read_fifo_depth, **params})
