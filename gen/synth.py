@@ -311,7 +311,8 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
         elif pnr:
             (work / "harness.lpf").write_text(f'FREQUENCY PORT "clk" {mhz} MHZ;\n')
             args = [*DEVICE["nextpnr"], "--json", "netlist.json", "--lpf", "harness.lpf",
-                    "--report", "pnr_report.json", "--timing-allow-fail", "--seed", str(seed)]
+                    "--report", "pnr_report.json", "--timing-allow-fail", "--seed", str(seed),
+                    "--lpf-allow-unconstrained"]  # the harness pins may go anywhere
             log(f"nextpnr-ecp5 on {DEVICE['name']} at {mhz} MHz ...")
             secs = run_tool("nextpnr-ecp5", args, cwd=work, log_path=work / "nextpnr.log", log=log)
             pnr_sum = _pnr_summary(work / "pnr_report.json")
