@@ -79,10 +79,12 @@ class AttenIOTop(wiring.Component):
         m.submodules.ctrl = ctrl = Controller(addr_width=ADDR_WIDTH, max_seq_len=plan.workload.seq_len,
                                               beat_bytes=width // 8)
         # Every command is one row, so no burst is longer than a row; the read FIFO holds
-        # the Plan's K/V staging depth, which bounds the reads in flight (the prefetch).
+        # the Plan's K/V staging depth (rows enough to cover the link's latency), which
+        # bounds the reads in flight: that is the prefetch.
         row_beats = row_bytes // (width // 8)
         m.submodules.dma = dma = DMA(addr_width=ADDR_WIDTH, data_width=width,
                                      max_burst_beats=min(row_beats, 4096 // (width // 8), 256),
+                                     max_reads=max(4, plan.kv_depth),
                                      read_fifo_depth=plan.kv_depth * row_beats)
         m.submodules.rseq = rseq = ReadSequencer(addr_width=ADDR_WIDTH, block_rows=plan.a,
                                                  row_bytes=row_bytes)
