@@ -16,20 +16,15 @@ Addresses are formed by adding strides, never by multiplying.
 """
 
 from amaranth.hdl import Module, Signal, unsigned
-from amaranth.lib import data, enum, stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
+from .core import Kind   # the kinds of the core's feed: one definition
 from .dma import command_layout, write_done_layout
 
 __all__ = ["Kind", "run_layout", "block_layout", "read_schedule", "write_schedule",
            "ReadSequencer", "WriteSequencer"]
-
-
-class Kind(enum.Enum, shape=2):
-    Q = 0
-    K = 1
-    V = 2
 
 
 def run_layout(addr_width):

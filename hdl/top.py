@@ -136,7 +136,7 @@ class AttenIOTop(wiring.Component):
         take = core.feed.valid & core.feed.ready
         m.d.comb += [
             core.feed.valid.eq(unpack.o.valid & rseq.kind.valid),
-            core.feed.payload.kind.as_value().eq(rseq.kind.payload.as_value()),
+            core.feed.payload.kind.eq(rseq.kind.payload),
             core.feed.payload.value.eq(unpack.o.payload.value),
             unpack.o.ready.eq(core.feed.ready & rseq.kind.valid),
             rseq.kind.ready.eq(take & unpack.o.payload.last),
