@@ -3,7 +3,7 @@
 For each array (d = 16, int8, N = 256, one EXP unit per line) it runs
 `attenio synth --target ecp5` (synth_ecp5, then nextpnr-ecp5 on the LFE5U-85F
 when the design fits) and, for the `--generic` arrays, Yosys's generic flow
-(gate counts, no device). Prints the table, the marginal cost per MAC (a
+(word-level cell counts, no device). Prints the table, the marginal cost per MAC (a
 least-squares line through the rows: the slope is the cost of one more MAC, the
 intercept the fixed part: DMA, CSRs, controller, softmax lanes), and writes
 build/bench_synth/scaling.json.
@@ -36,7 +36,7 @@ def config_for(p, q, *, head_dim, seq_len):
                    budget={"mac_lines": p, "macs_per_line": q, "exp_units": p})
 
 
-def run(p, q, target, args):
+def run(p, q, target, args, level="gate"):
     out = OUT / f"{p}x{q}"
     saved = out / f"synth_{target}.json"
     if args.reuse and saved.exists():
@@ -45,7 +45,7 @@ def run(p, q, target, args):
     verilog = out / "attenio_top.v"
     t0 = time.perf_counter()
     r = synthesize(config, out, target=target, verilog=verilog if verilog.exists() else None,
-                   log=lambda s: print(f"    {s}", flush=True))
+                   generic_level=level, log=lambda s: print(f"    {s}", flush=True))
     print(f"  {p}x{q} {target}: {time.perf_counter() - t0:.0f} s", flush=True)
     return r
 
@@ -85,7 +85,7 @@ def main():
         rows.append(("ecp5", p, q, e))
     for p, q in args.arrays + args.generic:
         try:
-            rows.append(("generic", p, q, run(p, q, "generic", args)))
+            rows.append(("generic", p, q, run(p, q, "generic", args, level="word")))
         except (ConfigError, RuntimeError) as exc:
             print(f"  {p}x{q} generic: {exc}", flush=True)
 
@@ -110,11 +110,11 @@ def main():
             print(f"  {key:5s} {slope:8.1f} per MAC + {icpt:8.0f}")
     gen = [(p, q, r) for t, p, q, r in rows if t == "generic"]
     if gen:
-        print("\ngeneric gate counts (Yosys synth -flatten -noabc):")
-        print(f"{'array':>6} {'MACs':>5} {'cells':>8} {'FFs':>7} {'per MAC':>8}")
+        print("\ngeneric word-level counts (Yosys synth -flatten -run begin:fine):")
+        print(f"{'array':>6} {'MACs':>5} {'cells':>8} {"FF cells":>8} {'per MAC':>8}")
         for p, q, r in gen:
             cells = r["yosys"]["cells_by_type"]
-            ffs = sum(v for k, v in cells.items() if "DFF" in k or "SDFF" in k)
+            ffs = sum(v for k, v in cells.items() if "dff" in k.lower())
             print(f"{p}x{q:<4} {p * q:5d} {r['yosys']['num_cells']:8d} {ffs:7d} "
                   f"{r['yosys']['num_cells'] / (p * q):8.0f}")
         slope, icpt = fit([p * q for p, q, _ in gen], [r["yosys"]["num_cells"] for _, _, r in gen])

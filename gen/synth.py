@@ -252,10 +252,12 @@ def _fmax_of(pnr, clock="clk"):
 # -- the flow ----------------------------------------------------------------------------------
 
 def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1, log=print,
-               yosys_extra=None, pnr=True):
+               yosys_extra=None, pnr=True, generic_level="gate"):
     """Synthesize `config` for `target` into `out_dir`; returns the report dict.
 
     `verilog`: an existing attenio_top.v to use (else it is generated into out_dir).
+    `generic_level`: "gate" (synth -flatten -noabc: Yosys gates) or "word" (the coarse
+    part of synth only: word-level $mul/$alu/$dff cells, fast enough for large arrays).
     The report is also written as ``synth_report.json`` (``synth_<target>.json``
     keeps one per target side by side).
     """
@@ -286,8 +288,12 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
     stat = work / "stat.json"
     extra = (yosys_extra or "").strip()
     if target == "generic":
-        script = (f"read_verilog -sv {verilog}\nsynth -flatten -noabc -top {TOP_NAME}\n{extra}\n"
+        if generic_level not in ("gate", "word"):
+            raise ConfigError(f"generic_level must be 'gate' or 'word', not {generic_level!r}")
+        run = "-noabc" if generic_level == "gate" else "-run begin:fine"
+        script = (f"read_verilog -sv {verilog}\nsynth -flatten {run} -top {TOP_NAME}\n{extra}\n"
                   f"tee -q -o {stat} stat -json\n")
+        report["generic_level"] = generic_level
     else:
         ports = top_ports(verilog.read_text(), TOP_NAME)
         (work / "harness.v").write_text(harness_verilog(ports, top=TOP_NAME))
