@@ -111,7 +111,7 @@ def main():
     gen = [(p, q, r) for t, p, q, r in rows if t == "generic"]
     if gen:
         print("\ngeneric word-level counts (Yosys synth -flatten -run begin:fine):")
-        print(f"{'array':>6} {'MACs':>5} {'cells':>8} {"FF cells":>8} {'per MAC':>8}")
+        print(f"{'array':>6} {'MACs':>5} {'cells':>8} {'FF cells':>8} {'per MAC':>8}")
         for p, q, r in gen:
             cells = r["yosys"]["cells_by_type"]
             ffs = sum(v for k, v in cells.items() if "dff" in k.lower())
