@@ -285,26 +285,29 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
     }
     work = out / f"synth_{target}"
     work.mkdir(exist_ok=True)
-    stat = work / "stat.json"
+    # The YoWASP tools see the host through WASI mounts that hide /tmp (their own scratch
+    # directory is mounted there), so the scripts name only files inside the work directory.
+    shutil.copyfile(verilog, work / "attenio_top.v")
+    stat = "stat.json"
     extra = (yosys_extra or "").strip()
     if target == "generic":
         if generic_level not in ("gate", "word"):
             raise ConfigError(f"generic_level must be 'gate' or 'word', not {generic_level!r}")
         run = "-noabc" if generic_level == "gate" else "-run begin:fine"
-        script = (f"read_verilog -sv {verilog}\nsynth -flatten {run} -top {TOP_NAME}\n{extra}\n"
+        script = (f"read_verilog -sv attenio_top.v\nsynth -flatten {run} -top {TOP_NAME}\n{extra}\n"
                   f"tee -q -o {stat} stat -json\n")
         report["generic_level"] = generic_level
     else:
         ports = top_ports(verilog.read_text(), TOP_NAME)
         (work / "harness.v").write_text(harness_verilog(ports, top=TOP_NAME))
-        script = (f"read_verilog -sv {verilog}\nread_verilog {work / 'harness.v'}\n"
-                  f"synth_ecp5 -top attenio_fmax -json {work / 'netlist.json'}\n{extra}\n"
+        script = (f"read_verilog -sv attenio_top.v\nread_verilog harness.v\n"
+                  f"synth_ecp5 -top attenio_fmax -json netlist.json\n{extra}\n"
                   f"tee -q -o {stat} stat -json\n")
     (work / "synth.ys").write_text(script)
     log(f"yosys ({target}) on {verilog.name} ...")
     secs = run_tool("yosys", ["-s", "synth.ys"], cwd=work, log_path=work / "yosys.log", log=log)
     top = "attenio_fmax" if target == "ecp5" else TOP_NAME
-    report["yosys"] = {"seconds": round(secs, 1), **_yosys_cells(stat, top)}
+    report["yosys"] = {"seconds": round(secs, 1), **_yosys_cells(work / stat, top)}
     if target == "ecp5":
         res = resources_of(report["yosys"]["cells_by_type"])
         report["resources"] = res
