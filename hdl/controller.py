@@ -10,8 +10,8 @@ been acknowledged and the core is idle. An AXI error response does not hang the
 run: the data keep flowing and the run ends with `AXI_READ` or `AXI_WRITE`.
 
 Counters (64-bit, cleared at start): `cycles` while busy; `pe_busy` and
-`exp_busy` from the core's strobes; `mem_stall` when the core waits for an
-element that has not arrived and neither the array nor the lanes compute.
+`exp_busy` from the core's strobes; `mem_stall` when the array waits for a row
+that has not fully arrived and neither the array nor the lanes compute.
 """
 
 from amaranth.hdl import Module, Signal

@@ -40,6 +40,8 @@ Interface (for the controller)
 ``pe_active``  strobe: an element entered the array for S or U (not Q load).
 ``exp_active`` strobe: some softmax lane has a row in flight (from its issue to
             its write-back: r*q/L + 5 cycles per lane pass).
+``row_wait``   the array is idle because the next row has not fully arrived in the
+            KV buffer (the top's `mem_stall` counter counts it when no lane is busy).
 ``error``   sticky: a feed kind mismatch or a bad start command.
 
 Inside
@@ -155,6 +157,7 @@ class AttentionCore(wiring.Component):
             "busy": Out(1),
             "pe_active": Out(1),
             "exp_active": Out(1),
+            "row_wait": Out(1),
             "error": Out(1),
         })
 
@@ -388,6 +391,7 @@ class AttentionCore(wiring.Component):
 
         entry = Signal(word)
         m.d.comb += [entry.eq(ent), entry.value.eq(buf_rd.data), arr.wi.eq(entry)]
+        m.d.comb += self.row_wait.eq(~act & ~n_full & fill_on)
         m.d.comb += [self.pe_active.eq(ent.valid & (ent.is_s | ent.is_u)),
                      self.exp_active.eq(arr.exp_active)]
 

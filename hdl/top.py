@@ -125,7 +125,7 @@ class AttenIOTop(wiring.Component):
             ctrl.dma_error.eq(dma.error),
             ctrl.pe_active.eq(core.pe_active),
             ctrl.exp_active.eq(core.exp_active),
-            ctrl.starved.eq(core.busy & core.feed.ready & ~core.feed.valid),
+            ctrl.starved.eq(core.row_wait),
         ]
         wiring.connect(m, rseq.cmd, dma.rd_cmd)
         wiring.connect(m, wseq.cmd, dma.wr_cmd)

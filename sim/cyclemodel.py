@@ -100,16 +100,19 @@ class RtlParams:
     line_skew           cycles from MAC 0 to the last MAC of a line (None: q - 1)
     normalizer_latency  cycles from the drain's last read to its last byte leaving the
                         normalizer (hdl/core.py: 4 + reciprocal latency (6) + 1 = 11)
-    feed_pad_rows       the last, partial Q block feeds its rows past N as zeros (the
-                        doc: Qload is always a*d cycles); hdl/core.py feeds only the
-                        valid rows (rows_valid*d cycles): set False to match it
+    feed_pad_rows       True: the last, partial Q block would feed its rows past N as
+                        zeros (Qload always a*d cycles); the core and the doc feed only
+                        the valid rows (rows_valid*d cycles), hence False
     kv_fill             a row enters the KV buffer one element per cycle (ceil(d/s) cycles
                         with split rows) while the previous one replays, and may replay
                         in the cycle its last element enters (hdl/core.py), so a row is
                         usable max(last byte, first byte + its fill time) after it is
                         requested; False: usable when its last byte arrives
     block_gap           controller bubble cycles between U(N-1) and the next Qload
-    start_latency       cycles from `start` to the first DMA request
+    start_latency       cycles the RTL's own pipeline adds to the first access of a run,
+                        outside the memory's latency: the START write through the
+                        controller, the sequencer, the DMA's request and response FIFOs
+                        and the unpacker (14, measured on hdl/top.py)
     done_latency        cycles from the last event to `done`
     write_ack           `done` waits for the last write response (one memory latency
                         after the last write data)
@@ -122,10 +125,10 @@ class RtlParams:
     lane_busy_tail: int = 5
     line_skew: int | None = None
     normalizer_latency: int = 11
-    feed_pad_rows: bool = True
+    feed_pad_rows: bool = False
     kv_fill: bool = True
     block_gap: int = 0
-    start_latency: int = 0
+    start_latency: int = 14
     done_latency: int = 0
     write_ack: bool = True
     burst_overhead: int = 0

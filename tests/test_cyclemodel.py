@@ -100,13 +100,16 @@ def test_compute_bound_blocks_take_2rdN_plus_qload():
     bw, lat = plan.budget.bw_bytes_per_cycle, plan.budget.latency_cycles
     # the first Q row: its first byte after the latency, then d cycles into the KV buffer
     first = max(lat + ceil(d / bw), lat + 1 + d - 1)
+    start = p.start_latency                     # the RTL's own pipeline on the first access
     last_rows = n - (blocks - 1) * a
     drain = m.skew + last_rows * d + p.normalizer_latency
     assert res.pe_busy == 2 * r * d * n * blocks
     # S_0 of a block waits for the previous drain's reads, which began `skew` cycles
-    # after the Qload (the last MAC finishing U(N-1)) and last a*d cycles like it
-    wait = (blocks - 1) * m.skew
-    assert res.cycles == first + blocks * (a * d + 2 * r * d * n) + wait + drain
+    # after its Qload (the last MAC finishing U(N-1)) and last a*d cycles like a full
+    # Qload; the last block loads only its valid rows, so it waits the difference too
+    wait = (blocks - 1) * m.skew + (a - last_rows) * d * (blocks > 1)
+    qload = (blocks - 1) * a * d + last_rows * d
+    assert res.cycles == start + first + qload + blocks * 2 * r * d * n + wait + drain
     assert res.mem_stall == first and res.drain_wait == wait and res.interlock_stall == 0
 
 
