@@ -87,3 +87,19 @@ def test_host_script_through_simulated_board(seed):
     assert r["counters"]["BYTES_WRITTEN"] == r["plan_write_bytes"] == 2 * 16 * 8
     assert r["counters"]["CYCLES"] > 0
     assert r["bytes_sent"] > 3 * 2 * 16 * 8 and r["bytes_received"] >= 2 * 16 * 8
+
+
+@pytest.mark.slow
+def test_bitstream_builds():
+    """The whole ULX3S 85F build (Yosys, nextpnr, ecppack) of a tiny board; tens of minutes."""
+    from attenio.gen.board import build_bitstream
+    out = Path("build") / "tests" / "bitstream_tiny"
+    r = build_bitstream(resolve(**TINY), out)
+    bit = Path(r["bitstream"])
+    assert bit.exists() and bit.stat().st_size == r["bitstream_bytes"] > 100_000
+    assert bit.read_bytes()[:4] != b"\0\0\0\0"
+    assert r["timing_met"] and r["fmax_mhz"] >= 25
+    res = r["resources"]
+    assert res["DSP"] <= 156 and res["BRAM"] >= 1 and res["LUT"] > 1000
+    pnr = r["nextpnr"]["utilization"]
+    assert pnr["TRELLIS_IO"]["used"] >= 10      # clock, UART, eight LEDs
