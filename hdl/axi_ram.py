@@ -43,6 +43,7 @@ class AXIRam(wiring.Component):
     """AXI4 slave (`axi`) over `size_bytes` of block RAM, plus `host` (a `HostPortSignature`)."""
 
     def __init__(self, *, size_bytes, addr_width=32, data_width=64, id_width=1):
+        self._MustUse__silence = True       # a rejected parameter is no unused design
         if (isinstance(size_bytes, bool) or not isinstance(size_bytes, int)
                 or size_bytes <= 0 or size_bytes & (size_bytes - 1)):
             raise ValueError(f"AXIRam: size_bytes must be a positive power of two, not {size_bytes!r}")
@@ -54,6 +55,7 @@ class AXIRam(wiring.Component):
                              f"{data_width}-bit word and fit {addr_width} address bits")
         self._size = size_bytes
         super().__init__({"axi": In(sig), "host": In(HostPortSignature(addr_width=addr_width))})
+        self._MustUse__silence = False
 
     @property
     def size_bytes(self):

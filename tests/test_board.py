@@ -30,8 +30,8 @@ def test_axi_ram_checks_its_size():
     with pytest.raises(ValueError, match="block RAM"):
         AXIRam(size_bytes=1 << 20)
     ram = AXIRam(size_bytes=4096, data_width=64)
-    ram._MustUse__silence = True        # built only to read its depth
     assert ram.depth == 512
+    ram._MustUse__silence = True        # built only to read its depth
 
 
 def test_board_memory_holds_the_largest_run():
