@@ -18,9 +18,11 @@ def element_layout():
     return data.StructLayout({"value": signed(8), "last": unsigned(1)})
 
 
-def _check_width(owner, data_width):
+def _check_width(component, data_width):
     if isinstance(data_width, bool) or data_width not in (32, 64, 128, 256, 512):
-        raise ValueError(f"{owner}: data_width must be one of 32, 64, 128, 256, 512, not {data_width!r}")
+        component._MustUse__silence = True      # a refused component is no unused design
+        raise ValueError(f"{type(component).__name__}: data_width must be one of 32, 64, 128, "
+                         f"256, 512, not {data_width!r}")
 
 
 class BeatUnpacker(wiring.Component):
@@ -30,7 +32,7 @@ class BeatUnpacker(wiring.Component):
     """
 
     def __init__(self, *, data_width):
-        _check_width("BeatUnpacker", data_width)
+        _check_width(self, data_width)
         self._data_width = data_width
         super().__init__({
             "i": In(stream.Signature(data.StructLayout({"data": unsigned(data_width),
@@ -73,7 +75,7 @@ class BeatPacker(wiring.Component):
     """
 
     def __init__(self, *, data_width):
-        _check_width("BeatPacker", data_width)
+        _check_width(self, data_width)
         self._data_width = data_width
         super().__init__({
             "i": In(stream.Signature(signed(8))),

@@ -81,7 +81,6 @@ def test_packer_builds_little_endian_beats(rng):
     assert got == expect
 
 
-@pytest.mark.filterwarnings("ignore:.*created but never used")
 def test_bad_width_is_refused():
     with pytest.raises(ValueError, match="data_width must be one of 32, 64, 128, 256, 512, not 48"):
         BeatPacker(data_width=48)
