@@ -151,6 +151,7 @@ def cmd_gen(args):
           f"{summary['convert_seconds']} s, peak RSS {summary['peak_rss_mib']} MiB)")
     for key in ("plan", "regmap_json", "regmap_c_header", "regmap_markdown", "report"):
         print(f"wrote {summary[key]}")
+    print(f"wrote {', '.join(summary['constraints'])} (clock constraints)")
     if args.lint:
         print(f"verilator --lint-only -Wall: {'clean' if summary['lint_ok'] else 'FAILED'} "
               f"(waivers and their reasons in report.md; log in lint.log)")

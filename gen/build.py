@@ -4,6 +4,7 @@ build/<name>/
     attenio_top.v       the accelerator (top module `attenio_top`)
     plan.json           the Plan and its baselines (the same JSON as `attenio plan --json`)
     regmap.json, attenio_regs.h, regmap.md   the register map
+    attenio_top.{sdc,xdc,lpf}   clock constraints at the config's clock_mhz
     report.md           what was generated, for people
 """
 
@@ -16,6 +17,7 @@ from attenio.plan import make_plan
 from attenio.regmap import register_map
 from attenio.report import human_bytes, plan_json
 
+from .constraints import write_constraints
 from .regmap import write_regmap
 from .verilog import LINT_WAIVERS, emit, lint
 
@@ -39,6 +41,7 @@ def generate(config, out_dir, *, run_lint=False, verilator=None, log=print):
     (out / "plan.json").write_text(json.dumps(plan_json(plan), indent=2) + "\n")
     rmap = register_map(plan)
     paths = write_regmap(rmap, out)
+    constraints = write_constraints(config, out, top=TOP_NAME)
     log(f"elaborating and converting attenio_top ({plan.budget.mac_lines}x"
         f"{plan.budget.macs_per_line} MACs, a = {plan.a}, d = {plan.workload.head_dim}) ...")
     seconds = emit(AttenIOTop(plan), out / f"{TOP_NAME}.v", name=TOP_NAME)
@@ -48,6 +51,7 @@ def generate(config, out_dir, *, run_lint=False, verilator=None, log=print):
         "verilog_bytes": verilog.stat().st_size, "convert_seconds": round(seconds, 2),
         "peak_rss_mib": round(_peak_rss_mib(), 1),
         "plan": str(out / "plan.json"), **{f"regmap_{k}": str(v) for k, v in paths.items()},
+        "constraints": [str(p) for p in constraints.values()],
     }
     if run_lint:
         log("linting with verilator --lint-only -Wall ...")
