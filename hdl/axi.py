@@ -16,7 +16,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 __all__ = ["AXIBurst", "AXIResp", "AXI_4KB", "AXI_MAX_BURST_BEATS",
-           "AXI4ReadSignature", "AXI4WriteSignature", "AXI4Signature"]
+           "AXI4ReadSignature", "AXI4WriteSignature", "AXI4Signature", "AXI4LiteSignature"]
 
 #: No INCR burst may cross a 4 KB address boundary (AXI4 A3.4.1).
 AXI_4KB = 4096
@@ -148,3 +148,30 @@ class AXI4Signature(_AXI4SignatureBase):
     port member by member (see `attenio.hdl.dma.DMA`).
     """
     _members = staticmethod(lambda a, d, i: {**_write_members(a, d, i), **_read_members(a, d, i)})
+
+
+class AXI4LiteSignature(wiring.Signature):
+    """An AXI4-Lite port seen from the master; members carry the AXI names."""
+
+    def __init__(self, *, addr_width, data_width=32):
+        if data_width not in (32, 64):
+            raise ValueError(f"AXI4LiteSignature: data_width must be 32 or 64, not {data_width!r}")
+        if isinstance(addr_width, bool) or not isinstance(addr_width, int) or not 3 <= addr_width <= 64:
+            raise ValueError(f"AXI4LiteSignature: addr_width must be 3..64, not {addr_width!r}")
+        self._addr_width, self._data_width = addr_width, data_width
+        super().__init__({
+            "awaddr": Out(addr_width), "awprot": Out(3), "awvalid": Out(1), "awready": In(1),
+            "wdata": Out(data_width), "wstrb": Out(data_width // 8), "wvalid": Out(1),
+            "wready": In(1),
+            "bresp": In(2), "bvalid": In(1), "bready": Out(1),
+            "araddr": Out(addr_width), "arprot": Out(3), "arvalid": Out(1), "arready": In(1),
+            "rdata": In(data_width), "rresp": In(2), "rvalid": In(1), "rready": Out(1),
+        })
+
+    @property
+    def addr_width(self):
+        return self._addr_width
+
+    @property
+    def data_width(self):
+        return self._data_width

@@ -24,7 +24,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .axi_ram import AXIRam, HostPortSignature
-from .csr import AXI4LiteSignature
+from .axi import AXI4LiteSignature
 from .top import ADDR_WIDTH, AttenIOTop
 from .uart import UART, check_divisor
 

@@ -16,36 +16,11 @@ from amaranth.lib.wiring import In, Out
 
 from attenio.regmap import Access
 
-__all__ = ["AXI4LiteSignature", "CSRBlock"]
+from .axi import AXI4LiteSignature
+
+__all__ = ["CSRBlock"]
 
 OKAY, SLVERR = 0b00, 0b10
-
-
-class AXI4LiteSignature(wiring.Signature):
-    """An AXI4-Lite port seen from the master; members carry the AXI names."""
-
-    def __init__(self, *, addr_width, data_width=32):
-        if data_width not in (32, 64):
-            raise ValueError(f"AXI4LiteSignature: data_width must be 32 or 64, not {data_width!r}")
-        if isinstance(addr_width, bool) or not isinstance(addr_width, int) or not 3 <= addr_width <= 64:
-            raise ValueError(f"AXI4LiteSignature: addr_width must be 3..64, not {addr_width!r}")
-        self._addr_width, self._data_width = addr_width, data_width
-        super().__init__({
-            "awaddr": Out(addr_width), "awprot": Out(3), "awvalid": Out(1), "awready": In(1),
-            "wdata": Out(data_width), "wstrb": Out(data_width // 8), "wvalid": Out(1),
-            "wready": In(1),
-            "bresp": In(2), "bvalid": In(1), "bready": Out(1),
-            "araddr": Out(addr_width), "arprot": Out(3), "arvalid": Out(1), "arready": In(1),
-            "rdata": In(data_width), "rresp": In(2), "rvalid": In(1), "rready": Out(1),
-        })
-
-    @property
-    def addr_width(self):
-        return self._addr_width
-
-    @property
-    def data_width(self):
-        return self._data_width
 
 
 class CSRBlock(wiring.Component):

@@ -21,7 +21,7 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .axi import AXI4Signature
+from .axi import AXI4LiteSignature, AXI4Signature
 
 __all__ = ["SimAXIMemory"]
 
@@ -122,7 +122,6 @@ class SimSystem(wiring.Component):
     """
 
     def __init__(self, plan, *, depth, read_latency=None):
-        from .csr import AXI4LiteSignature
         from .top import AttenIOTop
 
         self._top = AttenIOTop(plan)

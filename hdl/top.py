@@ -18,10 +18,10 @@ from amaranth.lib.wiring import In, Out
 from attenio.errors import ConfigError
 from attenio.regmap import register_map
 
-from .axi import AXI4Signature
 from .controller import Controller
 from .core import AttentionCore
-from .csr import AXI4LiteSignature, CSRBlock
+from .axi import AXI4LiteSignature, AXI4Signature
+from .csr import CSRBlock
 from .dma import DMA
 from .sequencer import ReadSequencer, WriteSequencer
 from .widthconv import BeatPacker, BeatUnpacker
