@@ -60,8 +60,9 @@ Inside
 * **The single interlock**: U_j (the replay of V_j) starts only when every lane
   has written bank j mod 2 (the lanes' ``ready`` flags; cleared as U_j starts).
   U_j's first element enters at the earliest L_sm + 1 cycles after S_j's last,
-  with L_sm = q + r*q/L + 7 (``sm_latency``: q MAC stages to the line's end,
-  one row per cycle per lane, 6 lane stages, 1 cycle for the replay to react).
+  with L_sm = q + r*q/L + 11 (``sm_latency``: q MAC stages to the line's end,
+  one row per cycle per lane, 10 lane stages (`lane_stages`), 1 cycle for the
+  replay to react). A lane starts a pass at most every max(r*q/L, 11) cycles.
   In the steady state the lanes are covered by U_(j-1) and S_(j+1), 2*r*d
   cycles, so the array stalls only when L_sm > 2*r*d, by (L_sm - 2*r*d)/2 per
   K/V row; U_0 (covered by S_1 only) and U_(N-1) (by U_(N-2) only) wait
@@ -76,8 +77,8 @@ Inside
   row's l is read from its lane and its O from its MAC through the line and
   array multiplexers, one element per cycle; y, e = reciprocal(l) (recomputed
   per element, it is fully pipelined), out = finalize(O, y, e), through a small
-  FIFO to ``o_out``. The first byte is offered q + drain_latency + 3 cycles
-  (q + 14 by default) after the last U element entered the array, then one
+  FIFO to ``o_out``. The first byte is offered q + MAC.update_latency +
+  drain_latency + 3 cycles (q + 21 by default) after the last U element entered the array, then one
   byte per cycle. It overlaps the next block's Q load; the next block's S_0
   waits until the drain has issued its last element (SM_0 would overwrite l,
   U_0 the O accumulators): a full Q load of the next block plus its K_0 row
@@ -95,8 +96,8 @@ from amaranth.lib.wiring import In, Out
 from attenio.formats import Int8Format
 
 from .formats import Int8Arith
-from .pe_array import PEArray, check_dims, word_layout
-from .softmax import LANE_LATENCY
+from .pe_array import MAC, PEArray, check_dims, word_layout
+from .softmax import lane_stages
 
 __all__ = ["Kind", "feed_layout", "start_layout", "out_layout", "AttentionCore"]
 
@@ -211,15 +212,15 @@ class AttentionCore(wiring.Component):
     @property
     def drain_latency(self):
         """Cycles from a drain issue to its byte in the output FIFO."""
-        return 4 + self._arith.reciprocal_latency + 1
+        return 4 + self._arith.reciprocal_latency + self._arith.finalize_latency + 1
 
     @property
     def sm_latency(self):
         """L_sm: U_j's first element may enter the array L_sm + 1 cycles after S_j's last
-        one at the earliest: q cycles along the line, r*q/L rows issued by each lane, 5
-        lane stages and the bus register, and 2 cycles for the replay to see ``ready``
-        and issue."""
-        return self._q + self._r * self.macs_per_lane + LANE_LATENCY + 1
+        one at the earliest: q cycles along the line, r*q/L rows issued by each lane, the
+        lane's stages up to its bus register (`lane_stages`), and 2 cycles for the replay
+        to see ``ready`` and issue."""
+        return self._q + self._r * self.macs_per_lane + lane_stages(self._arith) + 1
 
     @property
     def interlock_slack(self):
@@ -230,7 +231,17 @@ class AttentionCore(wiring.Component):
 
     # -- hardware ---------------------------------------------------------------------------
 
+    def _check_update_hazard(self):
+        """U_j and U_(j+1) touch an O element at least max(r*d, L_sm + 1 - r*d) cycles
+        apart (a K row between them, or the interlock after V(N-2)); the MAC writes it
+        back `MAC.update_latency` cycles after reading it."""
+        rd = self._r * self._d
+        if max(rd, self.sm_latency + 1 - rd) <= MAC.update_latency(self._arith):
+            raise ValueError(f"AttentionCore: an O element would be read before its update "
+                             f"is written (r*d = {rd}, L_sm = {self.sm_latency})")
+
     def elaborate(self, platform):
+        self._check_update_hazard()
         m = Module()
         A = self._arith
         p, q, r, d = self._p, self._q, self._r, self._d
@@ -397,7 +408,12 @@ class AttentionCore(wiring.Component):
 
         # ================= drain: normalize O row by row ===================================
         tail = arr.tail
+        # the last V word at the last MAC; its O is written MAC.update_latency cycles later
         trigger = tail.valid & tail.is_u & tail.last & tail.klast & (tail.slot == r - 1)
+        for k in range(MAC.update_latency(A)):
+            later = Signal(name=f"drain_trigger_{k}")
+            m.d.sync += later.eq(trigger)
+            trigger = later
         dk = Signal(range(d))
         d_mil = Signal(range(ql))
         d_lane = Signal(range(L))
@@ -441,7 +457,7 @@ class AttentionCore(wiring.Component):
                     m.d.sync += d_mil.eq(d_mil + 1)
 
         # valid/last along the pipeline: issue -> array inputs (1) -> o_rd, l_rd (+3)
-        # -> reciprocal (+RL) -> finalize register (+1) -> FIFO
+        # -> reciprocal (+RL) -> finalize (+its latency) -> output register (+1) -> FIFO
         dv = [Signal(2, name=f"dv{k}") for k in range(lat)]
         m.d.sync += dv[0].eq(Cat(issue, is_last))
         m.d.sync += [dv[k].eq(dv[k - 1]) for k in range(1, lat)]

@@ -20,8 +20,8 @@ x = S*c. Per K/V row j and per Q row (b = 1, all element-wise):
     dA    = m - m_new ; dP = S_j - m_new          `sub`      exact, <= 0
     zA    = scale(dA, c) ; zP = scale(dP, c)      `scale`    x_frac bits, clamped >= -2**x_int
     alpha = exp2(zA) ; P = exp2(zP)               `exp2`     p_frac bits, in [0, 1]
-    l     = rescale(alpha, l) + P                 `update_l`
-    O     = rescale(alpha, O) + P * V_j           `update_o` O in V's LSBs, p_frac bits
+    l     = rescale(alpha, l) + P                 `update` (v = 1; twin np_update_l)
+    O     = rescale(alpha, O) + P * V_j           `update` (twin np_update_o) O in V's LSBs
     ... after the last row:
     (y, e) = reciprocal(l)                        1/l = y * 2**-e, y in (1/2, 1]
     out   = sat8(round(O * y * 2**-e))            `finalize` int8 on V's scale
@@ -124,14 +124,22 @@ adversarial input kinds of `attenio.sim.golden.make_inputs`, N = 256..16384,
 d = 64 and 128, every case is >= 99.93% exact and never more than 1 LSB off
 (the ascending inputs are the weakest; most cases are >= 99.99%).
 
-Cost of the defaults, per unit: PE (one O element) a 25 x 47-bit multiply
-(alpha*O) and a 25 x 8 (P*V) into a 47-bit accumulator, plus the 8 x 8 MAC
+Cost of the defaults, per unit: PE (one O element) one 25 x 47-bit multiply
+(alpha*O or P*V, see `update`) into a 47-bit accumulator, plus the 8 x 8 MAC
 into a 22/23-bit score; EXP module a 24 x 32-bit multiply (scale), the ROM,
 a 21 x 11 multiply and a shifter; one reciprocal per Q row (4 multiplies of
 25 x 26 bits, shared); finalize a 47 x 25-bit multiply per output element. A cheaper measured
 alternative is p_frac = 20 (O 43 bits, alpha 21 bits: >= 99.75% exact on the
 hardest cases at N = 16384) at the price of the bound of item 4 (it grows to
 2 LSB at N = 16384); x_frac = 12 is not an option (ascending: 97.5%).
+
+p_frac follows the largest N. The "small" preset (N = 256) uses p_frac = 16:
+item 4's worst case is then 256 * 2**-17 * 255 = 0.498 LSB (0.125 at p_frac =
+18), and P, alpha (17 bits) and l (25 bits) meet one or two 18 x 18 multipliers
+and O (33 bits) two, which is what fits its 4 x 4 array on an ECP5-85F
+(docs/synthesis.md). Measured at N = 256, d = 16 and 64, the six input kinds,
+three seeds each: worst case 99.78% exact (p_frac 17: 99.85%, 18: 99.95%, 24:
+99.98%), never more than 1 LSB off; p_frac = 15 drops to 99.32%.
 
 Builders
 ========
@@ -140,12 +148,20 @@ Every builder takes the Module `m` to add its logic to, then its inputs
 (Amaranth values), and returns its output signal(s).
 
 * Combinational (latency 0; the caller registers the outputs as it needs):
-  `mac`, `max`, `sub`, `scale`, `rescale`, `update_l`, `update_o`, `finalize`.
-* Pipelined, in clock domain `domain` (default "sync"): `exp2` returns P
-  `exp2_latency` (3) cycles after z; `reciprocal` returns (y, e)
-  `reciprocal_latency` (2 + 2 * recip_iters, 6 by default) cycles after l.
-  Each instance holds its own ROM (amaranth.lib.memory, synchronous read). An
-  optional `en` freezes the whole pipeline while low (stall).
+  `mac`, `max`, `sub`.
+* Pipelined, in clock domain `domain` (default "sync"), every wide multiply
+  with a register on both sides (ECP5 timing, docs/synthesis.md): `scale`
+  (`scale_latency` 3), `exp2` (`exp2_latency` 4), `update` (`update_latency`
+  1: the product registered, the sum combinational, to be written to a
+  memory), `finalize` (`finalize_latency` 1, likewise), `reciprocal`
+  (`reciprocal_latency` 2 + 4 * recip_iters, 10 by default). exp2 and
+  reciprocal hold their own ROM (amaranth.lib.memory, synchronous read) and
+  take an optional `en` that freezes the pipeline while low (stall).
+
+`update` is `update_l` and `update_o` in one: alpha or P is exactly one, so the
+lane passes (up, e) instead of (alpha, P), and a single multiply e * (acc if up
+else v) serves both terms (the twins `np_update_l` and `np_update_o` keep the
+two-term form; tests/test_formats.py and the format benches hold them equal).
 
 One exp2 per score is enough: either S_j > m_old (then P = 1 and alpha =
 exp2(scale(m_old - S_j))) or not (alpha = 1, P = exp2(scale(S_j - m_old))), so
@@ -166,6 +182,10 @@ __all__ = ["Int8Arith"]
 def _round_shift(value, k):
     """Round-half-up of value / 2**k (k >= 1), hardware side."""
     return ((value >> (k - 1)) + 1) >> 1
+
+
+#: operand bits of one ECP5 MULT18X18D (18 x 18 signed) for an unsigned operand
+_DSP_UNSIGNED_BITS = 17
 
 
 def _comb(m, value, shape, name):
@@ -319,11 +339,11 @@ class Int8Arith:
 
     @property
     def exp2_latency(self):
-        return 3
+        return 4
 
     @property
     def reciprocal_latency(self):
-        return 2 + 2 * self._cfg.recip_iters
+        return 2 + 4 * self._cfg.recip_iters
 
     # -- combinational builders ---------------------------------------------------------
 
@@ -339,38 +359,74 @@ class Int8Arith:
         """a - b of two scores, diff_shape (combinational)."""
         return _comb(m, a - b, self.diff_shape, "sub")
 
-    def scale(self, m, diff, c):
-        """round(diff * c) to x_frac bits, clamped to [x_min, 0], x_shape (combinational)."""
-        wide = _comb(m, _round_shift(diff * c, self._cfg.c_frac - self._cfg.x_frac),
-                     signed(self.diff_shape.width + self.c_shape.width + 1), "scale_wide")
-        return _comb(m, Mux(wide < self.x_min, self.x_min, Mux(wide > 0, 0, wide)), self.x_shape,
-                     "scale")
-
-    def rescale(self, m, alpha, acc):
-        """round(alpha * acc), alpha with p_frac fractional bits, acc's shape (combinational)."""
-        acc = Value.cast(acc)
-        return _comb(m, _round_shift(acc * alpha, self._cfg.p_frac), acc.shape(), "rescale")
-
-    def update_l(self, m, alpha, l, p):
-        """l' = rescale(alpha, l) + P, l_shape (combinational)."""
-        return _comb(m, _round_shift(l * alpha, self._cfg.p_frac) + p, self.l_shape, "update_l")
-
-    def update_o(self, m, alpha, o, p, v):
-        """O' = rescale(alpha, O) + P*V, o_shape (combinational)."""
-        return _comb(m, _round_shift(o * alpha, self._cfg.p_frac) + p * v, self.o_shape, "update_o")
-
-    def finalize(self, m, o, y, e):
-        """sat8(round(O * y * 2**-e)) on V's scale, out_shape (combinational)."""
-        shift = self._cfg.p_frac + self._cfg.recip_frac
-        wide = signed(self.o_shape.width + self.recip_shape.width + 2 - shift)
-        v = _comb(m, (((o * y) >> (shift - 1)) >> e) + 1 >> 1, wide, "finalize_wide")
-        return _comb(m, Mux(v > 127, 127, Mux(v < -128, -128, v)), self.out_shape, "finalize")
-
     # -- pipelined builders -------------------------------------------------------------
 
+    def scale(self, m, diff, c, *, domain="sync"):
+        """z = round(diff * c) to x_frac bits, clamped to [x_min, 0]: x_shape, `scale_latency`
+        (3) cycles after diff and c. Stage 1: c split into 17-bit pieces, one registered
+        product each (one or two MULT18X18D apiece); 2: their shifted sum plus the rounding
+        half; 3: shift and clamp."""
+        k = self._cfg.c_frac - self._cfg.x_frac
+        diff, c = Value.cast(diff), Value.cast(c)
+        wide = signed(diff.shape().width + c.shape().width + 1)
+        prods = []
+        for lo in range(0, c.shape().width, _DSP_UNSIGNED_BITS):
+            piece = c[lo:lo + _DSP_UNSIGNED_BITS]
+            prod = Signal(signed(diff.shape().width + len(piece) + 1), name=f"scale_p{lo}")
+            m.d[domain] += prod.eq(diff * piece)
+            prods.append((lo, prod))
+        total = Signal(wide, name="scale_sum")
+        m.d[domain] += total.eq(sum((prod << lo for lo, prod in prods), 1 << (k - 1)))
+        x = Signal(self.x_shape, name="scale")
+        v = total >> k
+        m.d[domain] += x.eq(Mux(v < self.x_min, self.x_min, Mux(v > 0, 0, v)))
+        return x
+
+    @property
+    def scale_latency(self):
+        return 3
+
+    def update(self, m, up, e, acc, v, *, domain="sync"):
+        """acc' = rescale(alpha, acc) + P * v with (alpha, P) = (e, 1) if `up` else (1, e):
+        `update_o` (v an element) and, with v = 1, `update_l`; acc's shape, one cycle after
+        the inputs (`update_latency`). Since alpha or P is exactly one, one multiply serves
+        both terms: up: (e*acc + 2**(p_frac-1) + v * 2**(2 p_frac)) >> p_frac, else
+        e*v + acc. The product is registered (the DSP), the add is combinational."""
+        pf = self._cfg.p_frac
+        acc = Value.cast(acc)
+        operand = Mux(up, acc, v)
+        prod = Signal(signed(acc.shape().width + self.p_shape.width + 1), name="upd_prod")
+        addend = Signal(signed(max(acc.shape().width, 8 + 2 * pf) + 2), name="upd_addend")
+        up_r = Signal(name="upd_up")
+        m.d[domain] += [prod.eq(e * operand), up_r.eq(up),
+                        addend.eq(Mux(up, (1 << (pf - 1)) + (Value.cast(v) << (2 * pf)), acc))]
+        total = prod + addend
+        return _comb(m, Mux(up_r, total >> pf, total), acc.shape(), "update")
+
+    @property
+    def update_latency(self):
+        return 1
+
+    def finalize(self, m, o, y, e, *, domain="sync"):
+        """sat8(round(O * y * 2**-e)) on V's scale: out_shape, `finalize_latency` (1) cycle
+        after the inputs (the product and e registered, then shift, round and saturate)."""
+        shift = self._cfg.p_frac + self._cfg.recip_frac
+        o, y = Value.cast(o), Value.cast(y)
+        prod = Signal(signed(o.shape().width + y.shape().width + 1), name="finalize_prod")
+        e_r = Signal(self.recip_exp_shape, name="finalize_e")
+        m.d[domain] += [prod.eq(o * y), e_r.eq(e)]
+        wide = signed(self.o_shape.width + self.recip_shape.width + 2 - shift)
+        v = _comb(m, ((prod >> (shift - 1)) >> e_r) + 1 >> 1, wide, "finalize_wide")
+        return _comb(m, Mux(v > 127, 127, Mux(v < -128, -128, v)), self.out_shape, "finalize")
+
+    @property
+    def finalize_latency(self):
+        return 1
+
     def exp2(self, m, z, *, en=None, domain="sync"):
-        """P = 2**z for z in x_shape (<= 0); returns a p_shape signal `exp2_latency` (3)
-        cycles after z. Stage 1: table read (ROM); 2: interpolation; 3: shift and round."""
+        """P = 2**z for z in x_shape (<= 0); returns a p_shape signal `exp2_latency` (4)
+        cycles after z. Stage 1: table read (ROM); 2: the interpolation's product
+        (a MULT18X18D); 3: its sum; 4: shift and round."""
         cfg = self._cfg
         en = Const(1) if en is None else en
         z = Value.cast(z)
@@ -388,26 +444,28 @@ class Int8Arith:
         m.d.comb += [rd.addr.eq(zf[R:]), rd.en.eq(en)]
         r1 = Signal(max(1, R))
         sh1 = Signal.like(sh)
-        mant2 = Signal(tw + 1)
+        t2 = Signal(tw)
+        prod2 = Signal(dw + max(1, R), name="exp2_prod")
         sh2 = Signal.like(sh)
-        p3 = Signal(self.p_shape)
+        mant3 = Signal(tw + 1)
+        sh3 = Signal.like(sh)
+        p4 = Signal(self.p_shape)
         t, d = rd.data[:tw], rd.data[tw:]
-        if R > 0 and cfg.exp_interp:
-            mant = t + _round_shift(d * r1, R)
-        else:
-            mant = t
+        interp = R > 0 and cfg.exp_interp
         with m.If(en):
             m.d[domain] += [
                 r1.eq(zf[:R] if R > 0 else 0), sh1.eq(sh),
-                mant2.eq(mant), sh2.eq(sh1),
-                p3.eq(((mant2 >> (g - 1)) >> sh2) + 1 >> 1),
+                t2.eq(t), prod2.eq(d * r1 if interp else 0), sh2.eq(sh1),
+                mant3.eq(t2 + _round_shift(prod2, R) if interp else t2), sh3.eq(sh2),
+                p4.eq(((mant3 >> (g - 1)) >> sh3) + 1 >> 1),
             ]
-        return p3
+        return p4
 
     def reciprocal(self, m, l, *, en=None, domain="sync"):
         """(y, e) with 1/l = y * 2**-e, y in recip_shape, for l in l_shape (l < 1 reads as 1);
-        valid `reciprocal_latency` (2 + 2*recip_iters) cycles after l. Stage 1: leading
-        one; 2: normalize and seed ROM; then two stages (two multiplies) per Newton step."""
+        valid `reciprocal_latency` (2 + 4*recip_iters) cycles after l. Stage 1: leading
+        one; 2: normalize and seed ROM; then four stages per Newton step (each of its
+        two multiplies gets a stage of its own and a stage for what follows it)."""
         cfg = self._cfg
         en = Const(1) if en is None else en
         F, s, p = cfg.recip_frac, cfg.recip_seed_bits, cfg.p_frac
@@ -435,20 +493,31 @@ class Int8Arith:
         y, mnt_k, e_k = rd.data, mnt2, e2
         one2 = 1 << (F + 1)
         for k in range(cfg.recip_iters):
-            t = Signal(F + 2, name=f"recip_t{k}")
-            ya = Signal(F + 1, name=f"recip_ya{k}")
-            ma = Signal(F + 1, name=f"recip_ma{k}")
-            ea = Signal.like(e2, name=f"recip_ea{k}")
+            # y <- y * (2 - mnt*y), four stages: product, 2 - round(product) (one
+            # subtraction: one2 - floor((t + h) / 2**F) = floor((K - t) / 2**F) with
+            # K = one2 * 2**F - h + 2**F - 1), product, round and clamp.
+            carried = [(y, f"y{k}"), (mnt_k, f"mnt{k}"), (e_k, f"e{k}")]
+            regs = []
+            for stage in range(4):
+                nxt = [Signal.like(v, name=f"recip_{n}_{stage}") for v, n in carried]
+                with m.If(en):
+                    m.d[domain] += [a.eq(b) for a, (b, _) in zip(nxt, carried)]
+                carried = [(v, n) for v, (_, n) in zip(nxt, carried)]
+                regs.append(nxt)
+            tp = Signal(2 * F + 2, name=f"recip_tp{k}")
+            two_t = Signal(F + 3, name=f"recip_2t{k}")
+            yp = Signal(2 * F + 4, name=f"recip_yp{k}")
             yb = Signal(F + 1, name=f"recip_y{k}")
-            mb = Signal(F + 1, name=f"recip_mb{k}")
-            eb = Signal.like(e2, name=f"recip_eb{k}")
-            ynew = _round_shift(ya * (one2 - t), F)
+            K = (one2 << F) - (1 << (F - 1)) + (1 << F) - 1
+            ynew = _round_shift(yp, F)
             with m.If(en):
                 m.d[domain] += [
-                    t.eq(_round_shift(mnt_k * y, F)), ya.eq(y), ma.eq(mnt_k), ea.eq(e_k),
-                    yb.eq(Mux(ynew > (1 << F), 1 << F, ynew)), mb.eq(ma), eb.eq(ea),
+                    tp.eq(mnt_k * y),
+                    two_t.eq((K - tp) >> F),
+                    yp.eq(regs[1][0] * two_t),
+                    yb.eq(Mux(ynew > (1 << F), 1 << F, ynew)),
                 ]
-            y, mnt_k, e_k = yb, mb, eb
+            y, mnt_k, e_k = yb, regs[3][1], regs[3][2]
         return y, e_k
 
     # -- NumPy twins --------------------------------------------------------------------

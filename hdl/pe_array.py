@@ -9,7 +9,8 @@ in PE-local storage,
   read-modify-write),
 * two banks of r exact scores (bank j mod 2 holds the scores against K_j, so
   the scores of K_{j+1} can be computed while the softmax of K_j reads bank
-  j mod 2), and two banks of r (P, alpha) pairs written by the softmax lane.
+  j mod 2), and two banks of r (up, e) pairs written by the softmax lane ((alpha, P) =
+  (e, 1) if up else (1, e)).
 
 The array is fed by one `word` per cycle (see `word_layout`): it enters MAC 0 of
 every line and moves one MAC per cycle along the line (systolic forwarding), so
@@ -24,6 +25,8 @@ on it c cycles after MAC 0 and nothing in the array ever stalls:
 * ``is_u``: a V element; O[addr] = rescale(alpha, O[addr]) + P * value with the
   (P, alpha) of (``bank``, ``slot``); ``first`` (the block's V_0) reads O as 0,
   so O needs no clearing between blocks. ``last`` marks the block's final V row.
+  The update is pipelined (`MAC.update_latency`, 2 cycles: operands, product);
+  one multiplier serves both alpha * O and P * V (`Int8Arith.update`).
 
 Besides forwarding, a line gives its lanes (`attenio.hdl.softmax.SoftmaxLane`)
 a start pulse when the last slot's score has been written by its last MAC, and
@@ -105,6 +108,12 @@ class MAC(wiring.Component):
             "o_rd": Out(arith.o_shape),
         })
 
+    @staticmethod
+    def update_latency(arith):
+        """Cycles from a V word at this MAC to its O element written (the operand
+        register and `Int8Arith.update`'s product register)."""
+        return 1 + arith.update_latency
+
     @property
     def line(self):
         return self._line
@@ -146,27 +155,35 @@ class MAC(wiring.Component):
                         with m.If((w.bank == b) & (w.slot == t)):
                             m.d.sync += self.score[b * r + t].eq(acc_next)
 
-        # (P, alpha) registers, written by the lane over its line-local bus.
-        p_regs = [Signal(A.p_shape, name=f"p_{b}_{t}") for b in range(2) for t in range(r)]
-        a_regs = [Signal(A.p_shape, name=f"alpha_{b}_{t}") for b in range(2) for t in range(r)]
+        # (up, e) registers, written by the lane over its line-local bus.
+        e_regs = [Signal(A.p_shape, name=f"e_{b}_{t}") for b in range(2) for t in range(r)]
+        up_regs = [Signal(name=f"up_{b}_{t}") for b in range(2) for t in range(r)]
         pa = self.pa
         with m.If(pa.valid & (pa.mac == self._lane_index)):
             for b in range(2):
                 for t in range(r):
                     with m.If((pa.bank == b) & (pa.slot == t)):
-                        m.d.sync += [p_regs[b * r + t].eq(pa.p), a_regs[b * r + t].eq(pa.alpha)]
+                        m.d.sync += [e_regs[b * r + t].eq(pa.e), up_regs[b * r + t].eq(pa.up)]
 
-        # Update: read O one cycle ahead (or the drain's address when no V word comes).
+        # Update, pipelined: O is read one cycle ahead (or at the drain's address when no
+        # V word comes); the operands are registered, `Int8Arith.update` registers its one
+        # product, and the sum is written `update_latency` cycles after the word.
         sel = w.bank * r + w.slot if r > 1 else w.bank
-        p_cur = Array(p_regs)[sel]
-        a_cur = Array(a_regs)[sel]
-        o_old = Mux(w.first, 0, o_rd.data)
+        up_a, e_a = Signal(name="up_a"), Signal(A.p_shape, name="e_a")
+        o_a, v_a = Signal(A.o_shape, name="o_a"), Signal(signed(8), name="v_a")
+        addr = [Signal.like(w.addr, name=f"addr_{k}") for k in range(A.update_latency + 1)]
+        en = [Signal(name=f"en_{k}") for k in range(A.update_latency + 1)]
+        m.d.sync += [up_a.eq(Array(up_regs)[sel]), e_a.eq(Array(e_regs)[sel]),
+                     o_a.eq(Mux(w.first, 0, o_rd.data)), v_a.eq(w.value),
+                     addr[0].eq(w.addr), en[0].eq(w.valid & w.is_u)]
+        m.d.sync += [addr[k].eq(addr[k - 1]) for k in range(1, len(addr))]
+        m.d.sync += [en[k].eq(en[k - 1]) for k in range(1, len(en))]
         m.d.comb += [
             o_rd.addr.eq(Mux(wi.valid & wi.is_u, wi.addr, self.drain_addr)),
             self.o_rd.eq(o_rd.data),
-            o_wr.addr.eq(w.addr),
-            o_wr.data.eq(A.update_o(m, a_cur, o_old, p_cur, w.value)),
-            o_wr.en.eq(w.valid & w.is_u),
+            o_wr.addr.eq(addr[-1]),
+            o_wr.data.eq(A.update(m, up_a, e_a, o_a, v_a)),
+            o_wr.en.eq(en[-1]),
         ]
         return m
 

@@ -6,11 +6,18 @@ its line and keeps the running max m and sum l of their r*q/L rows in two small
 lane-local memories. After the scores of K_j are in the MACs' bank j mod 2, a
 start pulse from the line makes each lane stream over its rows, one per cycle:
 
-    stage 0  read the score through a q/L*r:1 multiplexer; read m, l
-    stage 1  m_new = max(m, x); d = min(m, x) - m_new; z = scale(d, c)
-    stage 2-4  e = exp2(z)                   (`Int8Arith.exp2`, 3 stages)
-    stage 5  alpha, P = (e, 1) if x > m else (1, e); l = update_l(alpha, l, P);
-             write m, l; put (P, alpha) on the line-local bus to the MAC
+    stage 0    read the score through a q/L*r:1 multiplexer; read m, l
+    stage 1    up = x > m; m_new = max(m, x); d = min(m, x) - m_new
+    stage 2-4  z = scale(d, c)         (`Int8Arith.scale`: products, sum, clamp)
+    stage 5-8  e = exp2(z)             (`Int8Arith.exp2`: table, product, sum, shift)
+    stage 9    put (up, e) on the line-local bus to the MACs: (alpha, P) = (e, 1)
+               if up else (1, e); the product of l's rescale (`Int8Arith.update`)
+    stage 10   l = update(up, e, l); write m and l
+
+Every multiply has a register before and after it (one ECP5 MULT18X18D with
+fabric registers on both sides, or two whose sum gets a stage of its own), which
+is what lets the lane close timing; the stages cost latency only, which the
+schedule hides (`lane_stages`).
 
 Either m - m_new or x - m_new is zero, and exp2(0) is exactly one, so one exp2
 per row gives both alpha and P bit for bit as the format's twins do (one EXP
@@ -18,9 +25,11 @@ module per lane, hence E = number of lanes). On the block's first row (`first`)
 m and l read as m_init and 0, so nothing is cleared between blocks.
 
 A pass on bank b ends with `ready[b]` set; the core clears it (`consume[b]`) as
-V_j enters the array, the single interlock of the schedule. A pass starts only
-when the previous one has left the pipeline (no read-after-write hazard on m and
-l); a start pulse arriving while busy waits in a one-deep pending register.
+V_j enters the array, the single interlock of the schedule. A pass starts when
+the previous one has issued its last row and at least S + 1 cycles after the
+previous start (S = `lane_stages`), so each row reads m and l after the previous
+pass wrote them; a start pulse arriving earlier waits in a one-deep pending
+register.
 Between blocks the `l` memory's read port serves the drain (`drain_u`, `l_rd`).
 """
 
@@ -31,17 +40,22 @@ from amaranth.lib.wiring import In, Out
 
 from .formats import Int8Arith
 
-__all__ = ["pa_layout", "start_layout", "SoftmaxLane", "LANE_LATENCY"]
+__all__ = ["pa_layout", "start_layout", "SoftmaxLane", "lane_stages"]
 
-#: cycles from a row's issue to its (P, alpha) on the bus (stage 0 .. the bus register)
-LANE_LATENCY = 6
+
+def lane_stages(arith):
+    """S, the valid stages after a row's issue (stage 1, scale, exp2, the bus stage,
+    the write-back stage): a row issued in cycle 0 is on the bus in cycle S, and a lane
+    is busy (`active`) until S cycles after issuing its last row."""
+    return 3 + arith.scale_latency + arith.exp2_latency
 
 
 def pa_layout(*, arith, macs_per_lane, rows_per_mac):
-    """The lane's write bus to its MACs: (P, alpha) of row (`mac`, `slot`) in bank `bank`."""
+    """The lane's write bus to its MACs: (P, alpha) of row (`mac`, `slot`) in bank `bank`,
+    as (`up`, `e`): (alpha, P) = (e, 1) if up else (1, e)."""
     return data.StructLayout({
         "valid": 1, "mac": range(macs_per_lane), "slot": range(rows_per_mac), "bank": 1,
-        "p": arith.p_shape, "alpha": arith.p_shape,
+        "up": 1, "e": arith.p_shape,
     })
 
 
@@ -56,7 +70,7 @@ class SoftmaxLane(wiring.Component):
     Ports: `scores` the MACs' score registers (index (mac * 2 + bank) * r + slot);
     `start` the line's pulse; `c` the softmax constant; `pa` the write bus;
     `ready`/`consume` the per-bank done flags; `active` a row is in flight
-    (issued and not yet written back: r*q/L + 5 cycles per pass); `drain_u`/`l_rd` the drain's read of l (one cycle latency, only while
+    (issued and not yet written back: r*q/L + `lane_stages` cycles per pass); `drain_u`/`l_rd` the drain's read of l (one cycle latency, only while
     the lane is idle). Row u of the lane is MAC u mod q/L, slot u div q/L.
     """
 
@@ -106,18 +120,18 @@ class SoftmaxLane(wiring.Component):
         pend = Signal()
         pend_bank = Signal()
         pend_first = Signal()
-        v = [Signal(name=f"v{s}") for s in range(1, 6)]   # valid of stages 1..5
-        busy = run | v[0] | v[1] | v[2] | v[3] | v[4]
-        go = ~busy & (pend | self.start.valid)
-        with m.If(go):
-            m.d.sync += [run.eq(1), u.eq(0), mac.eq(0), slot.eq(0),
-                         bank.eq(Mux(pend, pend_bank, self.start.bank)),
-                         first.eq(Mux(pend, pend_first, self.start.first))]
-            m.d.sync += pend.eq(pend & self.start.valid)
-        with m.Elif(self.start.valid):
-            m.d.sync += pend.eq(1)
-        with m.If(self.start.valid):
-            m.d.sync += [pend_bank.eq(self.start.bank), pend_first.eq(self.start.first)]
+        S = lane_stages(A)
+        v = [Signal(name=f"v{s}") for s in range(1, S + 1)]   # valid of stages 1..S
+        m.d.sync += [v[k].eq(v[k - 1]) for k in range(1, S)]
+        busy = run
+        for vk in v:
+            busy = busy | vk
+        # A pass may start in the cycle the previous one issues its last row, and S + 1
+        # cycles after the previous start at the earliest: its row u then reads m and l
+        # after the previous pass wrote them (`hold` counts that down).
+        hold = Signal(range(S + 1))
+        with m.If(hold != 0):
+            m.d.sync += hold.eq(hold - 1)
         with m.If(run):
             m.d.sync += u.eq(u + 1)
             with m.If(mac == ql - 1):
@@ -126,6 +140,16 @@ class SoftmaxLane(wiring.Component):
                 m.d.sync += mac.eq(mac + 1)
             with m.If(u == R - 1):
                 m.d.sync += run.eq(0)
+        go = (~run | (u == R - 1)) & (hold == 0) & (pend | self.start.valid)
+        with m.If(go):
+            m.d.sync += [run.eq(1), u.eq(0), mac.eq(0), slot.eq(0), hold.eq(S),
+                         bank.eq(Mux(pend, pend_bank, self.start.bank)),
+                         first.eq(Mux(pend, pend_first, self.start.first))]
+            m.d.sync += pend.eq(pend & self.start.valid)
+        with m.Elif(self.start.valid):
+            m.d.sync += pend.eq(1)
+        with m.If(self.start.valid):
+            m.d.sync += [pend_bank.eq(self.start.bank), pend_first.eq(self.start.first)]
         m.d.comb += self.active.eq(busy)         # a row in flight, issue to write-back
 
         # -- stage 0: score multiplexer, m/l read ----------------------------------------
@@ -135,42 +159,53 @@ class SoftmaxLane(wiring.Component):
                      self.l_rd.eq(l_rd.data)]
         x1 = Signal(A.score_shape)
         u1, mac1, slot1 = Signal.like(u), Signal.like(mac), Signal.like(slot)
-        m.d.sync += [v[0].eq(run), x1.eq(x0), u1.eq(u), mac1.eq(mac), slot1.eq(slot)]
+        bank1, first1 = Signal(), Signal()      # passes overlap: each row carries its own
+        m.d.sync += [v[0].eq(run), x1.eq(x0), u1.eq(u), mac1.eq(mac), slot1.eq(slot),
+                     bank1.eq(bank), first1.eq(first)]
 
-        # -- stage 1: new max and the exp2 argument ---------------------------------------
-        m_old = Mux(first, A.m_init, m_rd.data)
-        l_old = Mux(first, 0, l_rd.data)
+        # -- stage 1: new max and the difference -------------------------------------------
+        m_old = Mux(first1, A.m_init, m_rd.data)
         up = x1 > m_old
         m_new = A.max(m, m_old, x1)
-        z = A.scale(m, A.sub(m, Mux(up, m_old, x1), m_new), self.c)
-        z2 = Signal(A.x_shape)
-        stage = [(Signal(name="up2"), up), (Signal(A.score_shape, name="m_new2"), m_new),
-                 (Signal(A.l_shape, name="l_old2"), l_old), (Signal.like(u, name="u2"), u1),
-                 (Signal.like(mac, name="mac2"), mac1), (Signal.like(slot, name="slot2"), slot1)]
-        m.d.sync += [v[1].eq(v[0]), z2.eq(z)] + [s.eq(val) for s, val in stage]
+        diff = Signal(A.diff_shape, name="diff")
+        m.d.sync += diff.eq(A.sub(m, Mux(up, m_old, x1), m_new))
+        carried = [Signal(name="up"), Signal(A.score_shape, name="m_new"),
+                   Signal(A.l_shape, name="l_old"), Signal.like(u, name="u"),
+                   Signal.like(mac, name="mac"), Signal.like(slot, name="slot"),
+                   Signal(name="bank")]
+        m.d.sync += [s.eq(val) for s, val in zip(
+            carried, [up, m_new, Mux(first1, 0, l_rd.data), u1, mac1, slot1, bank1])]
 
-        # -- stages 2-4: exp2; carry the rest along --------------------------------------
-        e = A.exp2(m, z2)
-        carried = [s for s, _ in stage]
-        for k in range(A.exp2_latency):
-            nxt = [Signal.like(s, name=f"{s.name[:-1]}{3 + k}") for s in carried]
-            m.d.sync += [n.eq(s) for n, s in zip(nxt, carried)]
-            carried = nxt
-        m.d.sync += [v[2].eq(v[1]), v[3].eq(v[2]), v[4].eq(v[3])]
-        assert A.exp2_latency == 3, "the valid chain assumes a 3-stage exp2"
-        up5, m_new5, l_old5, u5, mac5, slot5 = carried
+        def carry(cycles):
+            """Register the carried values `cycles` more times."""
+            nonlocal carried
+            for _ in range(cycles):
+                nxt = [Signal.like(s, name=s.name) for s in carried]
+                m.d.sync += [n.eq(s) for n, s in zip(nxt, carried)]
+                carried = nxt
 
-        # -- stage 5: alpha and P, the new l, write back ----------------------------------
-        alpha = Mux(up5, e, A.one)
-        p = Mux(up5, A.one, e)
+        # -- scale (pipelined: products, sum, round and clamp), then exp2 ------------------
+        e = A.exp2(m, A.scale(m, diff, self.c))
+        carry(A.scale_latency + A.exp2_latency)
+        up_e, m_new_e, l_old_e, u_e, mac_e, slot_e, bank_e = carried
+        ve = v[S - 2]                            # valid of the stage where e arrives
+
+        # -- bus stage: alpha and P onto the bus; l's rescale product -------------------------
+        # Either alpha or P is exactly one (see `Int8Arith.update`): one multiply for l.
+        m.d.sync += [self.pa.valid.eq(ve), self.pa.mac.eq(mac_e), self.pa.slot.eq(slot_e),
+                     self.pa.bank.eq(bank_e), self.pa.up.eq(up_e), self.pa.e.eq(e)]
+        l_new = A.update(m, up_e, e, l_old_e, 1)
+        assert A.update_latency == 1
+        u_w, m_new_w = Signal.like(u_e), Signal.like(m_new_e)
+        m.d.sync += [u_w.eq(u_e), m_new_w.eq(m_new_e)]
+
+        # -- write-back stage: the new m and l ------------------------------------------------
         m.d.comb += [
-            m_wr.addr.eq(u5), m_wr.data.eq(m_new5), m_wr.en.eq(v[4]),
-            l_wr.addr.eq(u5), l_wr.data.eq(A.update_l(m, alpha, l_old5, p)), l_wr.en.eq(v[4]),
+            m_wr.addr.eq(u_w), m_wr.data.eq(m_new_w), m_wr.en.eq(v[S - 1]),
+            l_wr.addr.eq(u_w), l_wr.data.eq(l_new), l_wr.en.eq(v[S - 1]),
         ]
-        m.d.sync += [self.pa.valid.eq(v[4]), self.pa.mac.eq(mac5), self.pa.slot.eq(slot5),
-                     self.pa.bank.eq(bank), self.pa.p.eq(p), self.pa.alpha.eq(alpha)]
         for b in range(2):
-            with m.If(v[4] & (u5 == R - 1) & (bank == b)):
+            with m.If(ve & (u_e == R - 1) & (bank_e == b)):
                 m.d.sync += self.ready[b].eq(1)
             with m.Elif(self.consume[b]):
                 m.d.sync += self.ready[b].eq(0)

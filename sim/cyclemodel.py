@@ -90,16 +90,18 @@ class RtlParams:
     lane_latency        cycles from a lane reading a score to writing its (P, alpha),
                         with the MAC's output register and the replay's reaction folded
                         in: U_j may enter q - 1 + r*q/L + lane_latency cycles after the
-                        cycle following S_j's last element. 8 is hdl/core.py's figure
-                        (its L_sm = q + r*q/L + 7: 6 lane stages, the bus register,
-                        the replay seeing `ready`); the doc gives no number
+                        cycle following S_j's last element. 12 is hdl/core.py's figure
+                        (its L_sm = q + r*q/L + lane_stages + 1 with lane_stages = 10:
+                        the lane's stages to its bus register, the replay seeing `ready`)
     lane_busy_tail      cycles a lane still has a row in flight after issuing its last
-                        one (what `exp_busy` counts): 5 in hdl/softmax.py (its pipeline
-                        stages after the issue; the rest of lane_latency is the write-
-                        back bus and the replay's reaction, when no lane is busy)
+                        one (what `exp_busy` counts): lane_stages = 10 in hdl/softmax.py
     line_skew           cycles from MAC 0 to the last MAC of a line (None: q - 1)
+    o_update_latency    cycles from the last V element at the last MAC to its O element
+                        written, which the drain waits for (hdl/pe_array.py
+                        `MAC.update_latency`: 2)
     normalizer_latency  cycles from the drain's last read to its last byte leaving the
-                        normalizer (hdl/core.py: 4 + reciprocal latency (6) + 1 = 11)
+                        normalizer (hdl/core.py drain_latency: 4 + reciprocal latency
+                        (10) + finalize (1) + 1 = 16)
     feed_pad_rows       True: the last, partial Q block would feed its rows past N as
                         zeros (Qload always a*d cycles); the core and the doc feed only
                         the valid rows (rows_valid*d cycles), hence False
@@ -121,10 +123,11 @@ class RtlParams:
                         min(bw, axi_data_bits / 8) (see `attenio.sim.memmodel.Memory`)
     """
 
-    lane_latency: int = 8
-    lane_busy_tail: int = 5
+    lane_latency: int = 12
+    lane_busy_tail: int = 10
     line_skew: int | None = None
-    normalizer_latency: int = 11
+    o_update_latency: int = 2
+    normalizer_latency: int = 16
     feed_pad_rows: bool = False
     kv_fill: bool = True
     block_gap: int = 0
@@ -325,7 +328,9 @@ class _Machine:
         busy_end = s + m.lane_rows + self.params.lane_busy_tail
         self.c["exp_busy"] += max(0, busy_end - max(s, self.sm[1][1]))
         self.sm = [self.sm[1], (s, max(busy_end, self.sm[1][1]))]
-        self.sm_read_end = s + m.lane_rows
+        # the next pass may start when this one has issued its rows, and lane_busy_tail + 1
+        # cycles after this one at the earliest (it reads the m and l this one writes)
+        self.sm_read_end = s + max(m.lane_rows, self.params.lane_busy_tail + 1)
         return done
 
     # --- steps --------------------------------------------------------------------
@@ -352,7 +357,7 @@ class _Machine:
 
     def block_end(self, valid):
         m, p = self.m, self.params
-        drain_start = self.t + m.skew
+        drain_start = self.t + m.skew + p.o_update_latency
         self.drain_end = drain_start + valid * m.d
         self.link.write(drain_start, valid * self.out_bytes)
         self.c["bytes_written"] += valid * self.out_bytes

@@ -102,12 +102,13 @@ def test_compute_bound_blocks_take_2rdN_plus_qload():
     first = max(lat + ceil(d / bw), lat + 1 + d - 1)
     start = p.start_latency                     # the RTL's own pipeline on the first access
     last_rows = n - (blocks - 1) * a
-    drain = m.skew + last_rows * d + p.normalizer_latency
+    drain = m.skew + p.o_update_latency + last_rows * d + p.normalizer_latency
     assert res.pe_busy == 2 * r * d * n * blocks
-    # S_0 of a block waits for the previous drain's reads, which began `skew` cycles
-    # after its Qload (the last MAC finishing U(N-1)) and last a*d cycles like a full
-    # Qload; the last block loads only its valid rows, so it waits the difference too
-    wait = (blocks - 1) * m.skew + (a - last_rows) * d * (blocks > 1)
+    # S_0 of a block waits for the previous drain's reads, which began skew +
+    # o_update_latency cycles after its Qload (the last MAC's last O written) and last
+    # a*d cycles like a full Qload; the last block loads only its valid rows, so it
+    # waits the difference too
+    wait = (blocks - 1) * (m.skew + p.o_update_latency) + (a - last_rows) * d * (blocks > 1)
     qload = (blocks - 1) * a * d + last_rows * d
     assert res.cycles == start + first + qload + blocks * 2 * r * d * n + wait + drain
     assert res.mem_stall == first and res.drain_wait == wait and res.interlock_stall == 0
@@ -254,3 +255,23 @@ def test_fa2_causal_skips_blocks_past_the_diagonal():
     assert causal.bytes_read < full.bytes_read and causal.bytes_written == full.bytes_written
     with pytest.raises(ValueError, match="FlashAttention-2 only"):
         simulate_baseline(c, all_baselines(c)["flat"], causal=True)
+
+
+@pytest.mark.parametrize("preset_name", ["small"])
+def test_rtl_params_are_the_rtl_latencies(preset_name):
+    """The model's named RTL constants are the pipeline depths hdl/ computes (a change of
+    a pipeline there must show up here, not as a slow drift of the agreement tests)."""
+    from attenio.hdl.core import AttentionCore
+    from attenio.hdl.pe_array import MAC
+    from attenio.hdl.softmax import lane_stages
+    cfg = preset(preset_name)
+    b = cfg.budget
+    core = AttentionCore(mac_lines=b.mac_lines, macs_per_line=b.macs_per_line, rows_per_mac=2,
+                         head_dim=cfg.workload.head_dim, exp_units=b.exp_units,
+                         max_seq_len=cfg.workload.seq_len, fmt=cfg.format)
+    p, a = RtlParams(), core.arith
+    assert p.lane_latency == lane_stages(a) + 2
+    assert core.sm_latency == b.macs_per_line + 2 * core.macs_per_lane + p.lane_latency - 1
+    assert p.lane_busy_tail == lane_stages(a)
+    assert p.o_update_latency == MAC.update_latency(a)
+    assert p.normalizer_latency == core.drain_latency

@@ -10,7 +10,7 @@ plus edge cases elsewhere) and `expected` applies the twins; the cocotb bench
 
 import numpy as np
 from amaranth.back import verilog
-from amaranth.hdl import Module
+from amaranth.hdl import Module, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -26,7 +26,7 @@ OPS = {
     "cmp": (("a", "b"), ("max", "sub")),
     "scale": (("diff", "c"), ("x",)),
     "exp": (("z",), ("p",)),
-    "upd": (("alpha", "l", "o", "p", "v"), ("l2", "o2", "r")),
+    "upd": (("up", "e", "l", "o", "v"), ("l2", "o2")),
     "rcp": (("l",), ("y", "e")),
     "fin": (("o", "y", "e"), ("out",)),
 }
@@ -40,9 +40,8 @@ def _port_shapes(a):
         "cmp_sub": a.diff_shape,
         "scale_diff": a.diff_shape, "scale_c": a.c_shape, "scale_x": a.x_shape,
         "exp_z": a.x_shape, "exp_p": a.p_shape,
-        "upd_alpha": a.p_shape, "upd_l": a.l_shape, "upd_o": a.o_shape, "upd_p": a.p_shape,
+        "upd_up": unsigned(1), "upd_e": a.p_shape, "upd_l": a.l_shape, "upd_o": a.o_shape,
         "upd_v": a.element_shape, "upd_l2": a.l_shape, "upd_o2": a.o_shape,
-        "upd_r": a.o_shape,
         "rcp_l": a.l_shape, "rcp_y": a.recip_shape, "rcp_e": a.recip_exp_shape,
         "fin_o": a.o_shape, "fin_y": a.recip_shape, "fin_e": a.recip_exp_shape,
         "fin_out": a.out_shape,
@@ -52,7 +51,9 @@ def _port_shapes(a):
 def latency(arith, op):
     """Cycles from an op's inputs to its outputs in the harness (combinational ops get
     one output register)."""
-    return {"exp": arith.exp2_latency, "rcp": arith.reciprocal_latency}.get(op, 1)
+    return {"exp": arith.exp2_latency, "rcp": arith.reciprocal_latency,
+            "scale": arith.scale_latency, "upd": arith.update_latency + 1,
+            "fin": arith.finalize_latency + 1}.get(op, 1)
 
 
 class FormatsHarness(wiring.Component):
@@ -103,13 +104,12 @@ class FormatsHarness(wiring.Component):
                 self.mac_out[i].eq(a.mac(m, self.mac_acc[i], self.mac_q[i], self.mac_k[i])),
                 self.cmp_max[i].eq(a.max(m, self.cmp_a[i], self.cmp_b[i])),
                 self.cmp_sub[i].eq(a.sub(m, self.cmp_a[i], self.cmp_b[i])),
-                self.scale_x[i].eq(a.scale(m, self.scale_diff[i], self.scale_c[i])),
-                self.upd_l2[i].eq(a.update_l(m, self.upd_alpha[i], self.upd_l[i], self.upd_p[i])),
-                self.upd_o2[i].eq(a.update_o(m, self.upd_alpha[i], self.upd_o[i], self.upd_p[i],
-                                             self.upd_v[i])),
-                self.upd_r[i].eq(a.rescale(m, self.upd_alpha[i], self.upd_o[i])),
+                self.upd_l2[i].eq(a.update(m, self.upd_up[i], self.upd_e[i], self.upd_l[i], 1)),
+                self.upd_o2[i].eq(a.update(m, self.upd_up[i], self.upd_e[i], self.upd_o[i],
+                                           self.upd_v[i])),
                 self.fin_out[i].eq(a.finalize(m, self.fin_o[i], self.fin_y[i], self.fin_e[i])),
             ]
+            m.d.comb += self.scale_x[i].eq(a.scale(m, self.scale_diff[i], self.scale_c[i]))
             y, e = a.reciprocal(m, self.rcp_l[i])
             m.d.comb += [self.rcp_y[i].eq(y), self.rcp_e[i].eq(e)]
         for i in range(self._exp_lanes):
@@ -227,15 +227,15 @@ def vectors(arith, op, *, seed, count=1024):
         lmax = (nmax - 1) * one
         omax = 127 * (nmax - 1) * one
         omin = -128 * (nmax - 1) * one
-        alpha = _edges_then_random([one, 0, one, 1, one, one - 1],
-                                   lambda n: rng.integers(0, one + 1, n), count)
+        up = _edges_then_random([1, 1, 0, 0, 1, 0], lambda n: rng.integers(0, 2, n), count)
+        e = _edges_then_random([one, 0, one, 1, one - 1, 0],
+                               lambda n: rng.integers(0, one + 1, n), count)
         l = _edges_then_random([lmax, lmax, 0, lmax, one, 3 * one],
                                lambda n: rng.integers(0, lmax + 1, n), count)
         o = _edges_then_random([omin, omax, 0, omin, omax, -one],
                                lambda n: rng.integers(omin, omax + 1, n), count)
-        p = _edges_then_random([one, one, one, 0, one, 1], lambda n: rng.integers(0, one + 1, n), count)
         v = _edges_then_random([-128, 127, -128, 5, 127, -1], lambda n: rng.integers(-128, 128, n), count)
-        return {"upd_alpha": alpha, "upd_l": l, "upd_o": o, "upd_p": p, "upd_v": v}
+        return {"upd_up": up, "upd_e": e, "upd_l": l, "upd_o": o, "upd_v": v}
     if op == "fin":
         n = count
         l = np.concatenate([[one, one, nmax * one, nmax * one, one, 2 * one],
@@ -262,9 +262,10 @@ def expected(arith, op, vec):
     if op == "exp":
         return {"exp_p": a.np_exp2(vec["exp_z"])}
     if op == "upd":
-        return {"upd_l2": a.np_update_l(vec["upd_alpha"], vec["upd_l"], vec["upd_p"]),
-                "upd_o2": a.np_update_o(vec["upd_alpha"], vec["upd_o"], vec["upd_p"], vec["upd_v"]),
-                "upd_r": a.np_rescale(vec["upd_alpha"], vec["upd_o"])}
+        up, e = vec["upd_up"].astype(bool), vec["upd_e"]
+        alpha, p = np.where(up, e, a.one), np.where(up, a.one, e)   # the lane's routing
+        return {"upd_l2": a.np_update_l(alpha, vec["upd_l"], p),
+                "upd_o2": a.np_update_o(alpha, vec["upd_o"], p, vec["upd_v"])}
     if op == "rcp":
         y, e = a.np_reciprocal(vec["rcp_l"])
         return {"rcp_y": y, "rcp_e": e}
