@@ -37,7 +37,8 @@ def test_compare_json_contract_and_files(capsys, tmp_path):
         assert {"s", "gain", "cycles"} <= set(row["attenio_split"])
         causal = row["attenio_causal"]
         assert causal["offchip_bytes"] < ours["offchip_bytes"] or row["seq_len"] <= ours["a"]
-        assert causal["cycles"] < ours["cycles"]
+        # one Q block (N <= a): row-granular causal masking skips nothing
+        assert causal["cycles"] < ours["cycles"] or row["seq_len"] <= ours["a"]
     md = (tmp_path / "compare.md").read_text()
     assert "| N |" in md and "FA-2 fair" in md and "speedup" in md
 
