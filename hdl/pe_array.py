@@ -167,7 +167,7 @@ class MAC(wiring.Component):
 
         # Update, pipelined: O is read one cycle ahead (or at the drain's address when no
         # V word comes); the operands are registered, `Int8Arith.update` registers its one
-        # product, and the sum is written `update_latency` cycles after the word.
+        # product, and the sum is written `MAC.update_latency` cycles after the word.
         sel = w.bank * r + w.slot if r > 1 else w.bank
         up_a, e_a = Signal(name="up_a"), Signal(A.p_shape, name="e_a")
         o_a, v_a = Signal(A.o_shape, name="o_a"), Signal(signed(8), name="v_a")
