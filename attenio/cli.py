@@ -236,7 +236,7 @@ def cmd_synth(args):
         log = _progress if len(targets) == 1 else (lambda s: _progress(f"[{target}] {s}"))
         try:
             return synthesize(config, out, target=target, verilog=verilog, seed=args.seed,
-                              pnr=not args.no_pnr, log=log)
+                              pnr=not args.no_pnr, lut_mul_width=args.lut_mul_width, log=log)
         except RuntimeError as exc:     # a tool failed: its log (named in the message) says why
             raise ConfigError(str(exc).splitlines()[0]) from None
 
@@ -304,6 +304,9 @@ def build_parser():
                         "LFE5U-85F (ULX3S); all: both")
     p.add_argument("--no-pnr", action="store_true", help="ecp5: stop after synthesis")
     p.add_argument("--seed", type=_non_negative_int, default=1, help="nextpnr placement seed")
+    p.add_argument("--lut-mul-width", type=_non_negative_int, default=0, metavar="BITS",
+                   help="ecp5: build multipliers whose operands have at most BITS bits from LUTs "
+                        "instead of DSP blocks (8: the q*k products; default 0: none)")
     p.set_defaults(func=cmd_synth)
 
     p = sub.add_parser("compare", help="cycles, traffic and utilization of AttenIO and the baselines")

