@@ -60,16 +60,19 @@ Inside
 * **The single interlock**: U_j (the replay of V_j) starts only when every lane
   has written bank j mod 2 (the lanes' ``ready`` flags; cleared as U_j starts).
   U_j's first element enters at the earliest L_sm + 1 cycles after S_j's last,
-  with L_sm = q + r*q/L + 11 (``sm_latency``: q MAC stages to the line's end,
-  one row per cycle per lane, 10 lane stages (`lane_stages`), 1 cycle for the
-  replay to react). A lane starts a pass at most every max(r*q/L, 11) cycles.
+  with L_sm = q + r*q/L + 13 (``sm_latency``: q MAC stages to the line's end,
+  1 for the score's product register (`MAC.score_latency`), one row per cycle
+  per lane, 11 lane stages to the bus (`lane_bus_stage`), 1 cycle for the
+  replay to react). A lane starts a pass at most every max(r*q/L, S + 1)
+  cycles, S = 13 (`lane_stages`).
   In the steady state the lanes are covered by U_(j-1) and S_(j+1), 2*r*d
   cycles, so the array stalls only when L_sm > 2*r*d, by (L_sm - 2*r*d)/2 per
   K/V row; U_0 (covered by S_1 only) and U_(N-1) (by U_(N-2) only) wait
   L_sm - r*d when positive: that is the "a few cycles per block". The contract
   in docs/microarchitecture.md states the condition L_sm > r*d, which holds for
   those two rows only; the cycle model (`attenio.sim.cyclemodel`) already
-  treats it this way, with lane_latency = 8 and line_skew = q - 1 here.
+  treats it this way, with its lane_latency = L_sm - q - r*q/L + 1 and
+  line_skew = q - 1.
   Besides the interlock, the array waits only for the feed (no K/V row in the
   buffer) and, for S_0 of a block, for the previous block's drain to have read
   its O and l (which the next block's Q load normally hides).
@@ -78,7 +81,7 @@ Inside
   array multiplexers, one element per cycle; y, e = reciprocal(l) (recomputed
   per element, it is fully pipelined), out = finalize(O, y, e), through a small
   FIFO to ``o_out``. The first byte is offered q + MAC.update_latency +
-  drain_latency + 3 cycles (q + 21 by default) after the last U element entered the array, then one
+  drain_latency + 3 cycles (q + 29 by default) after the last U element entered the array, then one
   byte per cycle. It overlaps the next block's Q load; the next block's S_0
   waits until the drain has issued its last element (SM_0 would overwrite l,
   U_0 the O accumulators): a full Q load of the next block plus its K_0 row
@@ -97,7 +100,7 @@ from attenio.formats import Int8Format
 
 from .formats import Int8Arith
 from .pe_array import MAC, PEArray, check_dims, word_layout
-from .softmax import lane_stages
+from .softmax import lane_bus_stage
 
 __all__ = ["Kind", "feed_layout", "start_layout", "out_layout", "AttentionCore"]
 
@@ -217,10 +220,11 @@ class AttentionCore(wiring.Component):
     @property
     def sm_latency(self):
         """L_sm: U_j's first element may enter the array L_sm + 1 cycles after S_j's last
-        one at the earliest: q cycles along the line, r*q/L rows issued by each lane, the
-        lane's stages up to its bus register (`lane_stages`), and 2 cycles for the replay
-        to see ``ready`` and issue."""
-        return self._q + self._r * self.macs_per_lane + lane_stages(self._arith) + 1
+        one at the earliest: q cycles along the line, the score's product register, r*q/L
+        rows issued by each lane, the lane's stages up to its bus register
+        (`lane_bus_stage`), and 2 cycles for the replay to see ``ready`` and issue."""
+        return (self._q + MAC.score_latency + self._r * self.macs_per_lane
+                + lane_bus_stage(self._arith) + 1)
 
     @property
     def interlock_slack(self):

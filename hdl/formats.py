@@ -149,14 +149,18 @@ Every builder takes the Module `m` to add its logic to, then its inputs
 
 * Combinational (latency 0; the caller registers the outputs as it needs):
   `mac`, `max`, `sub`.
-* Pipelined, in clock domain `domain` (default "sync"), every wide multiply
-  with a register on both sides (ECP5 timing, docs/synthesis.md): `scale`
-  (`scale_latency` 3), `exp2` (`exp2_latency` 4), `update` (`update_latency`
-  1: the product registered, the sum combinational, to be written to a
-  memory), `finalize` (`finalize_latency` 1, likewise), `reciprocal`
-  (`reciprocal_latency` 2 + 4 * recip_iters, 10 by default). exp2 and
-  reciprocal hold their own ROM (amaranth.lib.memory, synchronous read) and
-  take an optional `en` that freezes the pipeline while low (stall).
+* Pipelined, in clock domain `domain` (default "sync"). Every multiply is
+  split into partial products that fit one ECP5 MULT18X18D each
+  (`_partial_products`), registered right after the DSP, and summed in a stage
+  of their own, and every ROM read (block RAM, whose clock-to-output is half a
+  10 ns cycle) is registered before it is used (docs/synthesis.md):
+  `scale` (`scale_latency` 3), `exp2` (`exp2_latency` 5), `update`
+  (`update_latency` 3: operand, products, sum; the final shift and select are
+  combinational, to be written to a memory), `finalize` (`finalize_latency` 3,
+  likewise: products, sum, shift; round and saturate combinational),
+  `reciprocal` (`reciprocal_latency` 3 + 6 * recip_iters, 15 by default). exp2
+  and reciprocal hold their own ROM (amaranth.lib.memory, synchronous read)
+  and take an optional `en` that freezes the pipeline while low (stall).
 
 `update` is `update_l` and `update_o` in one: alpha or P is exactly one, so the
 lane passes (up, e) instead of (alpha, P), and a single multiply e * (acc if up
@@ -186,6 +190,47 @@ def _round_shift(value, k):
 
 #: operand bits of one ECP5 MULT18X18D (18 x 18 signed) for an unsigned operand
 _DSP_UNSIGNED_BITS = 17
+_DSP_SIGNED_BITS = 18
+
+
+def _pieces(value):
+    """`value` as [(offset, piece)] with value = sum(piece << offset): 17-bit unsigned
+    low pieces and a top piece of at most 18 bits, signed if `value` is (each piece
+    fits one operand of an 18 x 18 signed multiplier)."""
+    value = Value.cast(value)
+    shape = value.shape()
+    width = shape.width
+    top_bits = _DSP_SIGNED_BITS if shape.signed else _DSP_UNSIGNED_BITS
+    out, lo = [], 0
+    while width - lo > top_bits:
+        out.append((lo, value[lo:lo + _DSP_UNSIGNED_BITS]))
+        lo += _DSP_UNSIGNED_BITS
+    top = value[lo:]
+    out.append((lo, top.as_signed() if shape.signed else top))
+    return out
+
+
+def _partial_products(m, a, b, *, name, domain, en=None):
+    """a * b as registered partial products, one MULT18X18D each with no logic between
+    it and its output register: [(offset, Signal)], a * b = sum(p << offset) one cycle
+    after a and b (`_sum_partials` adds them, in a stage of the caller's)."""
+    parts = []
+    for i, (oa, pa) in enumerate(_pieces(a)):
+        for j, (ob, pb) in enumerate(_pieces(b)):
+            signed_ = pa.shape().signed or pb.shape().signed
+            prod = Signal(signed(len(pa) + len(pb) + 1) if signed_ else unsigned(len(pa) + len(pb)),
+                          name=f"{name}_pp{i}{j}")
+            if en is None:
+                m.d[domain] += prod.eq(pa * pb)
+            else:
+                with m.If(en):
+                    m.d[domain] += prod.eq(pa * pb)
+            parts.append((oa + ob, prod))
+    return parts
+
+
+def _sum_partials(parts):
+    return sum(prod << offset for offset, prod in parts)
 
 
 def _comb(m, value, shape, name):
@@ -339,11 +384,11 @@ class Int8Arith:
 
     @property
     def exp2_latency(self):
-        return 4
+        return 5
 
     @property
     def reciprocal_latency(self):
-        return 2 + 4 * self._cfg.recip_iters
+        return 3 + 6 * self._cfg.recip_iters
 
     # -- combinational builders ---------------------------------------------------------
 
@@ -363,20 +408,14 @@ class Int8Arith:
 
     def scale(self, m, diff, c, *, domain="sync"):
         """z = round(diff * c) to x_frac bits, clamped to [x_min, 0]: x_shape, `scale_latency`
-        (3) cycles after diff and c. Stage 1: c split into 17-bit pieces, one registered
-        product each (one or two MULT18X18D apiece); 2: their shifted sum plus the rounding
-        half; 3: shift and clamp."""
+        (3) cycles after diff and c (both registers). Stage 1: the partial products (four
+        MULT18X18D); 2: their sum plus the rounding half; 3: shift and clamp."""
         k = self._cfg.c_frac - self._cfg.x_frac
         diff, c = Value.cast(diff), Value.cast(c)
         wide = signed(diff.shape().width + c.shape().width + 1)
-        prods = []
-        for lo in range(0, c.shape().width, _DSP_UNSIGNED_BITS):
-            piece = c[lo:lo + _DSP_UNSIGNED_BITS]
-            prod = Signal(signed(diff.shape().width + len(piece) + 1), name=f"scale_p{lo}")
-            m.d[domain] += prod.eq(diff * piece)
-            prods.append((lo, prod))
+        parts = _partial_products(m, diff, c, name="scale", domain=domain)
         total = Signal(wide, name="scale_sum")
-        m.d[domain] += total.eq(sum((prod << lo for lo, prod in prods), 1 << (k - 1)))
+        m.d[domain] += total.eq(_sum_partials(parts) + (1 << (k - 1)))
         x = Signal(self.x_shape, name="scale")
         v = total >> k
         m.d[domain] += x.eq(Mux(v < self.x_min, self.x_min, Mux(v > 0, 0, v)))
@@ -388,45 +427,56 @@ class Int8Arith:
 
     def update(self, m, up, e, acc, v, *, domain="sync"):
         """acc' = rescale(alpha, acc) + P * v with (alpha, P) = (e, 1) if `up` else (1, e):
-        `update_o` (v an element) and, with v = 1, `update_l`; acc's shape, one cycle after
-        the inputs (`update_latency`). Since alpha or P is exactly one, one multiply serves
+        `update_o` (v an element) and, with v = 1, `update_l`; acc's shape, `update_latency`
+        (3) cycles after the inputs. Since alpha or P is exactly one, one multiply serves
         both terms: up: (e*acc + 2**(p_frac-1) + v * 2**(2 p_frac)) >> p_frac, else
-        e*v + acc. The product is registered (the DSP), the add is combinational."""
+        e*v + acc. Stage 1: the operand e * (acc if up else v) and the addend, selected
+        and registered (the inputs may be multiplexers); 2: the partial products; 3: their
+        sum with the addend. The shift and the final select are combinational."""
         pf = self._cfg.p_frac
         acc = Value.cast(acc)
-        operand = Mux(up, acc, v)
-        prod = Signal(signed(acc.shape().width + self.p_shape.width + 1), name="upd_prod")
+        acc_bits = acc.shape().width + (0 if acc.shape().signed else 1)
+        operand = Signal(signed(max(acc_bits, 9)), name="upd_operand")
+        e1 = Signal(self.p_shape, name="upd_e")
         addend = Signal(signed(max(acc.shape().width, 8 + 2 * pf) + 2), name="upd_addend")
-        up_r = Signal(name="upd_up")
-        m.d[domain] += [prod.eq(e * operand), up_r.eq(up),
+        ups = [Signal(name=f"upd_up{k}") for k in range(3)]
+        m.d[domain] += [operand.eq(Mux(up, acc, v)), e1.eq(e), ups[0].eq(up),
                         addend.eq(Mux(up, (1 << (pf - 1)) + (Value.cast(v) << (2 * pf)), acc))]
-        total = prod + addend
-        return _comb(m, Mux(up_r, total >> pf, total), acc.shape(), "update")
+        parts = _partial_products(m, e1, operand, name="upd", domain=domain)
+        addend2 = Signal.like(addend, name="upd_addend2")
+        total = Signal(signed(acc.shape().width + self.p_shape.width + 3), name="upd_total")
+        m.d[domain] += [addend2.eq(addend), total.eq(_sum_partials(parts) + addend2)]
+        m.d[domain] += [ups[k].eq(ups[k - 1]) for k in range(1, 3)]
+        return _comb(m, Mux(ups[2], total >> pf, total), acc.shape(), "update")
 
     @property
     def update_latency(self):
-        return 1
+        return 3
 
     def finalize(self, m, o, y, e, *, domain="sync"):
-        """sat8(round(O * y * 2**-e)) on V's scale: out_shape, `finalize_latency` (1) cycle
-        after the inputs (the product and e registered, then shift, round and saturate)."""
+        """sat8(round(O * y * 2**-e)) on V's scale: out_shape, `finalize_latency` (3) cycles
+        after the inputs. Stage 1: the partial products (e carried); 2: their sum; 3: the
+        shift by p_frac + recip_frac - 1 + e. Round and saturate are combinational."""
         shift = self._cfg.p_frac + self._cfg.recip_frac
         o, y = Value.cast(o), Value.cast(y)
+        parts = _partial_products(m, o, y, name="finalize", domain=domain)
+        es = [Signal(self.recip_exp_shape, name=f"finalize_e{k}") for k in range(2)]
         prod = Signal(signed(o.shape().width + y.shape().width + 1), name="finalize_prod")
-        e_r = Signal(self.recip_exp_shape, name="finalize_e")
-        m.d[domain] += [prod.eq(o * y), e_r.eq(e)]
-        wide = signed(self.o_shape.width + self.recip_shape.width + 2 - shift)
-        v = _comb(m, ((prod >> (shift - 1)) >> e_r) + 1 >> 1, wide, "finalize_wide")
+        wide = signed(self.o_shape.width + self.recip_shape.width + 3 - shift)
+        half = Signal(wide, name="finalize_half")       # value / 2**(shift - 1 + e)
+        m.d[domain] += [es[0].eq(e), es[1].eq(es[0]), prod.eq(_sum_partials(parts)),
+                        half.eq((prod >> (shift - 1)) >> es[1])]
+        v = _comb(m, half + 1 >> 1, wide, "finalize_wide")
         return _comb(m, Mux(v > 127, 127, Mux(v < -128, -128, v)), self.out_shape, "finalize")
 
     @property
     def finalize_latency(self):
-        return 1
+        return 3
 
     def exp2(self, m, z, *, en=None, domain="sync"):
-        """P = 2**z for z in x_shape (<= 0); returns a p_shape signal `exp2_latency` (4)
-        cycles after z. Stage 1: table read (ROM); 2: the interpolation's product
-        (a MULT18X18D); 3: its sum; 4: shift and round."""
+        """P = 2**z for z in x_shape (<= 0); returns a p_shape signal `exp2_latency` (5)
+        cycles after z. Stage 1: table read (ROM); 2: its output registered; 3: the
+        interpolation's product (a MULT18X18D); 4: its sum; 5: shift and round."""
         cfg = self._cfg
         en = Const(1) if en is None else en
         z = Value.cast(z)
@@ -442,30 +492,29 @@ class Int8Arith:
         zf = z[:cfg.x_frac]
         sh = _comb(m, -z[cfg.x_frac:].as_signed(), unsigned(cfg.x_int + 1), "exp2_shift")
         m.d.comb += [rd.addr.eq(zf[R:]), rd.en.eq(en)]
-        r1 = Signal(max(1, R))
-        sh1 = Signal.like(sh)
-        t2 = Signal(tw)
-        prod2 = Signal(dw + max(1, R), name="exp2_prod")
-        sh2 = Signal.like(sh)
-        mant3 = Signal(tw + 1)
-        sh3 = Signal.like(sh)
-        p4 = Signal(self.p_shape)
+        r1, r2 = Signal(max(1, R), name="exp2_r1"), Signal(max(1, R), name="exp2_r2")
+        sh1, sh2, sh3, sh4 = (Signal.like(sh, name=f"exp2_sh{k}") for k in range(1, 5))
+        t2, d2, t3 = Signal(tw, name="exp2_t2"), Signal(dw, name="exp2_d2"), Signal(tw, name="exp2_t3")
+        prod3 = Signal(dw + max(1, R), name="exp2_prod")
+        mant4 = Signal(tw + 1)
+        p5 = Signal(self.p_shape)
         t, d = rd.data[:tw], rd.data[tw:]
         interp = R > 0 and cfg.exp_interp
         with m.If(en):
             m.d[domain] += [
                 r1.eq(zf[:R] if R > 0 else 0), sh1.eq(sh),
-                t2.eq(t), prod2.eq(d * r1 if interp else 0), sh2.eq(sh1),
-                mant3.eq(t2 + _round_shift(prod2, R) if interp else t2), sh3.eq(sh2),
-                p4.eq(((mant3 >> (g - 1)) >> sh3) + 1 >> 1),
+                t2.eq(t), d2.eq(d), r2.eq(r1), sh2.eq(sh1),
+                t3.eq(t2), prod3.eq(d2 * r2 if interp else 0), sh3.eq(sh2),
+                mant4.eq(t3 + _round_shift(prod3, R) if interp else t3), sh4.eq(sh3),
+                p5.eq(((mant4 >> (g - 1)) >> sh4) + 1 >> 1),
             ]
-        return p4
+        return p5
 
     def reciprocal(self, m, l, *, en=None, domain="sync"):
         """(y, e) with 1/l = y * 2**-e, y in recip_shape, for l in l_shape (l < 1 reads as 1);
-        valid `reciprocal_latency` (2 + 4*recip_iters) cycles after l. Stage 1: leading
-        one; 2: normalize and seed ROM; then four stages per Newton step (each of its
-        two multiplies gets a stage of its own and a stage for what follows it)."""
+        valid `reciprocal_latency` (3 + 6*recip_iters) cycles after l. Stage 1: leading
+        one; 2: normalize and seed ROM; 3: the ROM's output registered; then six stages per
+        Newton step (each of its two multiplies: partial products, their sum, what follows)."""
         cfg = self._cfg
         en = Const(1) if en is None else en
         F, s, p = cfg.recip_frac, cfg.recip_seed_bits, cfg.p_frac
@@ -481,24 +530,26 @@ class Int8Arith:
                 m.d.comb += lead.eq(i)
         l1 = Signal(W)
         lead1 = Signal(range(W))
-        mnt2 = Signal(F + 1)
-        e2 = Signal(self.recip_exp_shape)
+        mnt2, mnt3 = Signal(F + 1, name="recip_mnt2"), Signal(F + 1, name="recip_mnt3")
+        e2, e3 = Signal(self.recip_exp_shape, name="recip_e2"), Signal(self.recip_exp_shape, name="recip_e3")
+        y3 = Signal(F + 1, name="recip_seed")
         rom = Memory(shape=unsigned(F + 1), depth=2 ** s, init=self._seed)
         m.submodules += rom
         rd = rom.read_port(domain=domain)
         mnt = ((l1 << F) >> lead1)[:F + 1]
         m.d.comb += [rd.addr.eq(mnt[F - s:F]), rd.en.eq(en)]
         with m.If(en):
-            m.d[domain] += [l1.eq(lsat), lead1.eq(lead), mnt2.eq(mnt), e2.eq(lead1 - p)]
-        y, mnt_k, e_k = rd.data, mnt2, e2
+            m.d[domain] += [l1.eq(lsat), lead1.eq(lead), mnt2.eq(mnt), e2.eq(lead1 - p),
+                            y3.eq(rd.data), mnt3.eq(mnt2), e3.eq(e2)]
+        y, mnt_k, e_k = y3, mnt3, e3
         one2 = 1 << (F + 1)
         for k in range(cfg.recip_iters):
-            # y <- y * (2 - mnt*y), four stages: product, 2 - round(product) (one
+            # y <- y * (2 - mnt*y), six stages: products, sum, 2 - round(sum) (one
             # subtraction: one2 - floor((t + h) / 2**F) = floor((K - t) / 2**F) with
-            # K = one2 * 2**F - h + 2**F - 1), product, round and clamp.
+            # K = one2 * 2**F - h + 2**F - 1), products, sum, round and clamp.
             carried = [(y, f"y{k}"), (mnt_k, f"mnt{k}"), (e_k, f"e{k}")]
             regs = []
-            for stage in range(4):
+            for stage in range(6):
                 nxt = [Signal.like(v, name=f"recip_{n}_{stage}") for v, n in carried]
                 with m.If(en):
                     m.d[domain] += [a.eq(b) for a, (b, _) in zip(nxt, carried)]
@@ -510,14 +561,16 @@ class Int8Arith:
             yb = Signal(F + 1, name=f"recip_y{k}")
             K = (one2 << F) - (1 << (F - 1)) + (1 << F) - 1
             ynew = _round_shift(yp, F)
+            pp1 = _partial_products(m, mnt_k, y, name=f"recip_t{k}", domain=domain, en=en)
+            pp2 = _partial_products(m, regs[2][0], two_t, name=f"recip_y{k}", domain=domain, en=en)
             with m.If(en):
                 m.d[domain] += [
-                    tp.eq(mnt_k * y),
-                    two_t.eq((K - tp) >> F),
-                    yp.eq(regs[1][0] * two_t),
-                    yb.eq(Mux(ynew > (1 << F), 1 << F, ynew)),
+                    tp.eq(_sum_partials(pp1)),                      # stage 2
+                    two_t.eq((K - tp) >> F),                        # stage 3
+                    yp.eq(_sum_partials(pp2)),                      # stage 5
+                    yb.eq(Mux(ynew > (1 << F), 1 << F, ynew)),      # stage 6
                 ]
-            y, mnt_k, e_k = yb, regs[3][1], regs[3][2]
+            y, mnt_k, e_k = yb, regs[5][1], regs[5][2]
         return y, e_k
 
     # -- NumPy twins --------------------------------------------------------------------

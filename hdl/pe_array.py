@@ -25,8 +25,8 @@ on it c cycles after MAC 0 and nothing in the array ever stalls:
 * ``is_u``: a V element; O[addr] = rescale(alpha, O[addr]) + P * value with the
   (P, alpha) of (``bank``, ``slot``); ``first`` (the block's V_0) reads O as 0,
   so O needs no clearing between blocks. ``last`` marks the block's final V row.
-  The update is pipelined (`MAC.update_latency`, 2 cycles: operands, product);
-  one multiplier serves both alpha * O and P * V (`Int8Arith.update`).
+  The update is pipelined (`MAC.update_latency`, 3 cycles: operands, products,
+  sum); one multiplier serves both alpha * O and P * V (`Int8Arith.update`).
 
 Besides forwarding, a line gives its lanes (`attenio.hdl.softmax.SoftmaxLane`)
 a start pulse when the last slot's score has been written by its last MAC, and
@@ -110,9 +110,13 @@ class MAC(wiring.Component):
 
     @staticmethod
     def update_latency(arith):
-        """Cycles from a V word at this MAC to its O element written (the operand
-        register and `Int8Arith.update`'s product register)."""
-        return 1 + arith.update_latency
+        """Cycles from a V word at this MAC to its O element written (`Int8Arith.update`:
+        operands, products, sum)."""
+        return arith.update_latency
+
+    #: cycles from the last K word at this MAC to its score in the bank (the q*k product
+    #: register, then the accumulator's)
+    score_latency = 1
 
     @property
     def line(self):
@@ -144,15 +148,23 @@ class MAC(wiring.Component):
             q_rd.addr.eq(wi.addr),                 # read one cycle ahead: data arrives with w
         ]
 
-        # Scores: one accumulator, restarted at k = 0, copied to its bank at k = d - 1.
+        # Scores: the product registered (the DSP, or LUTs with --lut-mul-width), then one
+        # accumulator, restarted at k = 0 and copied to its bank at k = d - 1
+        # (`MAC.score_latency` cycles after the word).
+        prod = Signal(signed(16), name="qk")
+        s_en, s_first, s_last = Signal(name="s_en"), Signal(name="s_first"), Signal(name="s_last")
+        s_bank, s_slot = Signal.like(w.bank, name="s_bank"), Signal.like(w.slot, name="s_slot")
+        m.d.sync += [prod.eq(q_rd.data * w.value), s_en.eq(w.valid & w.is_s),
+                     s_first.eq(w.kfirst), s_last.eq(w.klast), s_bank.eq(w.bank), s_slot.eq(w.slot)]
         acc = Signal(A.score_shape)
-        acc_next = A.mac(m, Mux(w.kfirst, 0, acc), q_rd.data, w.value)
-        with m.If(w.valid & w.is_s):
+        acc_next = Signal(A.score_shape, name="acc_next")
+        m.d.comb += acc_next.eq(Mux(s_first, 0, acc) + prod)
+        with m.If(s_en):
             m.d.sync += acc.eq(acc_next)
-            with m.If(w.klast):
+            with m.If(s_last):
                 for b in range(2):
                     for t in range(r):
-                        with m.If((w.bank == b) & (w.slot == t)):
+                        with m.If((s_bank == b) & (s_slot == t)):
                             m.d.sync += self.score[b * r + t].eq(acc_next)
 
         # (up, e) registers, written by the lane over its line-local bus.
@@ -165,24 +177,22 @@ class MAC(wiring.Component):
                     with m.If((pa.bank == b) & (pa.slot == t)):
                         m.d.sync += [e_regs[b * r + t].eq(pa.e), up_regs[b * r + t].eq(pa.up)]
 
-        # Update, pipelined: O is read one cycle ahead (or at the drain's address when no
-        # V word comes); the operands are registered, `Int8Arith.update` registers its one
-        # product, and the sum is written `MAC.update_latency` cycles after the word.
+        # Update, pipelined (`Int8Arith.update`: operands selected and registered, products,
+        # sum): O is read one cycle ahead (or at the drain's address when no V word comes),
+        # and the sum is written `MAC.update_latency` cycles after the word.
         sel = w.bank * r + w.slot if r > 1 else w.bank
-        up_a, e_a = Signal(name="up_a"), Signal(A.p_shape, name="e_a")
-        o_a, v_a = Signal(A.o_shape, name="o_a"), Signal(signed(8), name="v_a")
-        addr = [Signal.like(w.addr, name=f"addr_{k}") for k in range(A.update_latency + 1)]
-        en = [Signal(name=f"en_{k}") for k in range(A.update_latency + 1)]
-        m.d.sync += [up_a.eq(Array(up_regs)[sel]), e_a.eq(Array(e_regs)[sel]),
-                     o_a.eq(Mux(w.first, 0, o_rd.data)), v_a.eq(w.value),
-                     addr[0].eq(w.addr), en[0].eq(w.valid & w.is_u)]
+        addr = [Signal.like(w.addr, name=f"addr_{k}") for k in range(A.update_latency)]
+        en = [Signal(name=f"en_{k}") for k in range(A.update_latency)]
+        m.d.sync += [addr[0].eq(w.addr), en[0].eq(w.valid & w.is_u)]
         m.d.sync += [addr[k].eq(addr[k - 1]) for k in range(1, len(addr))]
         m.d.sync += [en[k].eq(en[k - 1]) for k in range(1, len(en))]
+        o_new = A.update(m, Array(up_regs)[sel], Array(e_regs)[sel],
+                         Mux(w.first, 0, o_rd.data), w.value)
         m.d.comb += [
             o_rd.addr.eq(Mux(wi.valid & wi.is_u, wi.addr, self.drain_addr)),
             self.o_rd.eq(o_rd.data),
             o_wr.addr.eq(addr[-1]),
-            o_wr.data.eq(A.update(m, up_a, e_a, o_a, v_a)),
+            o_wr.data.eq(o_new),
             o_wr.en.eq(en[-1]),
         ]
         return m
@@ -243,12 +253,15 @@ class MacLine(wiring.Component):
         tail = macs[-1].wo
         m.d.comb += self.tail.eq(tail)
 
-        # The last MAC writes the last slot's score this cycle: the lanes may start.
-        start = Signal(start_layout())
+        # The last MAC writes the last slot's score `MAC.score_latency` cycles after its
+        # word leaves it: the lanes may start then.
+        start_d = [Signal(start_layout(), name=f"start_d{k}") for k in range(MAC.score_latency + 1)]
         m.d.comb += [
-            start.valid.eq(tail.valid & tail.is_s & tail.klast & (tail.slot == r - 1)),
-            start.bank.eq(tail.bank), start.first.eq(tail.first),
+            start_d[0].valid.eq(tail.valid & tail.is_s & tail.klast & (tail.slot == r - 1)),
+            start_d[0].bank.eq(tail.bank), start_d[0].first.eq(tail.first),
         ]
+        m.d.sync += [start_d[k].eq(start_d[k - 1]) for k in range(1, len(start_d))]
+        start = start_d[-1]
         lanes = []
         for g in range(L):
             lane = SoftmaxLane(arith=A, macs_per_lane=ql, rows_per_mac=r)

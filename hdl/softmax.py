@@ -6,18 +6,20 @@ its line and keeps the running max m and sum l of their r*q/L rows in two small
 lane-local memories. After the scores of K_j are in the MACs' bank j mod 2, a
 start pulse from the line makes each lane stream over its rows, one per cycle:
 
-    stage 0    read the score through a q/L*r:1 multiplexer; read m, l
-    stage 1    up = x > m; m_new = max(m, x); d = min(m, x) - m_new
-    stage 2-4  z = scale(d, c)         (`Int8Arith.scale`: products, sum, clamp)
-    stage 5-8  e = exp2(z)             (`Int8Arith.exp2`: table, product, sum, shift)
-    stage 9    put (up, e) on the line-local bus to the MACs: (alpha, P) = (e, 1)
-               if up else (1, e); the product of l's rescale (`Int8Arith.update`)
-    stage 10   l = update(up, e, l); write m and l
+    stage 0      read the score through a q/L*r:1 multiplexer; read m, l
+    stage 1      up = x > m; m_new = max(m, x); d = min(m, x) - m_new
+    stage 2-4    z = scale(d, c)     (`Int8Arith.scale`: products, sum, clamp)
+    stage 5-9    e = exp2(z)         (`Int8Arith.exp2`: table, its register, product,
+                                      sum, shift)
+    stage 10-12  put (up, e) on the line-local bus to the MACs: (alpha, P) = (e, 1)
+                 if up else (1, e) (stage 10); l = update(up, e, l) (`Int8Arith.update`:
+                 operand, products, sum)
+    stage 13     write m and l
 
-Every multiply has a register before and after it (one ECP5 MULT18X18D with
-fabric registers on both sides, or two whose sum gets a stage of its own), which
-is what lets the lane close timing; the stages cost latency only, which the
-schedule hides (`lane_stages`).
+Every multiply has a register before and after it (ECP5 MULT18X18D blocks with
+fabric registers on both sides, their partial products summed in a stage of
+their own), which is what lets the lane close timing; the stages cost latency
+only, which the schedule hides (`lane_stages`).
 
 Either m - m_new or x - m_new is zero, and exp2(0) is exactly one, so one exp2
 per row gives both alpha and P bit for bit as the format's twins do (one EXP
@@ -40,13 +42,18 @@ from amaranth.lib.wiring import In, Out
 
 from .formats import Int8Arith
 
-__all__ = ["pa_layout", "start_layout", "SoftmaxLane", "lane_stages"]
+__all__ = ["pa_layout", "start_layout", "SoftmaxLane", "lane_stages", "lane_bus_stage"]
 
 
 def lane_stages(arith):
-    """S, the valid stages after a row's issue (stage 1, scale, exp2, the bus stage,
-    the write-back stage): a row issued in cycle 0 is on the bus in cycle S, and a lane
+    """S, the valid stages after a row's issue (stage 1, scale, exp2, l's update, the
+    write-back stage): a row issued in cycle 0 writes m and l in cycle S, and a lane
     is busy (`active`) until S cycles after issuing its last row."""
+    return 2 + arith.scale_latency + arith.exp2_latency + arith.update_latency
+
+
+def lane_bus_stage(arith):
+    """The stage at which a row's (up, e) is on the bus to the MACs (cycles after issue)."""
     return 3 + arith.scale_latency + arith.exp2_latency
 
 
@@ -188,16 +195,16 @@ class SoftmaxLane(wiring.Component):
         e = A.exp2(m, A.scale(m, diff, self.c))
         carry(A.scale_latency + A.exp2_latency)
         up_e, m_new_e, l_old_e, u_e, mac_e, slot_e, bank_e = carried
-        ve = v[S - 2]                            # valid of the stage where e arrives
+        ve = v[S - 1 - A.update_latency]         # valid of the stage where e arrives
 
-        # -- bus stage: alpha and P onto the bus; l's rescale product -------------------------
+        # -- bus stage: alpha and P onto the bus; l's update ----------------------------------
         # Either alpha or P is exactly one (see `Int8Arith.update`): one multiply for l.
         m.d.sync += [self.pa.valid.eq(ve), self.pa.mac.eq(mac_e), self.pa.slot.eq(slot_e),
                      self.pa.bank.eq(bank_e), self.pa.up.eq(up_e), self.pa.e.eq(e)]
         l_new = A.update(m, up_e, e, l_old_e, 1)
-        assert A.update_latency == 1
-        u_w, m_new_w = Signal.like(u_e), Signal.like(m_new_e)
-        m.d.sync += [u_w.eq(u_e), m_new_w.eq(m_new_e)]
+        carried = [u_e, m_new_e]
+        carry(A.update_latency)
+        u_w, m_new_w = carried
 
         # -- write-back stage: the new m and l ------------------------------------------------
         m.d.comb += [

@@ -90,18 +90,19 @@ class RtlParams:
     lane_latency        cycles from a lane reading a score to writing its (P, alpha),
                         with the MAC's output register and the replay's reaction folded
                         in: U_j may enter q - 1 + r*q/L + lane_latency cycles after the
-                        cycle following S_j's last element. 12 is hdl/core.py's figure
-                        (its L_sm = q + r*q/L + lane_stages + 1 with lane_stages = 10:
-                        the lane's stages to its bus register, the replay seeing `ready`)
+                        cycle following S_j's last element. 14 is hdl/core.py's figure
+                        (its L_sm = q + 1 + r*q/L + lane_bus_stage + 1: the score's
+                        product register, the lane's 11 stages to its bus register, the
+                        replay seeing `ready`)
     lane_busy_tail      cycles a lane still has a row in flight after issuing its last
-                        one (what `exp_busy` counts): lane_stages = 10 in hdl/softmax.py
+                        one (what `exp_busy` counts): lane_stages = 13 in hdl/softmax.py
     line_skew           cycles from MAC 0 to the last MAC of a line (None: q - 1)
     o_update_latency    cycles from the last V element at the last MAC to its O element
                         written, which the drain waits for (hdl/pe_array.py
-                        `MAC.update_latency`: 2)
+                        `MAC.update_latency`: 3)
     normalizer_latency  cycles from the drain's last read to its last byte leaving the
                         normalizer (hdl/core.py drain_latency: 4 + reciprocal latency
-                        (10) + finalize (1) + 1 = 16)
+                        (15) + finalize (3) + 1 = 23)
     feed_pad_rows       True: the last, partial Q block would feed its rows past N as
                         zeros (Qload always a*d cycles); the core and the doc feed only
                         the valid rows (rows_valid*d cycles), hence False
@@ -123,11 +124,11 @@ class RtlParams:
                         min(bw, axi_data_bits / 8) (see `attenio.sim.memmodel.Memory`)
     """
 
-    lane_latency: int = 12
-    lane_busy_tail: int = 10
+    lane_latency: int = 14
+    lane_busy_tail: int = 13
     line_skew: int | None = None
-    o_update_latency: int = 2
-    normalizer_latency: int = 16
+    o_update_latency: int = 3
+    normalizer_latency: int = 23
     feed_pad_rows: bool = False
     kv_fill: bool = True
     block_gap: int = 0

@@ -263,14 +263,14 @@ def test_rtl_params_are_the_rtl_latencies(preset_name):
     a pipeline there must show up here, not as a slow drift of the agreement tests)."""
     from attenio.hdl.core import AttentionCore
     from attenio.hdl.pe_array import MAC
-    from attenio.hdl.softmax import lane_stages
+    from attenio.hdl.softmax import lane_bus_stage, lane_stages
     cfg = preset(preset_name)
     b = cfg.budget
     core = AttentionCore(mac_lines=b.mac_lines, macs_per_line=b.macs_per_line, rows_per_mac=2,
                          head_dim=cfg.workload.head_dim, exp_units=b.exp_units,
                          max_seq_len=cfg.workload.seq_len, fmt=cfg.format)
     p, a = RtlParams(), core.arith
-    assert p.lane_latency == lane_stages(a) + 2
+    assert p.lane_latency == lane_bus_stage(a) + MAC.score_latency + 2
     assert core.sm_latency == b.macs_per_line + 2 * core.macs_per_lane + p.lane_latency - 1
     assert p.lane_busy_tail == lane_stages(a)
     assert p.o_update_latency == MAC.update_latency(a)

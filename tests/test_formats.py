@@ -160,7 +160,7 @@ def test_harness_in_amaranth_sim(variant, arith, seed):
     cycles = -(-n_max // lanes)
 
     async def bench(ctx):
-        for i in range(cycles + 10):
+        for i in range(cycles + max(latency(arith, op) for op in plan) + 1):
             for op, (vec, exp) in plan.items():
                 n = len(next(iter(vec.values())))
                 lat = latency(arith, op)
