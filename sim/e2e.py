@@ -13,6 +13,7 @@ Everything is written beside the Verilog: `sim_report.json` and `sim_outputs.npz
 """
 
 import dataclasses
+import hashlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -130,8 +131,18 @@ def model_depth(plan):
     return (size + 0x1000) // beat
 
 
+def _rtl_digest():
+    """A digest of the generator's RTL sources (attenio.hdl), so that a change to the
+    hardware invalidates Verilog generated earlier for the same Plan."""
+    import attenio.hdl
+    h = hashlib.sha256()
+    for f in sorted(Path(attenio.hdl.__file__).parent.glob("*.py")):
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
 def _verilog(config, build_dir, memory, log):
-    """Generate the Verilog unless the same Plan was generated there already.
+    """Generate the Verilog unless the same Plan was generated there already by the same RTL.
 
     With `memory` "model" the simulated top is `attenio_sim_top` (the accelerator
     with `attenio.hdl.sim_memory.SimAXIMemory` on its AXI port).
@@ -141,7 +152,7 @@ def _verilog(config, build_dir, memory, log):
     from attenio.report import plan_json
 
     plan = make_plan(config)
-    stamp = json.dumps(plan_json(plan), sort_keys=True)
+    stamp = json.dumps({"plan": plan_json(plan), "rtl": _rtl_digest()}, sort_keys=True)
     name = SIM_TOP_NAME if memory == "model" else TOP_NAME
     v = build_dir / f"{name}.v"
     stamp_file = build_dir / f".{name}_stamp"
