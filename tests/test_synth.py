@@ -86,6 +86,28 @@ def test_synth_tiny_both_targets(tmp_path, capsys):
     assert "nextpnr" not in ecp5
 
 
+def test_lut_mul_width_booth_encodes_the_narrow_products(tmp_path, monkeypatch):
+    """--lut-mul-width puts a booth pass on the narrow $mul cells ahead of synth_ecp5
+    (the script is written before Yosys runs; a missing Yosys stops it right there)."""
+    from attenio.gen.synth import ToolMissing, synthesize
+    from attenio.errors import ConfigError
+    config = preset("small")
+    with pytest.raises(ConfigError, match="lut_mul_width must be a non-negative integer"):
+        synthesize(config, tmp_path, target="ecp5", lut_mul_width=-1)
+    monkeypatch.setenv("YOSYS", str(tmp_path / "no-such-yosys"))
+    verilog = tmp_path / "attenio_top.v"
+    verilog.write_text("module attenio_top(input clk, input rst, output y);\nendmodule\n")
+    with pytest.raises(ToolMissing):
+        synthesize(config, tmp_path, target="ecp5", verilog=verilog, lut_mul_width=8)
+    script = (tmp_path / "synth_ecp5" / "synth.ys").read_text().splitlines()
+    booth = script.index("booth t:$mul r:A_WIDTH<=8 %i r:B_WIDTH<=8 %i")
+    assert script.index("wreduce") < booth < next(i for i, l in enumerate(script)
+                                                   if l.startswith("synth_ecp5"))
+    with pytest.raises(ToolMissing):
+        synthesize(config, tmp_path, target="ecp5", verilog=verilog)
+    assert not any("booth" in l for l in (tmp_path / "synth_ecp5" / "synth.ys").read_text().splitlines())
+
+
 @pytest.mark.slow
 def test_synth_tiny_place_and_route(tmp_path, capsys):
     """nextpnr-ecp5 on the tiny design: about 10 minutes of CPU with the YoWASP build."""
