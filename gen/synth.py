@@ -82,7 +82,7 @@ _STAGES = {
     "nextpnr-ecp5": re.compile(r"^Info: (Packing|Running main analytical placer|Placing|"
                                r"Running detail placement|Routing globals|Routing|Running router2|"
                                r"Setting up routing|Critical path report|Max frequency|"
-                               r"Program finished).*"),
+                               r"Program finished|    iter=\d+ .*overused=).*"),  # router2's rounds
     "ecppack": re.compile(r"^$^"),
 }
 
@@ -110,7 +110,7 @@ def run_tool(name, args, *, cwd, log_path, log=print, heartbeat=30.0, quiet=10.0
 
     thread = threading.Thread(target=beat, daemon=True)
     thread.start()
-    with open(log_path, "w") as logf:
+    with open(log_path, "w", buffering=1) as logf:     # line-buffered: the log is live
         proc = subprocess.Popen([exe, *args], cwd=cwd, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, errors="replace")
         try:
