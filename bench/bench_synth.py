@@ -44,9 +44,9 @@ def run(p, q, target, args, level="gate", lut_mul_width=0):
     if args.reuse and saved.exists():
         return json.loads(saved.read_text())
     config = config_for(p, q, head_dim=args.head_dim, seq_len=args.seq_len)
-    verilog = out / "attenio_top.v"
     t0 = time.perf_counter()
-    r = synthesize(config, out, target=target, verilog=verilog if verilog.exists() else None,
+    # generated afresh (seconds): Verilog left from an earlier run may be of older RTL
+    r = synthesize(config, out, target=target,
                    generic_level=level, lut_mul_width=lut_mul_width,
                    log=lambda s: print(f"    {s}", flush=True))
     print(f"  {p}x{q} {target}: {time.perf_counter() - t0:.0f} s", flush=True)
