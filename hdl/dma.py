@@ -162,18 +162,25 @@ class BurstSplitter(wiring.Component):
         busy = Signal()
         addr = Signal(self._addr_width)                       # next burst's byte address
         left = Signal(self._addr_width - shift + 1)           # beats still to issue
+        # Kept in registers so that the handshake (cmd.ready) sees no arithmetic: beats to
+        # the 4 KB boundary from addr, the next burst's cap min(to_page, max burst), and
+        # whether the next burst ends the command (left <= cap).
+        to_page = Signal(range(page_beats + 1))
+        cap = Signal(range(page_beats + 1))
+        last = Signal()
 
         cmd = self.cmd.payload
         cmd_beats = cmd.length[shift:]
         misaligned = (cmd.addr[:shift] != 0) | (cmd.length[:shift] != 0)
 
-        # Beats to the 4 KB boundary: a page's beats minus the beat index within it.
-        to_page = Signal(range(page_beats + 1))
-        m.d.comb += to_page.eq(page_beats - addr[shift:12])
-        cap = Signal(range(page_beats + 1))
-        m.d.comb += cap.eq(Mux(to_page < self._max_burst_beats, to_page, self._max_burst_beats))
-        n = Signal(range(page_beats + 1))
-        m.d.comb += n.eq(Mux(left < cap, left, cap))
+        def cap_of(beats):
+            return Mux(beats < self._max_burst_beats, beats, self._max_burst_beats)
+
+        n = Mux(last, left, cap)                              # min(left, cap)
+        to_page_next = Mux(n == to_page, page_beats, to_page - n)
+        cap_next = Signal.like(cap)
+        left_next = Signal.like(left)
+        m.d.comb += [cap_next.eq(cap_of(to_page_next)), left_next.eq(left - n)]
 
         advance = busy & (~self.burst.valid | self.burst.ready)   # emit a burst this cycle
         with m.If(self.burst.ready):
@@ -183,22 +190,29 @@ class BurstSplitter(wiring.Component):
                 self.burst.valid.eq(1),
                 self.burst.payload.addr.eq(addr),
                 self.burst.payload.len.eq(n - 1),
-                self.burst.payload.last.eq(left == n),
+                self.burst.payload.last.eq(last),
                 addr.eq(addr + (n << shift)),
-                left.eq(left - n),
+                left.eq(left_next),
+                to_page.eq(to_page_next), cap.eq(cap_next), last.eq(left_next <= cap_next),
             ]
-            with m.If(left == n):
+            with m.If(last):
                 m.d.sync += busy.eq(0)
 
         # The next command is taken in the cycle the current one emits its last burst,
         # so back-to-back one-burst commands flow at one burst per cycle.
-        m.d.comb += [self.cmd.ready.eq(~busy | (advance & (left == n))),
+        m.d.comb += [self.cmd.ready.eq(~busy | (advance & last)),
                      self.busy.eq(busy | self.burst.valid)]
+        first_to_page = Signal.like(to_page)
+        first_cap = Signal.like(cap)
+        m.d.comb += [first_to_page.eq(page_beats - cmd.addr[shift:12]),
+                     first_cap.eq(cap_of(first_to_page))]
         with m.If(self.cmd.valid & self.cmd.ready):
             with m.If(misaligned | (cmd_beats == 0)):
                 m.d.comb += self.malformed.eq(1)
             with m.Else():
-                m.d.sync += [busy.eq(1), addr.eq(cmd.addr), left.eq(cmd_beats)]
+                m.d.sync += [busy.eq(1), addr.eq(cmd.addr), left.eq(cmd_beats),
+                             to_page.eq(first_to_page), cap.eq(first_cap),
+                             last.eq(cmd_beats <= first_cap)]
         return m
 
 
