@@ -180,13 +180,14 @@ class MAC(wiring.Component):
         # Update, pipelined (`Int8Arith.update`: operands selected and registered, products,
         # sum): O is read one cycle ahead (or at the drain's address when no V word comes),
         # and the sum is written `MAC.update_latency` cycles after the word.
-        sel = w.bank * r + w.slot if r > 1 else w.bank
+        def pick(regs):             # regs[bank * r + slot], as muxes (no "*": see softmax.py)
+            return Array([Array([regs[b * r + t] for t in range(r)]) for b in range(2)])[w.bank][w.slot]
         addr = [Signal.like(w.addr, name=f"addr_{k}") for k in range(A.update_latency)]
         en = [Signal(name=f"en_{k}") for k in range(A.update_latency)]
         m.d.sync += [addr[0].eq(w.addr), en[0].eq(w.valid & w.is_u)]
         m.d.sync += [addr[k].eq(addr[k - 1]) for k in range(1, len(addr))]
         m.d.sync += [en[k].eq(en[k - 1]) for k in range(1, len(en))]
-        o_new = A.update(m, Array(up_regs)[sel], Array(e_regs)[sel],
+        o_new = A.update(m, pick(up_regs), pick(e_regs),
                          Mux(w.first, 0, o_rd.data), w.value)
         m.d.comb += [
             o_rd.addr.eq(Mux(wi.valid & wi.is_u, wi.addr, self.drain_addr)),

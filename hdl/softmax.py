@@ -160,8 +160,11 @@ class SoftmaxLane(wiring.Component):
         m.d.comb += self.active.eq(busy)         # a row in flight, issue to write-back
 
         # -- stage 0: score multiplexer, m/l read ----------------------------------------
-        scores = Array([self.scores[i] for i in range(2 * R)])
-        x0 = scores[(mac * 2 + bank) * r + slot]
+        # Nested arrays, not an index computed with "*": Yosys maps a multiply by a
+        # constant to a MULT18X18D (a 2x2 array's worst routed path went through one).
+        scores = Array([Array([Array([self.scores[(k * 2 + b) * r + t] for t in range(r)])
+                               for b in range(2)]) for k in range(ql)])
+        x0 = scores[mac][bank][slot]
         m.d.comb += [m_rd.addr.eq(u), l_rd.addr.eq(Mux(run, u, self.drain_u)),
                      self.l_rd.eq(l_rd.data)]
         x1 = Signal(A.score_shape)
