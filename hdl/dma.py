@@ -1,9 +1,9 @@
 """The AXI4 master DMA: bus-width transfers between memory and streams.
 
 A command is a byte address and a byte length, both multiples of the bus width
-(one *beat*). `BurstSplitter` cuts a command into INCR bursts of at most
-`max_burst_beats` beats (256 at most, AXI4's limit) that never cross a 4 KB
-boundary; `DMAReader` turns bursts into AR requests and streams the R data out in
+(one *beat*). `BurstSplitter` (hdl/bursts.py) cuts a command into INCR bursts of
+at most `max_burst_beats` beats (256 at most, AXI4's limit) that never cross a
+4 KB boundary; `DMAReader` turns bursts into AR requests and streams the R data out in
 order; `DMAWriter` turns bursts into AW requests followed by W beats taken from a
 data stream, and reports each command's completion once all of its B responses
 are in. `DMA` puts both on one AXI4 port and adds the byte counters and the
@@ -22,23 +22,13 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from .axi import (AXI_4KB, AXI_MAX_BURST_BEATS, AXI4ReadSignature, AXI4Signature,
-                  AXI4WriteSignature, AXIBurst)
+from .axi import AXI4ReadSignature, AXI4Signature, AXI4WriteSignature, AXIBurst
+from .bursts import (BurstSplitter, _check_bus, _check_int, _resolve_max_burst, burst_layout,
+                     command_layout, split_bursts)
 
 __all__ = ["split_bursts", "command_layout", "burst_layout", "read_data_layout",
            "write_data_layout", "write_done_layout", "error_layout",
            "BurstSplitter", "DMAReader", "DMAWriter", "DMA"]
-
-
-def command_layout(addr_width):
-    """A transfer: `length` bytes from byte address `addr`."""
-    return data.StructLayout({"addr": unsigned(addr_width), "length": unsigned(addr_width)})
-
-
-def burst_layout(addr_width):
-    """One INCR burst: AxADDR, AxLEN (beats - 1) and whether it ends its command."""
-    return data.StructLayout({"addr": unsigned(addr_width), "len": unsigned(8),
-                              "last": unsigned(1)})
 
 
 def read_data_layout(data_width):
@@ -59,161 +49,6 @@ def write_done_layout():
 def error_layout():
     """Sticky error status: which channel saw an error response, or a malformed command."""
     return data.StructLayout({"read": unsigned(1), "write": unsigned(1), "command": unsigned(1)})
-
-
-def _check_int(owner, name, value, lo, hi=None):
-    ok = not isinstance(value, bool) and isinstance(value, int) and value >= lo \
-        and (hi is None or value <= hi)
-    if not ok:
-        rng = f"from {lo} to {hi}" if hi is not None else f"of at least {lo}"
-        raise ValueError(f"{owner}: {name} must be an integer {rng}, not {value!r}")
-
-
-def _check_bus(owner, addr_width, data_width):
-    _check_int(owner, "addr_width", addr_width, 12, 64)
-    if isinstance(data_width, bool) or data_width not in (32, 64, 128, 256, 512):
-        raise ValueError(f"{owner}: data_width must be one of 32, 64, 128, 256, 512, "
-                         f"not {data_width!r}")
-
-
-def _max_legal_burst(data_width):
-    return min(AXI_MAX_BURST_BEATS, AXI_4KB // (data_width // 8))
-
-
-def _resolve_max_burst(owner, data_width, max_burst_beats):
-    limit = _max_legal_burst(data_width)
-    if max_burst_beats is None:
-        return limit
-    _check_int(owner, f"max_burst_beats (at most {limit} for a {data_width}-bit bus)",
-               max_burst_beats, 1, limit)
-    return max_burst_beats
-
-
-def split_bursts(addr, length, *, data_width, max_burst_beats=None):
-    """The bursts `BurstSplitter` makes of one command, as (byte address, beats) pairs.
-
-    The Python twin of the hardware, for benches and tests; like the hardware it
-    returns no burst for a malformed command (zero length or not beat-aligned).
-    """
-    bpb = data_width // 8
-    mbb = _max_legal_burst(data_width) if max_burst_beats is None else max_burst_beats
-    if length <= 0 or addr % bpb or length % bpb:
-        return []
-    bursts, left = [], length // bpb
-    while left:
-        n = min(left, mbb, (AXI_4KB - addr % AXI_4KB) // bpb)
-        bursts.append((addr, n))
-        addr += n * bpb
-        left -= n
-    return bursts
-
-
-class BurstSplitter(wiring.Component):
-    """Cut commands into AXI4 INCR bursts.
-
-    Each burst has min(beats left, `max_burst_beats`, beats to the next 4 KB
-    boundary) beats, so bursts are as long as AXI allows and never cross 4 KB.
-    The burst stream is registered: one burst per cycle once a command is taken.
-
-    A command whose address or length is not a multiple of the bus width, or whose
-    length is zero, is consumed without producing a burst and pulses `malformed`.
-    The next command is taken while the last burst of the current one goes out, so
-    commands of one burst each still make a burst per cycle.
-
-    Parameters
-    ----------
-    addr_width : int
-        Byte address width (13 to 64; lengths use the same width).
-    data_width : int
-        Bus width in bits: 32, 64, 128, 256 or 512.
-    max_burst_beats : int or None
-        Longest burst; by default the AXI limit, min(256, 4096 / bytes per beat).
-    """
-
-    def __init__(self, *, addr_width, data_width, max_burst_beats=None):
-        _check_bus("BurstSplitter", addr_width, data_width)
-        self._addr_width = addr_width
-        self._data_width = data_width
-        self._max_burst_beats = _resolve_max_burst("BurstSplitter", data_width, max_burst_beats)
-        super().__init__({
-            "cmd": In(stream.Signature(command_layout(addr_width))),
-            "burst": Out(stream.Signature(burst_layout(addr_width))),
-            "malformed": Out(1),
-            "busy": Out(1),
-        })
-
-    @property
-    def addr_width(self):
-        return self._addr_width
-
-    @property
-    def data_width(self):
-        return self._data_width
-
-    @property
-    def max_burst_beats(self):
-        return self._max_burst_beats
-
-    def elaborate(self, platform):
-        m = Module()
-        shift = (self._data_width // 8).bit_length() - 1     # log2(bytes per beat)
-        page_beats = AXI_4KB >> shift                         # beats in one 4 KB page
-
-        busy = Signal()
-        addr = Signal(self._addr_width)                       # next burst's byte address
-        left = Signal(self._addr_width - shift + 1)           # beats still to issue
-        # Kept in registers so that the handshake (cmd.ready) sees no arithmetic: beats to
-        # the 4 KB boundary from addr, the next burst's cap min(to_page, max burst), and
-        # whether the next burst ends the command (left <= cap).
-        to_page = Signal(range(page_beats + 1))
-        cap = Signal(range(page_beats + 1))
-        last = Signal()
-
-        cmd = self.cmd.payload
-        cmd_beats = cmd.length[shift:]
-        misaligned = (cmd.addr[:shift] != 0) | (cmd.length[:shift] != 0)
-
-        def cap_of(beats):
-            return Mux(beats < self._max_burst_beats, beats, self._max_burst_beats)
-
-        n = Mux(last, left, cap)                              # min(left, cap)
-        to_page_next = Mux(n == to_page, page_beats, to_page - n)
-        cap_next = Signal.like(cap)
-        left_next = Signal.like(left)
-        m.d.comb += [cap_next.eq(cap_of(to_page_next)), left_next.eq(left - n)]
-
-        advance = busy & (~self.burst.valid | self.burst.ready)   # emit a burst this cycle
-        with m.If(self.burst.ready):
-            m.d.sync += self.burst.valid.eq(0)
-        with m.If(advance):
-            m.d.sync += [
-                self.burst.valid.eq(1),
-                self.burst.payload.addr.eq(addr),
-                self.burst.payload.len.eq(n - 1),
-                self.burst.payload.last.eq(last),
-                addr.eq(addr + (n << shift)),
-                left.eq(left_next),
-                to_page.eq(to_page_next), cap.eq(cap_next), last.eq(left_next <= cap_next),
-            ]
-            with m.If(last):
-                m.d.sync += busy.eq(0)
-
-        # The next command is taken in the cycle the current one emits its last burst,
-        # so back-to-back one-burst commands flow at one burst per cycle.
-        m.d.comb += [self.cmd.ready.eq(~busy | (advance & last)),
-                     self.busy.eq(busy | self.burst.valid)]
-        first_to_page = Signal.like(to_page)
-        first_cap = Signal.like(cap)
-        m.d.comb += [first_to_page.eq(page_beats - cmd.addr[shift:12]),
-                     first_cap.eq(cap_of(first_to_page))]
-        with m.If(self.cmd.valid & self.cmd.ready):
-            with m.If(misaligned | (cmd_beats == 0)):
-                m.d.comb += self.malformed.eq(1)
-            with m.Else():
-                m.d.sync += [busy.eq(1), addr.eq(cmd.addr), left.eq(cmd_beats),
-                             to_page.eq(first_to_page), cap.eq(first_cap),
-                             last.eq(cmd_beats <= first_cap)]
-        return m
 
 
 class DMAReader(wiring.Component):
@@ -279,12 +114,14 @@ class DMAReader(wiring.Component):
         # One entry per burst in flight: does the burst end its command?
         m.submodules.ends = ends = SyncFIFO(width=1, depth=self._max_outstanding)
 
-        reserved = Signal(range(self._fifo_depth + 1))   # beats requested, not yet streamed out
+        # FIFO entries neither requested nor holding a beat. Kept as a register, so that
+        # ARVALID is one comparison away from registers.
+        free = Signal(range(self._fifo_depth + 1), init=self._fifo_depth)
         inflight = Signal(range(self._max_outstanding + 1))
         burst = split.burst
         beats = burst.payload.len + 1
         # Both only loosen while a burst waits, so ARVALID never drops before ARREADY.
-        room = reserved + beats <= self._fifo_depth
+        room = burst.payload.len < free                  # beats <= free
         slot = (inflight < self._max_outstanding) & ends.w_rdy
 
         ar_fire = Signal()
@@ -319,7 +156,7 @@ class DMAReader(wiring.Component):
             self.busy.eq(split.busy | (inflight != 0) | fifo.r_rdy),
         ]
         m.d.sync += [
-            reserved.eq(reserved + Mux(ar_fire, beats, 0) - pop),
+            free.eq(free - Mux(ar_fire, beats, 0) + pop),
             inflight.eq(inflight + ar_fire - (r_fire & axi.rlast)),
         ]
         return m
