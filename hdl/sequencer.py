@@ -15,7 +15,7 @@ reports when every write of the run has been acknowledged.
 Addresses are formed by adding strides, never by multiplying.
 """
 
-from amaranth.hdl import Module, Signal, unsigned
+from amaranth.hdl import Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -106,12 +106,13 @@ class ReadSequencer(wiring.Component):
         m.d.comb += [self.kind.valid.eq(tags.r_rdy), self.kind.payload.eq(tags.r_data),
                      tags.r_en.eq(self.kind.ready)]
 
-        head = Signal(32)
-        row0 = Signal(32)           # first row of the current block
-        rows_valid = Signal(range(a + 1))
-        block_len = Signal(range(a + 1))   # rows_valid of the block being issued
-        row = Signal(range(a + 1))
-        j = Signal(32)              # rows of K issued so far in this block
+        # Loop ends are tested on down-counters (`== 1` is a few LUTs), never on a count
+        # plus one compared with a run parameter (two carry chains in the handshake path).
+        heads_left = Signal(32)     # heads not yet finished, this one included
+        rows_left = Signal(32)      # rows of this head not yet in a block
+        rows_valid = Signal(range(a + 1))  # the next block's rows, min(rows_left, a)
+        q_left = Signal(range(a + 1))      # Q rows of this block not yet issued
+        kv_left = Signal(32)        # K/V pairs of this block not yet issued, after K_0
         q_head, k_head, v_head = (Signal(aw, name=f"{t}_head") for t in "qkv")
         q_ptr, k_ptr, v_ptr = (Signal(aw, name=f"{t}_ptr") for t in "qkv")
 
@@ -128,40 +129,38 @@ class ReadSequencer(wiring.Component):
             issued.eq(self.cmd.valid & self.cmd.ready),
         ]
 
-        left = Signal(32)
-        m.d.comb += left.eq(run.seq_len - row0)
-
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start):
-                    m.d.sync += [run.eq(self.run), head.eq(0), row0.eq(0),
+                    m.d.sync += [run.eq(self.run), heads_left.eq(self.run.heads),
+                                 rows_left.eq(self.run.seq_len),
                                  q_head.eq(self.run.q.base), k_head.eq(self.run.k.base),
                                  v_head.eq(self.run.v.base), q_ptr.eq(self.run.q.base)]
-                    m.next = "BLOCK"
+                    m.next = "SIZE"
+            with m.State("SIZE"):           # one cycle per block to size it
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += rows_valid.eq(Mux(rows_left < a, rows_left, a))
+                m.next = "BLOCK"
             with m.State("BLOCK"):
                 m.d.comb += [self.busy.eq(1), self.block.valid.eq(1),
                              self.block.payload.rows_valid.eq(rows_valid),
                              self.block.payload.n_keys.eq(run.seq_len)]
-                with m.If(left < a):
-                    m.d.comb += rows_valid.eq(left)
-                with m.Else():
-                    m.d.comb += rows_valid.eq(a)
                 with m.If(self.block.ready):
-                    m.d.sync += [row.eq(0), k_ptr.eq(k_head), v_ptr.eq(v_head),
-                                 block_len.eq(rows_valid), row0.eq(row0 + rows_valid)]
+                    m.d.sync += [k_ptr.eq(k_head), v_ptr.eq(v_head), q_left.eq(rows_valid),
+                                 rows_left.eq(rows_left - rows_valid)]
                     m.next = "Q"
             with m.State("Q"):
                 m.d.comb += [self.busy.eq(1), issue.eq(1), issue_addr.eq(q_ptr),
                              issue_kind.eq(Kind.Q)]
                 with m.If(issued):
-                    m.d.sync += [q_ptr.eq(q_ptr + run.q.row_stride), row.eq(row + 1)]
-                    with m.If(row + 1 == block_len):
+                    m.d.sync += [q_ptr.eq(q_ptr + run.q.row_stride), q_left.eq(q_left - 1)]
+                    with m.If(q_left == 1):
                         m.next = "K_FIRST"
             with m.State("K_FIRST"):
                 m.d.comb += [self.busy.eq(1), issue.eq(1), issue_addr.eq(k_ptr),
                              issue_kind.eq(Kind.K)]
                 with m.If(issued):
-                    m.d.sync += [k_ptr.eq(k_ptr + run.k.row_stride), j.eq(1)]
+                    m.d.sync += [k_ptr.eq(k_ptr + run.k.row_stride), kv_left.eq(run.seq_len - 1)]
                     with m.If(run.seq_len == 1):
                         m.next = "V_LAST"
                     with m.Else():
@@ -176,8 +175,8 @@ class ReadSequencer(wiring.Component):
                 m.d.comb += [self.busy.eq(1), issue.eq(1), issue_addr.eq(v_ptr),
                              issue_kind.eq(Kind.V)]
                 with m.If(issued):
-                    m.d.sync += [v_ptr.eq(v_ptr + run.v.row_stride), j.eq(j + 1)]
-                    with m.If(j + 1 == run.seq_len):
+                    m.d.sync += [v_ptr.eq(v_ptr + run.v.row_stride), kv_left.eq(kv_left - 1)]
+                    with m.If(kv_left == 1):
                         m.next = "V_LAST"
                     with m.Else():
                         m.next = "KV_K"
@@ -185,17 +184,17 @@ class ReadSequencer(wiring.Component):
                 m.d.comb += [self.busy.eq(1), issue.eq(1), issue_addr.eq(v_ptr),
                              issue_kind.eq(Kind.V)]
                 with m.If(issued):
-                    with m.If(row0 < run.seq_len):
-                        m.next = "BLOCK"
-                    with m.Elif(head + 1 == run.heads):
+                    with m.If(rows_left != 0):
+                        m.next = "SIZE"
+                    with m.Elif(heads_left == 1):
                         m.next = "IDLE"
                     with m.Else():
-                        m.d.sync += [head.eq(head + 1), row0.eq(0),
+                        m.d.sync += [heads_left.eq(heads_left - 1), rows_left.eq(run.seq_len),
                                      q_head.eq(q_head + run.q.head_stride),
                                      q_ptr.eq(q_head + run.q.head_stride),
                                      k_head.eq(k_head + run.k.head_stride),
                                      v_head.eq(v_head + run.v.head_stride)]
-                        m.next = "BLOCK"
+                        m.next = "SIZE"
         return m
 
 
@@ -225,9 +224,10 @@ class WriteSequencer(wiring.Component):
         m = Module()
         aw = self._addr_width
         run = Signal(run_layout(aw))
-        head, row = Signal(32), Signal(32)
+        heads_left, rows_left = Signal(32), Signal(32)   # down-counters: ends are `== 1`
         o_head, o_ptr = Signal(aw), Signal(aw)
         issuing = Signal()
+        started = Signal()
         outstanding = Signal(33)
 
         issued = self.cmd.valid & self.cmd.ready
@@ -239,20 +239,25 @@ class WriteSequencer(wiring.Component):
             self.done.ready.eq(1),
             self.busy.eq(issuing | (outstanding != 0)),
         ]
-        m.d.sync += outstanding.eq(outstanding + issued - acked)
+        with m.If(issued & ~acked):
+            m.d.sync += outstanding.eq(outstanding + 1)
+        with m.Elif(acked & ~issued):
+            m.d.sync += outstanding.eq(outstanding - 1)
         with m.If(acked & self.done.payload.error):
             m.d.sync += self.error.eq(1)
         with m.If(issued):
-            m.d.sync += [o_ptr.eq(o_ptr + run.o.row_stride), row.eq(row + 1)]
-            with m.If(row + 1 == run.seq_len):
-                m.d.sync += [row.eq(0), head.eq(head + 1), o_head.eq(o_head + run.o.head_stride),
+            m.d.sync += [o_ptr.eq(o_ptr + run.o.row_stride), rows_left.eq(rows_left - 1)]
+            with m.If(rows_left == 1):
+                m.d.sync += [rows_left.eq(run.seq_len), heads_left.eq(heads_left - 1),
+                             o_head.eq(o_head + run.o.head_stride),
                              o_ptr.eq(o_head + run.o.head_stride)]
-                with m.If(head + 1 == run.heads):
+                with m.If(heads_left == 1):
                     m.d.sync += issuing.eq(0)
         with m.If(self.start):
-            m.d.sync += [run.eq(self.run), head.eq(0), row.eq(0), o_head.eq(self.run.o.base),
-                         o_ptr.eq(self.run.o.base), issuing.eq(1), self.error.eq(0),
-                         self.finished.eq(0)]
-        with m.Elif(~issuing & (outstanding == 0) & (head != 0)):
+            m.d.sync += [run.eq(self.run), heads_left.eq(self.run.heads),
+                         rows_left.eq(self.run.seq_len), o_head.eq(self.run.o.base),
+                         o_ptr.eq(self.run.o.base), issuing.eq(1), started.eq(1),
+                         self.error.eq(0), self.finished.eq(0)]
+        with m.Elif(~issuing & (outstanding == 0) & started):
             m.d.sync += self.finished.eq(1)
         return m
