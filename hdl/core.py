@@ -269,17 +269,21 @@ class AttentionCore(wiring.Component):
 
         fill_on = Signal()                       # a block's feed is in progress
         blk_rows = Signal(range(self.rows + 1))
-        blk_n = Signal(range(self._n + 1))
         blk_c = Signal(A.c_shape)
         in_q = Signal()                          # receiving the Q rows
         fb = Signal()                            # bank being filled
         fk = Signal(range(d))                    # element of the row
-        q_row = Signal(range(self.rows + 1))
         q_mac = Signal(range(q))
         q_line = Signal(range(p))
         q_base = Signal(range(r * d))            # slot * d of the Q row's MAC slot
-        kj = Signal(range(self._n + 1))          # K rows received
-        vj = Signal(range(self._n + 1))          # V rows received
+        # The K/V order (K_0, K_1, V_0, K_2, V_1, ...) from down-counters and flags, so
+        # the tag of the next row is a few LUTs from registers, not two carry chains.
+        k_left = Signal(range(self._n + 1))      # K rows still to come
+        v_left = Signal(range(self._n + 1))      # V rows still to come
+        lead = Signal(range(3))                  # K rows received minus V rows received
+        k_bank, v_bank = Signal(), Signal()      # the bank of the next K row, V row
+        k_first, v_first = Signal(), Signal()    # the next K row, V row is the block's first
+        q_left = Signal(range(self.rows + 1))    # Q rows still to come
         full = Signal(2)
         tags = Signal(data.ArrayLayout(tag_layout, 2))
         error = Signal()
@@ -295,17 +299,19 @@ class AttentionCore(wiring.Component):
                 m.d.sync += error.eq(1)
             with m.Else():
                 m.d.sync += [fill_on.eq(1), in_q.eq(1), blk_rows.eq(sp.rows_valid),
-                             blk_n.eq(sp.n_keys), blk_c.eq(self.c), fk.eq(0), q_row.eq(0),
-                             q_mac.eq(0), q_line.eq(0), q_base.eq(0), kj.eq(0), vj.eq(0)]
+                             blk_c.eq(self.c), fk.eq(0), q_left.eq(sp.rows_valid),
+                             q_mac.eq(0), q_line.eq(0), q_base.eq(0),
+                             k_left.eq(sp.n_keys), v_left.eq(sp.n_keys), lead.eq(0),
+                             k_bank.eq(0), v_bank.eq(0), k_first.eq(1), v_first.eq(1)]
 
-        want_k = ~in_q & (kj < blk_n) & (kj <= vj + 1)
+        want_k = ~in_q & (k_left != 0) & (lead != 2)
         cur = Signal(tag_layout)                 # the tag of the row being filled
         m.d.comb += [
             cur.is_q.eq(in_q), cur.is_s.eq(~in_q & want_k), cur.is_u.eq(~in_q & ~want_k),
             cur.line.eq(q_line), cur.mac.eq(q_mac), cur.qbase.eq(q_base),
-            cur.bank.eq(Mux(want_k, kj[0], vj[0])),
-            cur.first.eq(Mux(want_k, kj == 0, vj == 0)),
-            cur.last.eq(~want_k & (vj == blk_n - 1)),
+            cur.bank.eq(Mux(want_k, k_bank, v_bank)),
+            cur.first.eq(Mux(want_k, k_first, v_first)),
+            cur.last.eq(~want_k & (v_left == 1)),
             cur.rows_valid.eq(blk_rows), cur.c.eq(blk_c),
         ]
         feed = self.feed
@@ -323,8 +329,8 @@ class AttentionCore(wiring.Component):
         with m.If(row_in):
             m.d.sync += [tags[fb].eq(cur), fb.eq(~fb)]
             with m.If(in_q):
-                m.d.sync += q_row.eq(q_row + 1)
-                with m.If(q_row == blk_rows - 1):
+                m.d.sync += q_left.eq(q_left - 1)
+                with m.If(q_left == 1):
                     m.d.sync += in_q.eq(0)
                 with m.If(q_mac == q - 1):
                     m.d.sync += q_mac.eq(0)
@@ -335,10 +341,12 @@ class AttentionCore(wiring.Component):
                 with m.Else():
                     m.d.sync += q_mac.eq(q_mac + 1)
             with m.Elif(want_k):
-                m.d.sync += kj.eq(kj + 1)
+                m.d.sync += [k_left.eq(k_left - 1), lead.eq(lead + 1), k_bank.eq(~k_bank),
+                             k_first.eq(0)]
             with m.Else():
-                m.d.sync += vj.eq(vj + 1)
-                with m.If(vj == blk_n - 1):
+                m.d.sync += [v_left.eq(v_left - 1), lead.eq(lead - 1), v_bank.eq(~v_bank),
+                             v_first.eq(0)]
+                with m.If(v_left == 1):
                     m.d.sync += fill_on.eq(0)
 
         # ================= replay side: the KV buffer into the array ========================
@@ -347,10 +355,13 @@ class AttentionCore(wiring.Component):
         ra = Signal(range(r * d))                # MAC storage address
         rk = Signal(range(d))
         rs = Signal(range(r))
-        c_cur = Signal(A.c_shape)
+        c_next = Signal(A.c_shape)               # the c of the block whose scores launched
+        c_cur = Signal(A.c_shape)                # ... a cycle later, to every lane: a register
+                                                 # between the launch logic and the long route
         drain_pend = Signal()                    # the block's last U has started
         drain_busy = Signal()
         drain_rows = Signal(range(self.rows + 1))
+        m.d.sync += c_cur.eq(c_next)
         m.d.comb += arr.c.eq(c_cur)
 
         # A bank counts as full (with the tag being written) in the cycle its row completes.
@@ -400,7 +411,7 @@ class AttentionCore(wiring.Component):
                 with m.If(nt.last):
                     m.d.sync += [drain_pend.eq(1), drain_rows.eq(nt.rows_valid)]
             with m.If(nt.is_s & nt.first):
-                m.d.sync += c_cur.eq(nt.c)
+                m.d.sync += c_next.eq(nt.c)
         with m.Elif(last_word):
             m.d.sync += act.eq(0)
 
