@@ -305,8 +305,9 @@ def build_parser():
     p.add_argument("--no-pnr", action="store_true", help="ecp5: stop after synthesis")
     p.add_argument("--seed", type=_non_negative_int, default=1, help="nextpnr placement seed")
     p.add_argument("--lut-mul-width", type=_non_negative_int, default=0, metavar="BITS",
-                   help="ecp5: build multipliers whose operands have at most BITS bits from LUTs "
-                        "instead of DSP blocks (8: the q*k products; default 0: none)")
+                   help="ecp5: build multipliers with an operand of at most BITS bits from LUTs "
+                        "instead of DSP blocks (8: the q*k products and the narrow pieces of "
+                        "wide products; default 0: none)")
     p.set_defaults(func=cmd_synth)
 
     p = sub.add_parser("compare", help="cycles, traffic and utilization of AttenIO and the baselines")

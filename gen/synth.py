@@ -262,14 +262,20 @@ def _fmax_of(pnr, clock="clk"):
 
 # -- the flow ----------------------------------------------------------------------------------
 
+def narrow_products(bits):
+    """The Yosys selection of the $mul cells with an operand of at most `bits` bits."""
+    return f"t:$mul r:A_WIDTH<={bits} %i t:$mul r:B_WIDTH<={bits} %i %u"
+
+
 def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1, log=print,
                yosys_extra=None, pnr=True, generic_level="gate", lut_mul_width=0):
     """Synthesize `config` for `target` into `out_dir`; returns the report dict.
 
     `verilog`: an existing attenio_top.v to use (else it is generated into out_dir).
-    `lut_mul_width` (ecp5): multipliers whose operands both have at most this many
-    bits are built from LUTs (Yosys ``booth``) instead of MULT18X18D blocks; 8
-    moves the int8 q*k products out of the DSPs, one per MAC (0: none).
+    `lut_mul_width` (ecp5): multipliers with an operand of at most this many bits are
+    built from LUTs (Yosys ``booth``: one partial-product row per two bits of the
+    narrow operand) instead of MULT18X18D blocks. 8 moves the int8 q*k products
+    and the narrow pieces of the wide products out of the DSPs (0: none).
     `generic_level`: "gate" (synth -flatten -noabc: Yosys gates) or "word" (the coarse
     part of synth only: word-level $mul/$alu/$dff cells, fast enough for large arrays).
     The report is also written as ``synth_report.json`` (``synth_<target>.json``
@@ -320,11 +326,13 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
         (work / "harness.v").write_text(harness_verilog(ports, top=TOP_NAME))
         script = "read_verilog -sv attenio_top.v\nread_verilog harness.v\n"
         if lut_mul_width:
-            # Booth-encode the narrow $mul cells before synth_ecp5 would map them to DSPs
-            # (wreduce first: the Verilog frontend widens operands to the result's width).
+            # Booth-encode the $mul cells with a narrow operand before synth_ecp5 would map
+            # them to DSPs (wreduce first: the Verilog frontend widens operands to the
+            # result's width). Fewer DSPs also route better: the fabric next to the DSP
+            # rows is where router2 fails to converge (docs/synthesis.md, round 5).
             w = lut_mul_width
             script += ("hierarchy -check -top attenio_fmax\nproc\nflatten\nopt_expr\nopt_clean\n"
-                       f"wreduce\nbooth t:$mul r:A_WIDTH<={w} %i r:B_WIDTH<={w} %i\n")
+                       f"wreduce\nbooth {narrow_products(w)}\n")
         script += (f"synth_ecp5 -top attenio_fmax -json netlist.json\n{extra}\n"
                    f"tee -q -o {stat} stat -json\n")
     (work / "synth.ys").write_text(script)

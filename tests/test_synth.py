@@ -86,29 +86,45 @@ def test_synth_tiny_both_targets(tmp_path, capsys):
     assert "nextpnr" not in ecp5
 
 
-def test_lut_mul_width_booth_encodes_the_narrow_products(tmp_path, monkeypatch):
-    """--lut-mul-width puts a booth pass on the narrow $mul cells ahead of synth_ecp5
-    (the script is written before Yosys runs; a missing Yosys stops it right there)."""
-    from attenio.gen.synth import ToolMissing, synthesize
+_THREE_PRODUCTS = """module attenio_top(clk, rst, a8, b8, a4, b18, c18, d18, p88, p418, p1818);
+  input clk;
+  input rst;
+  input [7:0] a8;
+  input [7:0] b8;
+  input [3:0] a4;
+  input [17:0] b18;
+  input [17:0] c18;
+  input [17:0] d18;
+  output reg [15:0] p88;
+  output reg [21:0] p418;
+  output reg [35:0] p1818;
+  always @(posedge clk) begin
+    p88 <= $signed(a8) * $signed(b8); p418 <= a4 * b18; p1818 <= c18 * d18;
+  end
+endmodule
+"""
+
+
+def test_lut_mul_width_moves_the_narrow_products_out_of_the_dsps(tmp_path):
+    """--lut-mul-width 8 builds 8x8 and 4x18 products from LUTs and leaves 18x18 to a DSP;
+    without it all three are MULT18X18D (Yosys synth_ecp5 on a three-product module)."""
+    from attenio.gen.synth import synthesize
     from attenio.errors import ConfigError
     config = preset("small")
     with pytest.raises(ConfigError, match="lut_mul_width must be a non-negative integer"):
         synthesize(config, tmp_path, target="ecp5", lut_mul_width=-1)
-    monkeypatch.setenv("YOSYS", str(tmp_path / "no-such-yosys"))
     verilog = tmp_path / "attenio_top.v"
-    verilog.write_text("module attenio_top(input clk, input rst, output y);\nendmodule\n")
-    with pytest.raises(ToolMissing):
-        synthesize(config, tmp_path, target="ecp5", verilog=verilog, lut_mul_width=8)
-    script = (tmp_path / "synth_ecp5" / "synth.ys").read_text().splitlines()
-    booth = script.index("booth t:$mul r:A_WIDTH<=8 %i r:B_WIDTH<=8 %i")
-    assert script.index("wreduce") < booth < next(i for i, l in enumerate(script)
-                                                   if l.startswith("synth_ecp5"))
-    with pytest.raises(ToolMissing):
-        synthesize(config, tmp_path, target="ecp5", verilog=verilog)
-    assert not any("booth" in l for l in (tmp_path / "synth_ecp5" / "synth.ys").read_text().splitlines())
+    verilog.write_text(_THREE_PRODUCTS)
+    dsps = {}
+    for bits in (0, 8):
+        report = synthesize(config, tmp_path / f"w{bits}", target="ecp5", verilog=verilog,
+                            pnr=False, lut_mul_width=bits, log=lambda *a: None)
+        script = (tmp_path / f"w{bits}" / "synth_ecp5" / "synth.ys").read_text()
+        assert ("booth" in script) == bool(bits)
+        dsps[bits] = report["resources"]["DSP"]
+    assert dsps == {0: 3, 8: 1}
 
 
-@pytest.mark.slow
 def test_synth_tiny_place_and_route(tmp_path, capsys):
     """nextpnr-ecp5 on the tiny design: about 10 minutes of CPU with the YoWASP build."""
     assert main(["synth", *TINY, "--target", "ecp5", "-o", str(tmp_path)]) == 0
