@@ -20,7 +20,7 @@ status: 'K' (OK), 'E' (the AXI4-Lite access answered an error), '?' (unknown com
 """
 
 from amaranth.hdl import Cat, Const, Elaboratable, Module, Signal
-from amaranth.lib import stream, wiring
+from amaranth.lib import io, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .axi_ram import AXIRam, HostPortSignature
@@ -227,8 +227,12 @@ class ULX3SBoard(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         m.submodules.core = core = BoardCore(self.plan, divisor=round(self.clk_hz / self.baud))
-        uart = platform.request("uart", 0)
-        leds = [platform.request("led", i) for i in range(8)]
-        m.d.comb += [core.rx.eq(uart.rx.i), uart.tx.o.eq(core.tx)]
-        m.d.comb += [led.o.eq(core.leds[i]) for i, led in enumerate(leds)]
+        # Raw ports and explicit buffers (Amaranth 0.5); RTS and DTR stay unused.
+        uart = platform.request("uart", 0, dir={"rx": "-", "tx": "-", "rts": "-", "dtr": "-"})
+        m.submodules.uart_rx = rx = io.Buffer("i", uart.rx)
+        m.submodules.uart_tx = tx = io.Buffer("o", uart.tx)
+        m.d.comb += [core.rx.eq(rx.i), tx.o.eq(core.tx)]
+        for i in range(8):
+            m.submodules[f"led{i}"] = led = io.Buffer("o", platform.request("led", i, dir="-"))
+            m.d.comb += led.o.eq(core.leds[i])
         return m

@@ -2,9 +2,9 @@
 
 A run is started by the CSR START pulse. The controller first checks what the
 hardware cannot serve (N = 0 or above the generated maximum, no heads, a base
-address or stride that is not a multiple of the AXI beat) and, if so, ends the
-run at once with an error code and done set, having moved no byte. Otherwise it
-latches the run's parameters, clears the DMA's byte counters and error status,
+address or stride that is not a multiple of the AXI beat) on the parameters it
+latched at start and, if so, ends the run three cycles later with an error code
+and done set, having moved no byte. Otherwise it clears the DMA's byte counters and error status,
 starts the read and write sequencers, and ends the run when every output row has
 been acknowledged and the core is idle. An AXI error response does not hang the
 run: the data keep flowing and the run ends with `AXI_READ` or `AXI_WRITE`.
@@ -81,20 +81,28 @@ class Controller(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        code = self.check(m, self.run)
+        # The check runs on the latched parameters and its verdict is registered before
+        # anything acts on it: the CSRs, the comparisons and the clears of the DMA's
+        # 64-bit counters are far apart on a chip, too far for one cycle.
+        code = self.check(m, self.seq_run)
         m.d.comb += self.dma_clear.eq(0)
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start):
-                    m.d.sync += [self.done.eq(0), self.error.eq(code),
+                    m.d.sync += [self.done.eq(0), self.busy.eq(1), self.seq_run.eq(self.run),
                                  self.cycles.eq(0), self.pe_busy.eq(0), self.exp_busy.eq(0),
                                  self.mem_stall.eq(0)]
-                    with m.If(code != 0):
-                        m.d.sync += self.done.eq(1)
-                    with m.Else():
-                        m.d.sync += [self.seq_run.eq(self.run), self.busy.eq(1)]
-                        m.d.comb += self.dma_clear.eq(1)
-                        m.next = "LAUNCH"
+                    m.next = "CHECK"
+            with m.State("CHECK"):
+                m.d.sync += self.error.eq(code)
+                m.next = "DECIDE"
+            with m.State("DECIDE"):
+                with m.If(self.error != 0):
+                    m.d.sync += [self.done.eq(1), self.busy.eq(0)]
+                    m.next = "IDLE"
+                with m.Else():
+                    m.d.comb += self.dma_clear.eq(1)
+                    m.next = "LAUNCH"
             with m.State("LAUNCH"):
                 m.d.comb += self.seq_start.eq(1)
                 m.d.sync += self.cycles.eq(self.cycles + 1)

@@ -7,7 +7,9 @@ so they cannot disagree with the hardware.
 
 Reading the low word of a 64-bit register latches its high word, which the next
 read of the high word returns, so a counter that carries between the two reads
-is still read coherently. Accesses to unmapped offsets answer SLVERR.
+is still read coherently. Accesses to unmapped offsets answer SLVERR. A read
+answers two cycles after its AR, with read-only values from the cycle before (see
+`elaborate`: registers break the long routes from the counters to the bus).
 """
 
 from amaranth.hdl import Module, Signal
@@ -72,15 +74,28 @@ class CSRBlock(wiring.Component):
                 with m.Default():
                     pass
 
-        # -- reads: one cycle from AR to R -------------------------------------------
+        # -- reads: two cycles from AR to R -----------------------------------------
+        # The read-only inputs (counters, status) come from all over the chip, so each is
+        # first copied into a register here (a cycle old when read; both words of a
+        # 64-bit counter from the same cycle), and the address is registered before it
+        # selects: no path runs from a distant counter or from ARADDR through the
+        # read multiplexer in one cycle.
+        self._snap = {r.name: Signal(r.width, name=f"{r.name.lower()}_snap")
+                      for r in self._regmap if r.access is Access.RO}
+        m.d.sync += [self._snap[r.name].eq(getattr(self, r.name.lower()))
+                     for r in self._regmap if r.access is Access.RO]
         shadows = {r.name: Signal(32, name=f"{r.name.lower()}_hi_latch")
                    for r in self._regmap if r.width == 64}
-        m.d.comb += bus.arready.eq(~bus.rvalid)
+        rd_pend = Signal()
+        rd_word = Signal(len(bus.araddr) - 2)
+        m.d.comb += bus.arready.eq(~rd_pend & ~bus.rvalid)
         with m.If(bus.rvalid & bus.rready):
             m.d.sync += bus.rvalid.eq(0)
-        with m.If(bus.arvalid & ~bus.rvalid):
-            m.d.sync += [bus.rvalid.eq(1), bus.rresp.eq(SLVERR), bus.rdata.eq(0)]
-            with m.Switch(bus.araddr[2:]):
+        with m.If(bus.arvalid & bus.arready):
+            m.d.sync += [rd_pend.eq(1), rd_word.eq(bus.araddr[2:])]
+        with m.If(rd_pend):
+            m.d.sync += [rd_pend.eq(0), bus.rvalid.eq(1), bus.rresp.eq(SLVERR), bus.rdata.eq(0)]
+            with m.Switch(rd_word):
                 for r in self._regmap:
                     for word in range(r.words):
                         with m.Case(r.offset // 4 + word):
@@ -96,6 +111,8 @@ class CSRBlock(wiring.Component):
             return r.value
         if r.access is Access.W1:
             return 0
+        if r.access is Access.RO:
+            return self._snap[r.name]
         return getattr(self, r.name.lower())
 
     def _read(self, r, word, shadows):
@@ -105,7 +122,7 @@ class CSRBlock(wiring.Component):
             return (r.value >> (32 * word)) & 0xFFFF_FFFF
         if r.width == 64 and word == 1:
             return shadows[r.name]
-        return getattr(self, r.name.lower())[32 * word:32 * word + 32]
+        return self._value(r)[32 * word:32 * word + 32]
 
     def _write(self, m, r, word):
         bus = self.s_axil

@@ -49,6 +49,9 @@ def test_bad_runs_end_at_once_with_their_code_and_start_nothing(change, code):
 
 def test_good_run_counts_and_ends_when_writes_finish():
     async def body(ctx, dut):
+        for _ in range(2):                # CHECK, DECIDE
+            assert ctx.get(dut.busy) and not ctx.get(dut.done) and not ctx.get(dut.seq_start)
+            await ctx.tick()
         assert ctx.get(dut.busy) and not ctx.get(dut.done)
         assert ctx.get(dut.seq_start)     # LAUNCH
         await ctx.tick()
@@ -69,7 +72,7 @@ def test_good_run_counts_and_ends_when_writes_finish():
 
 def test_axi_error_is_reported_at_the_end():
     async def body(ctx, dut):
-        await ctx.tick()
+        await ctx.tick().repeat(3)
         ctx.set(dut.dma_error.read, 1)
         ctx.set(dut.finished, 1)
         await ctx.tick()
