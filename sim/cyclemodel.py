@@ -114,8 +114,10 @@ class RtlParams:
     block_gap           controller bubble cycles between U(N-1) and the next Qload
     start_latency       cycles the RTL's own pipeline adds to the first access of a run,
                         outside the memory's latency: the START write through the
-                        controller, the sequencer, the DMA's request and response FIFOs
-                        and the unpacker (14, measured on hdl/top.py)
+                        controller, the sequencer (which sizes each block in a cycle of
+                        its own), the burst splitter's three register stages, the DMA's
+                        request and response FIFOs and the unpacker (17, measured on
+                        hdl/top.py)
     done_latency        cycles from the last event to `done`
     write_ack           `done` waits for the last write response (one memory latency
                         after the last write data)
@@ -132,7 +134,7 @@ class RtlParams:
     feed_pad_rows: bool = False
     kv_fill: bool = True
     block_gap: int = 0
-    start_latency: int = 14
+    start_latency: int = 17
     done_latency: int = 0
     write_ack: bool = True
     burst_overhead: int = 0
