@@ -4,10 +4,11 @@ A run is started by the CSR START pulse. The controller first checks what the
 hardware cannot serve (N = 0 or above the generated maximum, no heads, a base
 address or stride that is not a multiple of the AXI beat) on the parameters it
 latched at start and, if so, ends the run three cycles later with an error code
-and done set, having moved no byte. Otherwise it clears the DMA's byte counters and error status,
-starts the read and write sequencers, and ends the run when every output row has
-been acknowledged and the core is idle. An AXI error response does not hang the
-run: the data keep flowing and the run ends with `AXI_READ` or `AXI_WRITE`.
+and done set, having moved no byte. Otherwise it clears the DMA's byte counters
+and error status, starts the read and write sequencers, and ends the run when
+every output row has been acknowledged and the core is idle. An AXI error
+response does not hang the run: the data keep flowing and the run ends with
+`AXI_READ` or `AXI_WRITE`.
 
 Counters (64-bit, cleared at start): `cycles` while busy; `pe_busy` and
 `exp_busy` from the core's strobes; `mem_stall` when the array waits for a row
