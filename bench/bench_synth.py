@@ -7,8 +7,8 @@ when the design fits) and, for the `--generic` arrays, Yosys's generic flow
 least-squares line through the rows: the slope is the cost of one more MAC, the
 intercept the fixed part: DMA, CSRs, controller, softmax lanes), and writes
 build/bench_synth/scaling.json. An array whose DSPs do not fit is tried again with
-its int8 q*k products in LUTs (`--lut-mul-width 8`, one DSP less per MAC) and both
-rows are shown; the cost-per-MAC line uses the DSP-only rows.
+its narrow products in LUTs (`--lut-mul-width 8`: the int8 q*k products and the
+narrow pieces of the wide ones) and both rows are shown; the cost-per-MAC line uses the DSP-only rows.
 
     python bench/bench_synth.py [--arrays 2x2,4x4,8x4,8x8] [--generic 16x16] [--reuse]
 
@@ -107,7 +107,7 @@ def main():
             continue
         res = r["resources"]
         fmax = f"{r['fmax_mhz']:.1f}" if r.get("fmax_mhz") else "-"
-        name = f"{p}x{q}" + (" LUT q*k" if t == "ecp5-lutmul" else "")
+        name = f"{p}x{q}" + (" LUT narrow" if t == "ecp5-lutmul" else "")
         print(f"{name:>14} {p * q:5d} {res['LUT']:7d} {res['FF']:7d} {res['DSP']:5d} {res['BRAM']:5d} "
               f"{res['LUTRAM']:6d} {'yes' if r['fits'] else 'no':>5} {fmax:>9} "
               f"{r['yosys']['seconds']:8.0f} {r.get('nextpnr', {}).get('seconds', '-')!s:>6}")

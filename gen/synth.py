@@ -361,8 +361,8 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
         if over:
             report["why_not_placed"] = (f"does not fit the {DEVICE['name']}: " + ", ".join(over))
             if res["DSP"] > DEVICE["DSP"] and not lut_mul_width:
-                report["why_not_placed"] += ("; --lut-mul-width 8 builds the int8 q*k products "
-                                             "from LUTs, one DSP less per MAC")
+                report["why_not_placed"] += ("; --lut-mul-width 8 builds the products with an "
+                                             "operand of at most 8 bits (q*k and more) from LUTs")
             log(f"skipping place and route: {report['why_not_placed']}")
         elif pnr:
             (work / "harness.lpf").write_text(f'FREQUENCY PORT "clk" {mhz} MHZ;\n')
