@@ -125,6 +125,7 @@ def test_lut_mul_width_moves_the_narrow_products_out_of_the_dsps(tmp_path):
     assert dsps == {0: 3, 8: 1}
 
 
+@pytest.mark.slow
 def test_synth_tiny_place_and_route(tmp_path, capsys):
     """nextpnr-ecp5 on the tiny design: about 10 minutes of CPU with the YoWASP build."""
     assert main(["synth", *TINY, "--target", "ecp5", "-o", str(tmp_path)]) == 0
