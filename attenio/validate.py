@@ -1,0 +1,85 @@
+"""The checks every constructor makes on its parameters, written once.
+
+Each check names its owner and the bad value in one line, so a wrong parameter
+deep in an elaboration reads like a wrong option on the command line. The
+`error` argument picks the exception: hardware constructors raise `ValueError`
+(a programming error), configuration objects raise `ConfigError` (a user's
+input, which the CLI turns into one line and exit status 2).
+
+The structural rules the hardware imposes on a budget (how EXP units map onto
+MAC lines) live here too, because the configuration, the planner, the RTL and
+the cycle model must all refuse the same budgets with the same words.
+"""
+
+__all__ = ["integer", "positive", "non_negative", "flag", "one_of", "index",
+           "lanes_per_line"]
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def integer(owner, name, value, *, lo=None, hi=None, error=ValueError):
+    """`value` is an int in [lo, hi] (either bound may be None); returns it."""
+    if not _is_int(value) or (lo is not None and value < lo) or (hi is not None and value > hi):
+        if lo is not None and hi is not None:
+            want = f"an integer from {lo} to {hi}"
+        elif lo == 1:
+            want = "a positive integer"
+        elif lo == 0:
+            want = "a non-negative integer"
+        elif lo is not None:
+            want = f"an integer >= {lo}"
+        elif hi is not None:
+            want = f"an integer <= {hi}"
+        else:
+            want = "an integer"
+        raise error(f"{owner}: {name} must be {want}, not {value!r}")
+    return value
+
+
+def positive(owner, *, error=ValueError, **values):
+    """Every keyword value is a positive int; raises for the first that is not."""
+    for name, value in values.items():
+        integer(owner, name, value, lo=1, error=error)
+
+
+def non_negative(owner, *, error=ValueError, **values):
+    """Every keyword value is an int >= 0."""
+    for name, value in values.items():
+        integer(owner, name, value, lo=0, error=error)
+
+
+def flag(owner, name, value, *, error=ValueError):
+    """`value` is a bool (true or false in a TOML file)."""
+    if not isinstance(value, bool):
+        raise error(f"{owner}: {name} must be true or false, not {value!r}")
+    return value
+
+
+def one_of(owner, name, value, choices, *, error=ValueError):
+    """`value` is one of `choices` (compared with ==, bools never match ints)."""
+    if isinstance(value, bool) or value not in choices:
+        listed = ", ".join(str(c) for c in choices)
+        raise error(f"{owner}: {name} must be one of {listed}, not {value!r}")
+    return value
+
+
+def index(owner, name, value, count, *, error=ValueError):
+    """`value` is an int in [0, count)."""
+    if not _is_int(value) or not 0 <= value < count:
+        raise error(f"{owner}: {name} must be an integer in [0, {count}), not {value!r}")
+    return value
+
+
+def lanes_per_line(*, exp_units, mac_lines, macs_per_line, owner="budget", error=ValueError):
+    """L, the softmax lanes of one MAC line: the E EXP units are spread evenly over the
+    p lines, and each lane serves an equal share of its line's q MACs (so a lane's rows
+    are r * q / L, the same for every lane). Raises unless E = L * p and L divides q."""
+    positive(owner, error=error, exp_units=exp_units, mac_lines=mac_lines,
+             macs_per_line=macs_per_line)
+    if exp_units % mac_lines or macs_per_line % (exp_units // mac_lines):
+        raise error(f"{owner}: the softmax lanes need exp_units ({exp_units}) to be a multiple "
+                    f"of the MAC lines ({mac_lines}) and exp_units / mac_lines to divide each "
+                    f"line's {macs_per_line} MACs (e.g. exp_units = {mac_lines})")
+    return exp_units // mac_lines
