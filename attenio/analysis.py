@@ -23,6 +23,7 @@ measured against is N^2 d^2 / M (meaningful for M >= d^2).
 
 from math import ceil, isqrt
 
+from . import validate
 from .errors import ConfigError
 
 __all__ = [
@@ -30,12 +31,6 @@ __all__ = [
     "attention_io", "attention_feasible", "attention_optimum", "attention_io_continuous",
     "attention_bound", "general_mmm_tile", "general_mmm_reads",
 ]
-
-
-def _check(n, d, m):
-    for name, v in (("N", n), ("d", d), ("M", m)):
-        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-            raise ConfigError(f"{name} must be a positive integer, not {v!r}")
 
 
 # --- tall-and-skinny MMM ---------------------------------------------------------
@@ -60,7 +55,7 @@ def mmm_io_continuous(n, d, a, b):
 
 def mmm_optimum(n, d, m):
     """(a, b) minimizing `mmm_io` under `mmm_feasible`: b = 1, a = (M - d) / (d + 1)."""
-    _check(n, d, m)
+    validate.positive("mmm_optimum", error=ConfigError, N=n, d=d, M=m)
     a = (m - d) // (d + 1)
     if a < 1:
         raise ConfigError(f"fast memory of {m} elements cannot hold one row of A, one of B and "
@@ -88,7 +83,7 @@ def attention_io_continuous(n, d, m):
 
 def attention_optimum(n, d, m):
     """(a, b) of the I/O-optimal attention tiling in M elements: b = 1, a = (M - d)/(2d + 4)."""
-    _check(n, d, m)
+    validate.positive("attention_optimum", error=ConfigError, N=n, d=d, M=m)
     a = (m - d) // (2 * d + 4)
     if a < 1:
         raise ConfigError(f"fast memory of {m} elements cannot hold one query row with its "

@@ -10,15 +10,15 @@ import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+from . import validate
 from .errors import ConfigError
 from .formats import FP16Format, Int8Format, format_by_name
 
 __all__ = ["Workload", "Budget", "Config", "PRESETS", "preset", "resolve", "load_toml"]
 
 
-def _check_positive_int(owner, name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(f"{owner}: {name} must be a positive integer, not {value!r}")
+def _fields(obj, names):
+    return {name: getattr(obj, name) for name in names}
 
 
 @dataclass(frozen=True)
@@ -31,10 +31,9 @@ class Workload:
     causal: bool = False
 
     def __post_init__(self):
-        for f in ("seq_len", "head_dim", "heads"):
-            _check_positive_int("workload", f, getattr(self, f))
-        if not isinstance(self.causal, bool):
-            raise ConfigError(f"workload: causal must be true or false, not {self.causal!r}")
+        validate.positive("workload", error=ConfigError,
+                          **_fields(self, ("seq_len", "head_dim", "heads")))
+        validate.flag("workload", "causal", self.causal, error=ConfigError)
         if self.causal:
             raise ConfigError("workload: causal masking is not supported by the generator yet")
 
@@ -62,16 +61,12 @@ class Budget:
     axi_data_bits: int = 64
 
     def __post_init__(self):
-        for f in ("mac_lines", "macs_per_line", "exp_units", "cache_bytes", "kv_buffer_bytes",
-                  "bw_bytes_per_cycle", "clock_mhz", "axi_data_bits"):
-            _check_positive_int("budget", f, getattr(self, f))
-        if isinstance(self.latency_cycles, bool) or not isinstance(self.latency_cycles, int) \
-                or self.latency_cycles < 0:
-            raise ConfigError(
-                f"budget: latency_cycles must be a non-negative integer, not {self.latency_cycles!r}")
-        if self.axi_data_bits not in (32, 64, 128, 256, 512):
-            raise ConfigError(
-                f"budget: axi_data_bits must be one of 32, 64, 128, 256, 512, not {self.axi_data_bits}")
+        validate.positive("budget", error=ConfigError, **_fields(
+            self, ("mac_lines", "macs_per_line", "exp_units", "cache_bytes", "kv_buffer_bytes",
+                   "bw_bytes_per_cycle", "clock_mhz")))
+        validate.non_negative("budget", error=ConfigError, latency_cycles=self.latency_cycles)
+        validate.one_of("budget", "axi_data_bits", self.axi_data_bits, validate.AXI_DATA_WIDTHS,
+                        error=ConfigError)
 
     @property
     def macs(self):

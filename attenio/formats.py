@@ -8,8 +8,9 @@ I/O analysis can use it without importing Amaranth.
 """
 
 from dataclasses import dataclass, field
-from math import ceil, isfinite, log, log2, sqrt
+from math import ceil, log, log2, sqrt
 
+from . import validate
 from .errors import ConfigError
 
 __all__ = ["DatapathWidths", "Int8Format", "FP16Format", "FORMATS", "format_by_name"]
@@ -78,12 +79,8 @@ class Int8Format:
         for name, low in (("c_int", 0), ("c_frac", 1), ("x_frac", 1), ("p_frac", 2),
                           ("exp_lut_bits", 1), ("exp_guard", 1), ("recip_seed_bits", 1),
                           ("recip_iters", 0), ("recip_frac", 4)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ConfigError(
-                    f"int8 format: {name} must be an integer >= {low}, not {value!r}")
-        if not isinstance(self.exp_interp, bool):
-            raise ConfigError(f"int8 format: exp_interp must be true or false, not {self.exp_interp!r}")
+            validate.integer("int8 format", name, getattr(self, name), lo=low, error=ConfigError)
+        validate.flag("int8 format", "exp_interp", self.exp_interp, error=ConfigError)
         if self.exp_lut_bits > self.x_frac:
             raise ConfigError(
                 f"int8 format: exp_lut_bits ({self.exp_lut_bits}) cannot exceed x_frac ({self.x_frac})")
@@ -113,7 +110,7 @@ class Int8Format:
 
     def score_bits(self, head_dim):
         """Signed width of an exact int8 dot product of length head_dim (|S| <= 2**14 d)."""
-        _check_dims(head_dim=head_dim)
+        validate.positive("int8 format", error=ConfigError, head_dim=head_dim)
         return 16 + _clog2(head_dim)
 
     def datapath(self, *, max_seq_len, head_dim):
@@ -122,7 +119,7 @@ class Int8Format:
         The running max m is kept in the score domain (c > 0, so max(S*c) =
         c*max(S)), hence ``m == score``; l <= N and |O| <= 128 N exactly.
         """
-        _check_dims(max_seq_len=max_seq_len, head_dim=head_dim)
+        validate.positive("int8 format", error=ConfigError, max_seq_len=max_seq_len, head_dim=head_dim)
         score = self.score_bits(head_dim)
         nbits = max_seq_len.bit_length()
         p = self.p_frac + 1                       # [0, 1] inclusive
@@ -138,11 +135,9 @@ class Int8Format:
         rounded to nearest). Raises ConfigError if c does not fit in c_int
         integer bits or keeps fewer than 12 significant bits.
         """
-        _check_dims(head_dim=head_dim)
-        for name, value in (("scale_q", scale_q), ("scale_k", scale_k)):
-            if not isinstance(value, (int, float)) or isinstance(value, bool) \
-                    or not isfinite(value) or value <= 0:
-                raise ConfigError(f"int8 format: {name} must be a positive finite number, not {value!r}")
+        validate.positive("int8 format", error=ConfigError, head_dim=head_dim)
+        validate.positive_number("int8 format", "scale_q", scale_q, error=ConfigError)
+        validate.positive_number("int8 format", "scale_k", scale_k, error=ConfigError)
         c = float(scale_q) * float(scale_k) / (log(2) * sqrt(head_dim))   # log2(e) = 1/ln 2
         raw = round(c * 2 ** self.c_frac)
         if raw >= 2 ** (self.c_int + self.c_frac):
@@ -152,12 +147,6 @@ class Int8Format:
             raise ConfigError(f"int8 format: softmax constant c = {c:.6g} keeps fewer than 12 "
                               f"significant bits with c_frac = {self.c_frac}; raise c_frac")
         return raw
-
-
-def _check_dims(**dims):
-    for name, value in dims.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ConfigError(f"int8 format: {name} must be a positive integer, not {value!r}")
 
 
 @dataclass(frozen=True)

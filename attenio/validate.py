@@ -11,12 +11,20 @@ MAC lines) live here too, because the configuration, the planner, the RTL and
 the cycle model must all refuse the same budgets with the same words.
 """
 
-__all__ = ["integer", "positive", "non_negative", "flag", "one_of", "index",
-           "lanes_per_line"]
+from math import isfinite
+from numbers import Integral, Real
+
+__all__ = ["integer", "positive", "non_negative", "power_of_two", "positive_number", "flag",
+           "one_of", "index", "AXI_DATA_WIDTHS", "lanes_per_line"]
+
+#: The AXI data widths, in bits, the DMA and the beat/element converters are built for
+#: (the budget's `axi_data_bits`).
+AXI_DATA_WIDTHS = (32, 64, 128, 256, 512)
 
 
 def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
+    # Python and NumPy integers; a bool is a flag, never a count.
+    return isinstance(value, Integral) and not isinstance(value, bool)
 
 
 def integer(owner, name, value, *, lo=None, hi=None, error=ValueError):
@@ -26,8 +34,6 @@ def integer(owner, name, value, *, lo=None, hi=None, error=ValueError):
             want = f"an integer from {lo} to {hi}"
         elif lo == 1:
             want = "a positive integer"
-        elif lo == 0:
-            want = "a non-negative integer"
         elif lo is not None:
             want = f"an integer >= {lo}"
         elif hi is not None:
@@ -48,6 +54,23 @@ def non_negative(owner, *, error=ValueError, **values):
     """Every keyword value is an int >= 0."""
     for name, value in values.items():
         integer(owner, name, value, lo=0, error=error)
+
+
+def power_of_two(owner, name, value, *, lo=1, hi=None, error=ValueError):
+    """`value` is a power of two in [lo, hi] (hi may be None); returns it."""
+    if not _is_int(value) or value < max(lo, 1) or (hi is not None and value > hi) \
+            or value & (value - 1):
+        within = f" from {lo} to {hi}" if hi is not None else f" >= {lo}" if lo > 1 else ""
+        raise error(f"{owner}: {name} must be a power of two{within}, not {value!r}")
+    return value
+
+
+def positive_number(owner, name, value, *, error=ValueError):
+    """`value` is a finite real number > 0 (an int or a float, not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, Real) or not isfinite(value) \
+            or value <= 0:
+        raise error(f"{owner}: {name} must be a positive finite number, not {value!r}")
+    return value
 
 
 def flag(owner, name, value, *, error=ValueError):

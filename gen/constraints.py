@@ -14,6 +14,8 @@ committed copies for the presets, which a test keeps equal to these functions.
 
 from pathlib import Path
 
+from attenio import validate
+
 __all__ = ["clock_period_ns", "sdc", "xdc", "lpf", "write_constraints", "CLOCK_PORT", "RESET_PORT"]
 
 CLOCK_PORT = "clk"
@@ -21,8 +23,7 @@ RESET_PORT = "rst"
 
 
 def clock_period_ns(clock_mhz):
-    if isinstance(clock_mhz, bool) or not isinstance(clock_mhz, (int, float)) or clock_mhz <= 0:
-        raise ValueError(f"clock_mhz must be a positive number, not {clock_mhz!r}")
+    validate.positive_number("constraints", "clock_mhz", clock_mhz)
     return 1000.0 / clock_mhz
 
 

@@ -32,6 +32,7 @@ import threading
 import time
 from pathlib import Path
 
+from attenio import validate
 from attenio.errors import ConfigError
 
 __all__ = ["TARGETS", "DEVICE", "PNR_OPTIONS", "ToolMissing", "tool_path", "run_tool", "harness_verilog",
@@ -286,8 +287,7 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
 
     if target not in TARGETS:
         raise ConfigError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
-    if isinstance(lut_mul_width, bool) or not isinstance(lut_mul_width, int) or lut_mul_width < 0:
-        raise ConfigError(f"lut_mul_width must be a non-negative integer, not {lut_mul_width!r}")
+    validate.integer("synth", "lut_mul_width", lut_mul_width, lo=0, error=ConfigError)
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     wall0 = time.monotonic()
@@ -315,8 +315,8 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
     stat = "stat.json"
     extra = (yosys_extra or "").strip()
     if target == "generic":
-        if generic_level not in ("gate", "word"):
-            raise ConfigError(f"generic_level must be 'gate' or 'word', not {generic_level!r}")
+        validate.one_of("synth", "generic_level", generic_level, ("gate", "word"),
+                        error=ConfigError)
         run = "-noabc" if generic_level == "gate" else "-run begin:fine"
         script = (f"read_verilog -sv attenio_top.v\nsynth -flatten {run} -top {TOP_NAME}\n{extra}\n"
                   f"tee -q -o {stat} stat -json\n")

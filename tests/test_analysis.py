@@ -39,21 +39,29 @@ def test_executor_refuses_to_overfill():
         run_attenio(q, k, v, a=3, capacity=2 * 3 * 2 + 2 + 3 + 9 - 1)
 
 
+def least_io(n, walk, feasible):
+    """The least I/O of any a x b tiling `walk(a, b)` runs, for a, b in 1..n; every
+    tiling the walk refuses (CapacityError) must be one that `feasible` rejects."""
+    best = None
+    for a in range(1, n + 1):
+        for b in range(1, n + 1):
+            try:
+                chip = walk(a, b)
+            except CapacityError:
+                assert not feasible(a, b)
+                continue
+            assert feasible(a, b)
+            io = chip.total_reads + chip.total_writes
+            best = io if best is None else min(best, io)
+    return best
+
+
 @pytest.mark.parametrize("n, d", [(14, 2), (10, 3)])
 def test_exhaustive_search_finds_nothing_better_than_the_mmm_optimum(rng, n, d):
     A, B = rng.standard_normal((n, d)), rng.standard_normal((d, n))
     for m in range(3 * d + 1, n * d + 1, 3):
-        best = None
-        for a in range(1, n + 1):
-            for b in range(1, n + 1):
-                try:
-                    chip = run_mmm(A, B, a=a, b=b, capacity=m)
-                except CapacityError:
-                    assert not analysis.mmm_feasible(a, b, d, m)
-                    continue
-                assert analysis.mmm_feasible(a, b, d, m)
-                io = chip.total_reads + chip.total_writes
-                best = io if best is None else min(best, io)
+        best = least_io(n, lambda a, b: run_mmm(A, B, a=a, b=b, capacity=m),
+                        lambda a, b: analysis.mmm_feasible(a, b, d, m))
         a, b = analysis.mmm_optimum(n, d, m)
         assert sum(analysis.mmm_io(n, d, a, b)) == best, f"M={m}"
 
@@ -61,20 +69,14 @@ def test_exhaustive_search_finds_nothing_better_than_the_mmm_optimum(rng, n, d):
 @pytest.mark.parametrize("n, d", [(12, 2), (9, 3)])
 def test_exhaustive_search_finds_nothing_better_than_the_attention_optimum(rng, n, d):
     q, k, v = qkv(rng, n, d)
+
+    def walk(a, b):
+        if not analysis.attention_feasible(a, b, d, m + 2 * d):
+            raise CapacityError("far from fitting")     # skip the walk, it would only raise
+        return run_attenio(q, k, v, a=a, b=b, capacity=m)
+
     for m in range(3 * d + 4, 2 * n * d + 3 * n + d + n + 2, 4):
-        best = None
-        for a in range(1, n + 1):
-            for b in range(1, n + 1):
-                if not analysis.attention_feasible(a, b, d, m + 2 * d):
-                    continue  # far from fitting: skip the walk, it would only raise
-                try:
-                    chip = run_attenio(q, k, v, a=a, b=b, capacity=m)
-                except CapacityError:
-                    assert not analysis.attention_feasible(a, b, d, m)
-                    continue
-                assert analysis.attention_feasible(a, b, d, m)
-                io = chip.total_reads + chip.total_writes
-                best = io if best is None else min(best, io)
+        best = least_io(n, walk, lambda a, b: analysis.attention_feasible(a, b, d, m))
         a, b = analysis.attention_optimum(n, d, m)
         assert (a, b) == (min((m - d) // (2 * d + 4), n), 1)
         assert sum(analysis.attention_io(n, d, a)) == best, f"M={m}"
@@ -100,5 +102,5 @@ def test_bound_grows_as_n2_d2_over_m():
 def test_too_small_memory_is_a_clear_error():
     with pytest.raises(ValueError, match="cannot hold one query row"):
         analysis.attention_optimum(64, 16, 40)
-    with pytest.raises(ValueError, match="M must be a positive integer"):
+    with pytest.raises(ValueError, match="attention_optimum: M must be a positive integer, not 0"):
         analysis.attention_optimum(64, 16, 0)

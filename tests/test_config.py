@@ -38,7 +38,7 @@ def test_budget_rejects_bad_values():
     good = dataclasses.asdict(preset("small").budget)
     with pytest.raises(ConfigError, match="axi_data_bits must be one of"):
         Budget(**{**good, "axi_data_bits": 48})
-    with pytest.raises(ConfigError, match="latency_cycles must be a non-negative integer, not -1"):
+    with pytest.raises(ConfigError, match="budget: latency_cycles must be an integer >= 0, not -1"):
         Budget(**{**good, "latency_cycles": -1})
     with pytest.raises(ConfigError, match="exp_units must be a positive integer, not 0"):
         Budget(**{**good, "exp_units": 0})

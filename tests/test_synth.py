@@ -111,7 +111,7 @@ def test_lut_mul_width_moves_the_narrow_products_out_of_the_dsps(tmp_path):
     from attenio.gen.synth import synthesize
     from attenio.errors import ConfigError
     config = preset("small")
-    with pytest.raises(ConfigError, match="lut_mul_width must be a non-negative integer"):
+    with pytest.raises(ConfigError, match="lut_mul_width must be an integer >= 0"):
         synthesize(config, tmp_path, target="ecp5", lut_mul_width=-1)
     verilog = tmp_path / "attenio_top.v"
     verilog.write_text(_THREE_PRODUCTS)
