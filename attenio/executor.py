@@ -93,6 +93,37 @@ def _qkv_mem(q, k, v):
             "P": np.zeros((n, n))}
 
 
+def _load_rows(chip, tensors, rows, d):
+    """Bring rows `rows` of each of `tensors` on chip, element by element."""
+    for j in rows:
+        for e in range(d):
+            for t in tensors:
+                chip.load(t, j, e)
+
+
+def _score(chip, i, j, d):
+    """S[i, j] = Q_i . K_j from the on-chip rows."""
+    return sum(chip.get(("Q", i, e)) * chip.get(("K", j, e)) for e in range(d))
+
+
+def _open_q_block(chip, rows, d):
+    """A Q block on chip with its O accumulators at 0, its running max at -inf, its sum at 0."""
+    for i in rows:
+        for e in range(d):
+            chip.load("Q", i, e)
+            chip.set(("o", i, e), 0.0)
+        chip.set(("m", i), -np.inf)
+        chip.set(("l", i), 0.0)
+
+
+def _write_o(chip, rows, d):
+    """O = O / l for the block's rows, written out."""
+    for i in rows:
+        for e in range(d):
+            chip.set(("o", i, e), chip.get(("o", i, e)) / chip.get(("l", i)))
+            chip.store("O", i, e, ("o", i, e))
+
+
 def run_mmm(a_mat, b_mat, *, a, b, capacity):
     """Tall-and-skinny C = A B: an A block of a rows stays while B streams b columns at a time."""
     n, d = a_mat.shape
@@ -134,21 +165,13 @@ def run_attenio(q, k, v, *, a, b=1, capacity):
     chip = OnChip(capacity, _qkv_mem(q, k, v))
     for i0 in range(0, n, a):
         rows = range(i0, min(i0 + a, n))
-        for i in rows:
-            for e in range(d):
-                chip.load("Q", i, e)
-                chip.set(("o", i, e), 0.0)
-            chip.set(("m", i), -np.inf)
-            chip.set(("l", i), 0.0)
+        _open_q_block(chip, rows, d)
         for j0 in range(0, n, b):
             cols = range(j0, min(j0 + b, n))
-            for j in cols:
-                for e in range(d):
-                    chip.load("K", j, e)
+            _load_rows(chip, ("K",), cols, d)
             for i in rows:
                 for j in cols:
-                    chip.set(("s", i, j), sum(chip.get(("Q", i, e)) * chip.get(("K", j, e))
-                                              for e in range(d)))
+                    chip.set(("s", i, j), _score(chip, i, j, d))
             chip.drop_tensor("K")
             for i in rows:
                 chip.set(("m_old", i), chip.get(("m", i)))
@@ -160,9 +183,7 @@ def run_attenio(q, k, v, *, a, b=1, capacity):
                     psum += chip.get(("s", i, j))
                 alpha = np.exp(chip.get(("m_old", i)) - m_new)
                 chip.set(("l", i), alpha * chip.get(("l", i)) + psum)
-            for j in cols:
-                for e in range(d):
-                    chip.load("V", j, e)
+            _load_rows(chip, ("V",), cols, d)
             for i in rows:  # O = diag(exp(m_old - m)) O + P V
                 alpha = np.exp(chip.get(("m_old", i)) - chip.get(("m", i)))
                 for e in range(d):
@@ -171,10 +192,7 @@ def run_attenio(q, k, v, *, a, b=1, capacity):
             chip.drop_tensor("m_old")
             chip.drop_tensor("V")
             chip.drop_tensor("s")
-        for i in rows:
-            for e in range(d):
-                chip.set(("o", i, e), chip.get(("o", i, e)) / chip.get(("l", i)))
-                chip.store("O", i, e, ("o", i, e))
+        _write_o(chip, rows, d)
         for t in ("Q", "o", "m", "l"):
             chip.drop_tensor(t)
     return chip
@@ -186,22 +204,13 @@ def run_flashattention2(q, k, v, *, br, bc, capacity):
     chip = OnChip(capacity, _qkv_mem(q, k, v))
     for i0 in range(0, n, br):
         rows = range(i0, min(i0 + br, n))
-        for i in rows:
-            for e in range(d):
-                chip.load("Q", i, e)
-                chip.set(("o", i, e), 0.0)
-            chip.set(("m", i), -np.inf)
-            chip.set(("l", i), 0.0)
+        _open_q_block(chip, rows, d)
         for j0 in range(0, n, bc):
             cols = range(j0, min(j0 + bc, n))
-            for j in cols:
-                for e in range(d):
-                    chip.load("K", j, e)
-                    chip.load("V", j, e)
+            _load_rows(chip, ("K", "V"), cols, d)
             for i in rows:
                 for j in cols:
-                    chip.set(("s", i, j), sum(chip.get(("Q", i, e)) * chip.get(("K", j, e))
-                                              for e in range(d)))
+                    chip.set(("s", i, j), _score(chip, i, j, d))
             for i in rows:  # row reductions over the block
                 m_old = chip.get(("m", i))
                 m_new = max([m_old] + [chip.get(("s", i, j)) for j in cols])
@@ -217,10 +226,7 @@ def run_flashattention2(q, k, v, *, br, bc, capacity):
                         chip.get(("s", i, j)) * chip.get(("V", j, e)) for j in cols))
             for t in ("K", "V", "s"):
                 chip.drop_tensor(t)
-        for i in rows:
-            for e in range(d):
-                chip.set(("o", i, e), chip.get(("o", i, e)) / chip.get(("l", i)))
-                chip.store("O", i, e, ("o", i, e))
+        _write_o(chip, rows, d)
         for t in ("Q", "o", "m", "l"):
             chip.drop_tensor(t)
     return chip
@@ -234,15 +240,11 @@ def run_flat(q, k, v, *, r, spill, capacity):
         return _run_flat_spilled(chip, n, d)
     for i0 in range(0, n, r):
         rows = range(i0, min(i0 + r, n))
-        for i in rows:
-            for e in range(d):
-                chip.load("Q", i, e)
+        _load_rows(chip, ("Q",), rows, d)
         for j in range(n):
-            for e in range(d):
-                chip.load("K", j, e)
+            _load_rows(chip, ("K",), (j,), d)
             for i in rows:
-                chip.set(("s", i, j), sum(chip.get(("Q", i, e)) * chip.get(("K", j, e))
-                                          for e in range(d)))
+                chip.set(("s", i, j), _score(chip, i, j, d))
             chip.drop_tensor("K")
         for i in rows:  # whole-row softmax statistics
             chip.set(("m", i), max(chip.get(("s", i, j)) for j in range(n)))
@@ -253,17 +255,13 @@ def run_flat(q, k, v, *, r, spill, capacity):
             for e in range(d):
                 chip.set(("o", i, e), 0.0)
         for j in range(n):
-            for e in range(d):
-                chip.load("V", j, e)
+            _load_rows(chip, ("V",), (j,), d)
             for i in rows:
                 for e in range(d):
                     chip.set(("o", i, e), chip.get(("o", i, e))
                              + chip.get(("s", i, j)) * chip.get(("V", j, e)))
             chip.drop_tensor("V")
-        for i in rows:
-            for e in range(d):
-                chip.set(("o", i, e), chip.get(("o", i, e)) / chip.get(("l", i)))
-                chip.store("O", i, e, ("o", i, e))
+        _write_o(chip, rows, d)
         for t in ("Q", "s", "m", "l", "o"):
             chip.drop_tensor(t)
     return chip
@@ -271,12 +269,10 @@ def run_flat(q, k, v, *, r, spill, capacity):
 
 def _run_flat_spilled(chip, n, d):
     for i in range(n):
-        for e in range(d):
-            chip.load("Q", i, e)
+        _load_rows(chip, ("Q",), (i,), d)
         for j in range(n):
-            for e in range(d):
-                chip.load("K", j, e)
-            chip.set(("s",), sum(chip.get(("Q", i, e)) * chip.get(("K", j, e)) for e in range(d)))
+            _load_rows(chip, ("K",), (j,), d)
+            chip.set(("s",), _score(chip, i, j, d))
             chip.store("S", i, j, ("s",))
             chip.drop(("s",))
             chip.drop_tensor("K")
@@ -293,8 +289,7 @@ def _run_flat_spilled(chip, n, d):
             chip.set(("o", e), 0.0)
         for j in range(n):  # pass 2: P V
             key = chip.load("S", i, j)
-            for e in range(d):
-                chip.load("V", j, e)
+            _load_rows(chip, ("V",), (j,), d)
             p = np.exp(chip.get(key) - chip.get(("m",))) / chip.get(("l",))
             for e in range(d):
                 chip.set(("o", e), chip.get(("o", e)) + p * chip.get(("V", j, e)))
