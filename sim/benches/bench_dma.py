@@ -1,30 +1,29 @@
-"""cocotb bench of `attenio.hdl.dma.DMA` on cocotbext-axi's AxiRam.
+"""cocotb bench of `attenio.hdl.dma.DMA` on an AXI memory (`attenio.sim.tb.axi_memory`).
 
 Parameters (from the launcher, see `attenio.sim.runner.bench_params`): `data_width`,
 `addr_width`, `max_reads`, `max_writes`, `seed`, `random_cmds` (commands per side in
-`test_random_traffic`), `report` (a JSON file `test_throughput` writes its figures to).
+`test_random_traffic`), `rounds`, `throughput_beats`, `latency`, `timeout_scale`,
+`report` (a JSON file `test_throughput` writes its figures to).
 
-The pieces are kept apart: `FaultyRam` (AxiRam with random latency, SLVERR
-injection and back-pressure), `AxiMonitor` (watches every handshake on the port and
-checks the protocol rules a DMA master must keep), stream drivers and sinks for
-the DMA's own ports, and the tests, which compare against the Python twin
+The memory, the AXI protocol monitor and the stream drivers come from the
+testbench library (`attenio.sim.tb`); here are the DMA's own stimulus (random and
+corner-case commands) and the tests, which compare against the Python twin
 `split_bursts` and the memory image.
 """
 
 import json
-import logging
-import random
-from collections import deque
 
 import cocotb
-from cocotb.clock import Clock
-from cocotb.simtime import get_sim_time
 from cocotb.triggers import ClockCycles, RisingEdge
-from cocotbext.axi import AxiBus, AxiRam
 
-from attenio.hdl.axi import AXI_4KB, AXIBurst
-from attenio.hdl.dma import split_bursts
+from attenio.hdl.axi import AXI_4KB
+from attenio.hdl.dma import command_layout, error_layout, read_data_layout, split_bursts
 from attenio.sim.runner import bench_params
+from attenio.sim.tb.axi_memory import AxiMemory
+from attenio.sim.tb.axi_monitor import AxiMonitor
+from attenio.sim.tb.clock import reset, start_clock
+from attenio.sim.tb.rng import seeded
+from attenio.sim.tb.streams import StreamSink, StreamSource, pack, unpack
 
 P = bench_params()
 DW = P.get("data_width", 64)
@@ -33,12 +32,15 @@ MAX_READS = P.get("max_reads", 4)
 MAX_WRITES = P.get("max_writes", 4)
 SEED = P.get("seed", 1)
 BPB = DW // 8                       # bytes per beat
-MAX_BURST = min(256, AXI_4KB // BPB)
+MAX_BURST = P.get("max_burst_beats")  # the DMA's own limit, from the launcher (None outside)
 MEM_SIZE = 1 << 21                  # 2 MB: reads from the lower half, writes to the upper
 READ_BASE, WRITE_BASE = 0, 1 << 20
 REGION = 1 << 20
 ROUNDS = P.get("rounds", 1)          # rounds of `random_cmds` commands per side
 TIMEOUT_SCALE = P.get("timeout_scale", 1.0)   # simulated-time limits scale with the work
+COMMAND = command_layout(AW)
+READ_DATA = read_data_layout(DW)
+ERROR = error_layout()
 
 
 def timeout_ms(base):
@@ -47,252 +49,30 @@ def timeout_ms(base):
 
 def test_rng(name):
     """One seeded generator per test, its seed printed so a failure can be replayed."""
-    seed = f"{SEED}:{name}:{DW}"
-    logging.getLogger("cocotb").info("bench_dma %s: seed %r (data_width %d)", name, seed, DW)
-    print(f"bench_dma {name}: seed {seed!r}", flush=True)
-    return random.Random(seed)
+    return seeded("bench_dma", name, SEED, DW)
 
 
-def pauses(rng, probability):
-    """A pause generator for cocotbext-axi: pause the channel with `probability` each cycle."""
-    while True:
-        yield rng.random() < probability
-
-
-# --- the memory ---------------------------------------------------------------------------
-
-CLOCK_NS = 10
-
-
-class FaultyRam:
-    """AxiRam plus random latency, a pipelined read latency and SLVERR injection.
-
-    AxiRam cannot answer with an error by itself; its slave interfaces answer SLVERR
-    when their `_read`/`_write` hook raises, so the hooks are wrapped: an access
-    touching a poisoned byte range raises, and with `latency` set an access waits
-    a random number of cycles first (this stalls the slave, like a busy memory).
-
-    `read_latency` models a pipelined memory instead: the first beat of a burst
-    comes no earlier than that many cycles after its AR handshake, while earlier
-    bursts keep streaming (AR requests are stamped as they arrive and the slave's
-    AR queue is deepened so several can wait).
-    """
-
-    def __init__(self, dut, rng):
-        self.rng = rng
-        self.clk = dut.clk
-        self.ram = AxiRam(AxiBus.from_prefix(dut, "m_axi", bus_separator="__"), dut.clk, dut.rst,
-                          size=MEM_SIZE)
-        for port in (self.ram.read_if, self.ram.write_if):
-            port.log.setLevel(logging.WARNING)
-        self.poisoned = []              # (start, end) byte ranges that answer SLVERR
-        self.latency = (0.0, 0)         # (probability, max cycles) of a stall before an access
-        self.reads = self.writes = 0    # beats the memory served (bus-width words)
-        self.read_latency = 0           # cycles from AR to the first R beat (pipelined)
-        self._wrap("read_if", "_read", "reads")
-        self._wrap("write_if", "_write", "writes")
-        self._delay_ar()
-
-    def _delay_ar(self):
-        ar = self.ram.read_if.ar_channel
-        ar.queue_occupancy_limit = 64
-        put, recv = ar.queue.put_nowait, ar.recv
-
-        def stamped_put(item):
-            item.arrival_ns = get_sim_time("ns")
-            put(item)
-
-        async def delayed_recv():
-            item = await recv()
-            waited = int((get_sim_time("ns") - item.arrival_ns) // CLOCK_NS)
-            if self.read_latency > waited:
-                await ClockCycles(self.clk, self.read_latency - waited)
-            return item
-
-        ar.queue.put_nowait = stamped_put
-        ar.recv = delayed_recv
-
-    def _wrap(self, port_name, hook, counter):
-        port = getattr(self.ram, port_name)
-        inner = getattr(port, hook)
-
-        async def hooked(address, arg):
-            probability, most = self.latency
-            if most and self.rng.random() < probability:
-                await ClockCycles(self.clk, self.rng.randint(1, most))
-            setattr(self, counter, getattr(self, counter) + 1)
-            size = arg if isinstance(arg, int) else len(arg)
-            for start, end in self.poisoned:
-                if address < end and start < address + size:
-                    raise OSError(f"injected SLVERR at {address:#x}")
-            return await inner(address, arg)
-
-        setattr(port, hook, hooked)
-
-    def back_pressure(self, probability):
-        """Random pauses on all five channels (0 turns them off)."""
-        r, w = self.ram.read_if, self.ram.write_if
-        for channel in (r.ar_channel, r.r_channel, w.aw_channel, w.w_channel, w.b_channel):
-            channel.set_pause_generator(pauses(self.rng, probability) if probability else None)
-            # cocotbext-axi 0.1.28 leaves `pause` at the generator's last value when the
-            # generator is removed; a channel caught paused would stay paused for good.
-            if not probability:
-                channel.pause = False
-
-    def read(self, addr, length):
-        return self.ram.read(addr, length)
-
-    def write(self, addr, data):
-        self.ram.write(addr, data)
-
-
-# --- watching the AXI port ----------------------------------------------------------------
-
-class AxiMonitor:
-    """Samples every AXI handshake right after each rising edge and checks the master's rules.
-
-    Records AR and AW bursts as (address, beats); checks INCR, full-width beats,
-    at most 256 beats and `MAX_BURST`, no 4 KB crossing, WLAST on exactly the last
-    beat of each write burst, the bursts in flight within the DMA's limits, and
-    counts cycles in which RVALID met a low RREADY (the reader should never stall R).
-    """
-
-    def __init__(self, dut):
-        self.dut = dut
-        self.ar, self.aw = [], []
-        self.r_beats = self.w_beats = self.b_resps = 0
-        self.reads_in_flight = self.writes_in_flight = 0
-        self.max_reads_in_flight = self.max_writes_in_flight = 0
-        self.r_stalls = 0
-        self.errors = []
-        self._w_bursts = deque()        # beats expected in each write burst whose AW went out
-        self._w_beat = 0
-        cocotb.start_soon(self._run())
-
-    def reset_stats(self):
-        self.ar.clear(); self.aw.clear()
-        self.r_beats = self.w_beats = self.b_resps = 0
-        self.max_reads_in_flight = self.reads_in_flight
-        self.max_writes_in_flight = self.writes_in_flight
-
-    def _check_burst(self, kind, addr, length, size, burst):
-        beats = length + 1
-        if burst != AXIBurst.INCR:
-            self.errors.append(f"{kind} burst type {burst} at {addr:#x}, not INCR")
-        if size != BPB.bit_length() - 1:
-            self.errors.append(f"{kind} size {size} at {addr:#x}, not full width")
-        if addr % BPB:
-            self.errors.append(f"{kind} address {addr:#x} not beat-aligned")
-        if beats > MAX_BURST:
-            self.errors.append(f"{kind} burst of {beats} beats at {addr:#x} exceeds {MAX_BURST}")
-        if addr // AXI_4KB != (addr + beats * BPB - 1) // AXI_4KB:
-            self.errors.append(f"{kind} burst {addr:#x}+{beats * BPB} crosses a 4 KB boundary")
-
-    async def _run(self):
-        d = self.dut
-        while True:
-            await RisingEdge(d.clk)
-            if d.rst.value:
-                continue
-            if d.m_axi__arvalid.value and d.m_axi__arready.value:
-                addr, length = int(d.m_axi__araddr.value), int(d.m_axi__arlen.value)
-                self._check_burst("AR", addr, length, int(d.m_axi__arsize.value),
-                                  int(d.m_axi__arburst.value))
-                self.ar.append((addr, length + 1))
-                self.reads_in_flight += 1
-                self.max_reads_in_flight = max(self.max_reads_in_flight, self.reads_in_flight)
-                if self.reads_in_flight > MAX_READS:
-                    self.errors.append(f"{self.reads_in_flight} reads in flight > {MAX_READS}")
-            if d.m_axi__rvalid.value:
-                if d.m_axi__rready.value:
-                    self.r_beats += 1
-                    if d.m_axi__rlast.value:
-                        self.reads_in_flight -= 1
-                else:
-                    self.r_stalls += 1
-            if d.m_axi__awvalid.value and d.m_axi__awready.value:
-                addr, length = int(d.m_axi__awaddr.value), int(d.m_axi__awlen.value)
-                self._check_burst("AW", addr, length, int(d.m_axi__awsize.value),
-                                  int(d.m_axi__awburst.value))
-                self.aw.append((addr, length + 1))
-                self._w_bursts.append(length + 1)
-                self.writes_in_flight += 1
-                self.max_writes_in_flight = max(self.max_writes_in_flight, self.writes_in_flight)
-                if self.writes_in_flight > MAX_WRITES:
-                    self.errors.append(f"{self.writes_in_flight} writes in flight > {MAX_WRITES}")
-            if d.m_axi__wvalid.value and d.m_axi__wready.value:
-                self.w_beats += 1
-                last = bool(d.m_axi__wlast.value)
-                if not self._w_bursts:
-                    self.errors.append("W beat before its AW")
-                else:
-                    self._w_beat += 1
-                    if last != (self._w_beat == self._w_bursts[0]):
-                        self.errors.append(f"WLAST={int(last)} on beat {self._w_beat} of a "
-                                           f"{self._w_bursts[0]}-beat burst")
-                    if last or self._w_beat == self._w_bursts[0]:
-                        self._w_bursts.popleft()
-                        self._w_beat = 0
-            if d.m_axi__bvalid.value and d.m_axi__bready.value:
-                self.b_resps += 1
-                self.writes_in_flight -= 1
-
-    def check(self):
-        assert not self.errors, "AXI protocol violations:\n  " + "\n  ".join(self.errors[:20])
-
-
-# --- the DMA's own streams ----------------------------------------------------------------
-
-def cmd_payload(addr, length):
-    return addr | (length << AW)
-
-
-async def drive(dut, name, payloads, rng, gap):
-    """Offer `payloads` on the stream `name` (valid/ready/payload), idle with probability `gap`."""
-    valid, ready, payload = (getattr(dut, f"{name}__{s}") for s in ("valid", "ready", "payload"))
-    for item in payloads:
-        while gap and rng.random() < gap:
-            await RisingEdge(dut.clk)
-        valid.value = 1
-        payload.value = item
-        while True:
-            await RisingEdge(dut.clk)
-            if ready.value:
-                break
-        valid.value = 0
-
-
-async def collect(dut, name, count, rng, ready_probability, out):
-    """Take `count` transfers from the stream `name` into `out`, ready with `ready_probability`."""
-    valid, ready, payload = (getattr(dut, f"{name}__{s}") for s in ("valid", "ready", "payload"))
-    while len(out) < count:
-        go = ready_probability >= 1 or rng.random() < ready_probability
-        ready.value = int(go)
-        await RisingEdge(dut.clk)
-        if go and valid.value:
-            out.append(int(payload.value))
-    ready.value = 0
+def command(addr, length):
+    return pack(COMMAND, addr=addr, length=length)
 
 
 class Bench:
+    """The DMA with its memory and monitor; `run` drives its five streams at once."""
+
     def __init__(self, dut, rng):
         self.dut, self.rng = dut, rng
-        self.mem = FaultyRam(dut, rng)
+        self.mem = AxiMemory.from_prefix(dut, "m_axi", size=MEM_SIZE, rng=rng)
         self.mon = None
 
     async def start(self):
         d = self.dut
-        Clock(d.clk, CLOCK_NS, unit="ns").start()
-        for s in (d.rd_cmd__valid, d.rd_data__ready, d.wr_cmd__valid, d.wr_data__valid,
-                  d.wr_done__ready, d.error_clear, d.counters_clear):
-            s.value = 0
-        d.rd_cmd__payload.value = 0
-        d.wr_cmd__payload.value = 0
-        d.wr_data__payload.value = 0
-        d.rst.value = 1
-        await ClockCycles(d.clk, 5)
-        d.rst.value = 0
-        self.mon = AxiMonitor(d)
+        start_clock(d.clk)
+        await reset(d, cycles=5, settle=0, idle=(
+            d.rd_cmd__valid, d.rd_data__ready, d.wr_cmd__valid, d.wr_data__valid,
+            d.wr_done__ready, d.error_clear, d.counters_clear, d.rd_cmd__payload,
+            d.wr_cmd__payload, d.wr_data__payload))
+        self.mon = AxiMonitor(d, "m_axi", max_reads=MAX_READS, max_writes=MAX_WRITES,
+                              max_burst=MAX_BURST)
         await ClockCycles(d.clk, 2)
 
     def fill(self, base, length):
@@ -313,14 +93,17 @@ class Bench:
         for (addr, length), payload in zip(writes, write_data or []):
             wbeats += [int.from_bytes(payload[i:i + BPB], "little")
                        for i in range(0, len(payload), BPB)]
-        got, dones = [], []
         writes_ok = [w for w in writes if split_bursts(*w, data_width=DW)]
+        rd_data = StreamSink(d, "rd_data", rng=rng, ready=ready)
+        wr_done = StreamSink(d, "wr_done", rng=rng, ready=ready)
         tasks = [
-            cocotb.start_soon(drive(d, "rd_cmd", [cmd_payload(*c) for c in reads], rng, cmd_gap)),
-            cocotb.start_soon(collect(d, "rd_data", read_beats, rng, ready, got)),
-            cocotb.start_soon(drive(d, "wr_cmd", [cmd_payload(*c) for c in writes], rng, cmd_gap)),
-            cocotb.start_soon(drive(d, "wr_data", wbeats, rng, data_gap)),
-            cocotb.start_soon(collect(d, "wr_done", len(writes_ok), rng, ready, dones)),
+            cocotb.start_soon(StreamSource(d, "rd_cmd", rng=rng, gap=cmd_gap)
+                              .send([command(*c) for c in reads])),
+            cocotb.start_soon(rd_data.take(read_beats)),
+            cocotb.start_soon(StreamSource(d, "wr_cmd", rng=rng, gap=cmd_gap)
+                              .send([command(*c) for c in writes])),
+            cocotb.start_soon(StreamSource(d, "wr_data", rng=rng, gap=data_gap).send(wbeats)),
+            cocotb.start_soon(wr_done.take(len(writes_ok))),
         ]
         cycles = 0
         while not all(t.done() for t in tasks):
@@ -333,8 +116,8 @@ class Bench:
             await RisingEdge(d.clk)
             assert not d.rd_data__valid.value, "a read beat beyond the commands' lengths"
             assert not d.wr_done__valid.value, "a wr_done beyond the write commands"
-        beats = [(v & ((1 << DW) - 1), v >> DW) for v in got]
-        return beats, dones, cycles
+        beats = [(b.data, b.last) for b in (unpack(READ_DATA, v) for v in rd_data.items)]
+        return beats, wr_done.items, cycles
 
     def expect_read(self, reads, beats):
         """The beats must be the memory's bytes, in command order, `last` on command ends."""
@@ -353,6 +136,8 @@ class Bench:
     def expected_bursts(self, cmds):
         return [b for c in cmds for b in split_bursts(*c, data_width=DW)]
 
+
+# --- stimulus -----------------------------------------------------------------------------
 
 def aligned_commands(rng, count, base, span, *, max_beats, near_boundary=0.3, disjoint=False):
     """Random beat-aligned (addr, length) commands inside [base, base + span).
@@ -382,8 +167,6 @@ def aligned_commands(rng, count, base, span, *, max_beats, near_boundary=0.3, di
     return cmds
 
 
-# --- the tests ----------------------------------------------------------------------------
-
 def corner_commands(base):
     """Beat-aligned corner cases: one beat, 4 KB exactly, boundaries, the largest bursts."""
     page = AXI_4KB
@@ -400,6 +183,8 @@ def corner_commands(base):
         (base + 12 * page - 256, 512),                # small, crossing
     ]
 
+
+# --- the tests ----------------------------------------------------------------------------
 
 async def _read_write_and_check(bench, reads, writes, *, cmd_gap, ready, data_gap):
     d, mon = bench.dut, bench.mon
@@ -530,9 +315,10 @@ async def test_errors(dut):
     data = [rng.randbytes(length) for _, length in writes]
     beats, dones, _ = await bench.run(reads, writes, data)
     await ClockCycles(dut.clk, 5)
-    err = int(dut.error.value)
-    assert err & 0b011 == 0b011, f"error status {err:#05b}: read and write errors expected"
-    assert err & 0b100 == 0, f"error status {err:#05b}: no malformed command was sent"
+    err = unpack(ERROR, int(dut.error.value))
+    status = f"error status {err.as_bits():#05b}"
+    assert err.read and err.write, f"{status}: read and write errors expected"
+    assert not err.command, f"{status}: no malformed command was sent"
     # Every beat still arrived; good beats intact, the poisoned beat as the slave gave it (zero).
     assert len(beats) == sum(length for _, length in reads) // BPB
     assert beats[1 + 4][0] == 0
@@ -554,7 +340,8 @@ async def test_errors(dut):
     malformed = [(READ_BASE, 0), (READ_BASE + 1, BPB), (READ_BASE, BPB + BPB // 2)]
     await bench.run(malformed, malformed, [b""] * 3)
     await ClockCycles(dut.clk, 5)
-    assert int(dut.error.value) == 0b100, f"error status {int(dut.error.value):#05b}"
+    err = unpack(ERROR, int(dut.error.value))
+    assert err.command and not err.read and not err.write, f"error status {err.as_bits():#05b}"
     assert not bench.mon.ar and not bench.mon.aw, "a malformed command reached the bus"
     # And the DMA still works afterwards, counters cleared first.
     dut.counters_clear.value = 1
@@ -648,5 +435,6 @@ def launch(*, simulator, data_width, max_reads=4, max_writes=4, addr_width=32, s
               quick_build=quick_build and simulator == "verilator",
               params={"data_width": data_width, "addr_width": addr_width,
                       "max_reads": max_reads, "max_writes": max_writes, "seed": seed,
+                      "max_burst_beats": dut.max_burst_beats,
                       "read_fifo_depth": dut.read_fifo_depth, **params})
     return build / simulator
