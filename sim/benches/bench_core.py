@@ -9,26 +9,26 @@ next); `random_blocks` for `test_backpressure`; `seed`; `report`, a JSON file
 
 The pieces are kept apart: `Block` (random int8 Q/K/V, a softmax constant, and
 the golden model's bytes), `FeedDriver` (start commands and the feed in the
-core's order, with optional random gaps), `OutSink` (collects o_out, with
-optional random back-pressure), `Strobes` (counts pe_active / exp_active and
-times every block), and the tests, which compare every byte with the golden
-model (`attenio.sim.golden.attention`, i.e. the twins of `Int8Arith`).
+core's order, with optional random gaps), `Strobes` (counts pe_active /
+exp_active and times every block), and the tests, which compare every byte with
+the golden model (`attenio.sim.golden.attention`, i.e. the twins of `Int8Arith`).
+Streams, clock, reset and the seeded RNG come from `attenio.sim.tb`.
 """
 
 import json
-import logging
-import random
 
 import cocotb
 import numpy as np
-from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge
+from cocotb.triggers import RisingEdge
 
 from attenio.formats import Int8Format
-from attenio.hdl.core import Kind, feed_layout, start_layout
+from attenio.hdl.core import Kind, feed_layout, out_layout, start_layout
 from attenio.hdl.formats import Int8Arith
 from attenio.sim.golden import attention
 from attenio.sim.runner import bench_params
+from attenio.sim.tb.clock import reset, start_clock
+from attenio.sim.tb.rng import seeded
+from attenio.sim.tb.streams import StreamSink, StreamSource, pack, unpack
 
 P = bench_params()
 LINES = P.get("mac_lines", 2)
@@ -42,22 +42,13 @@ ROWS = R * LINES * QM
 ARITH = Int8Arith(Int8Format(), max_seq_len=NMAX, head_dim=D)
 FEED = feed_layout()
 START = start_layout(rows=ROWS, max_seq_len=NMAX)
+OUT = out_layout()
 
 
 def test_rng(name):
-    seed = f"{SEED}:{name}:{LINES}x{QM}r{R}d{D}e{E}"
-    print(f"bench_core {name}: seed {seed!r}", flush=True)
-    logging.getLogger("cocotb").info("bench_core %s: seed %r", name, seed)
-    return random.Random(seed), np.random.default_rng(random.Random(seed).getrandbits(64))
-
-
-def pack(layout, **fields):
-    """The bits of a struct payload (fields from the hdl's own layout, nothing retyped)."""
-    word = 0
-    for name, value in fields.items():
-        f = layout[name]
-        word |= (int(value) & ((1 << f.width) - 1)) << f.offset
-    return word
+    """A seeded generator and its NumPy twin for one test, the seed printed for replay."""
+    rng = seeded("bench_core", name, SEED, f"{LINES}x{QM}r{R}d{D}e{E}")
+    return rng, rng.numpy()
 
 
 def kv_order(n):
@@ -83,65 +74,27 @@ class Block:
                                   arith=ARITH).reshape(-1).astype(int)
 
     def words(self):
-        out = [pack(FEED, kind=Kind.Q.value, value=x) for x in self.q.reshape(-1)]
+        out = [pack(FEED, kind=Kind.Q, value=x) for x in self.q.reshape(-1)]
         for kind, j in kv_order(self.n):
             row = self.k[j] if kind == "K" else self.v[j]
-            out += [pack(FEED, kind=Kind[kind].value, value=x) for x in row]
+            out += [pack(FEED, kind=Kind[kind], value=x) for x in row]
         return out
 
 
 class FeedDriver:
-    """Issues each block's start command, then its feed words; `gap` is the
+    """Issues each block's start command (with its c), then its feed words; `gap` is the
     probability of holding valid low for a cycle."""
 
     def __init__(self, dut, rng, gap=0.0):
-        self.dut, self.rng, self.gap = dut, rng, gap
-        self.start_times = []
+        self.dut = dut
+        self.start = StreamSource(dut, "start")
+        self.feed = StreamSource(dut, "feed", rng=rng, gap=gap)
 
     async def run(self, blocks):
-        d = self.dut
         for blk in blocks:
-            d.c.value = blk.c
-            d.start__payload.value = pack(START, rows_valid=blk.rows, n_keys=blk.n)
-            d.start__valid.value = 1
-            while True:
-                await RisingEdge(d.clk)
-                if d.start__ready.value:
-                    break
-            d.start__valid.value = 0
-            self.start_times.append(cocotb.utils.get_sim_time("ns"))
-            for word in blk.words():
-                while self.gap and self.rng.random() < self.gap:
-                    d.feed__valid.value = 0
-                    await RisingEdge(d.clk)
-                d.feed__payload.value = word
-                d.feed__valid.value = 1
-                while True:
-                    await RisingEdge(d.clk)
-                    if d.feed__ready.value:
-                        break
-            d.feed__valid.value = 0
-
-
-class OutSink:
-    """Collects o_out bytes (with their last flags); `pause` is the probability of
-    holding ready low for a cycle."""
-
-    def __init__(self, dut, rng, pause=0.0):
-        self.dut, self.rng, self.pause = dut, rng, pause
-        self.data, self.lasts, self.times = [], [], []
-
-    async def run(self):
-        d = self.dut
-        while True:
-            go = not (self.pause and self.rng.random() < self.pause)
-            d.o_out__ready.value = int(go)
-            await RisingEdge(d.clk)
-            if go and d.o_out__valid.value:
-                word = int(d.o_out__payload.value)
-                self.data.append((word & 0xFF) - ((word & 0x80) << 1))
-                self.lasts.append(word >> 8 & 1)
-                self.times.append(cocotb.utils.get_sim_time("ns"))
+            self.dut.c.value = blk.c
+            await self.start.send([pack(START, rows_valid=blk.rows, n_keys=blk.n)])
+            await self.feed.send(blk.words())
 
 
 class Strobes:
@@ -169,38 +122,28 @@ class Strobes:
             assert not d.error.value, "the core raised error"
 
 
-async def reset(dut):
-    Clock(dut.clk, 10, unit="ns").start()
-    for s in (dut.start__valid, dut.feed__valid, dut.o_out__ready):
-        s.value = 0
-    dut.start__payload.value = 0
-    dut.feed__payload.value = 0
-    dut.c.value = 0
-    dut.rst.value = 1
-    await ClockCycles(dut.clk, 3)
-    dut.rst.value = 0
-    await RisingEdge(dut.clk)
-
-
 async def run_blocks(dut, blocks, rng, *, gap=0.0, pause=0.0):
-    await reset(dut)
+    start_clock(dut.clk)
+    await reset(dut, cycles=3, idle=(dut.start__valid, dut.feed__valid, dut.o_out__ready,
+                                     dut.start__payload, dut.feed__payload, dut.c))
     strobes = Strobes(dut)
     cocotb.start_soon(strobes.run())
-    sink = OutSink(dut, rng, pause)
-    cocotb.start_soon(sink.run())
+    sink = StreamSink(dut, "o_out", rng=rng, ready=1.0 - pause)
+    sink.start()
     driver = FeedDriver(dut, rng, gap)
     t0 = strobes.cycle
     await driver.run(blocks)
     total = sum(b.rows * D for b in blocks)
     budget = 50 * sum(b.n * 2 * R * D + b.rows * D + 200 for b in blocks)
     waited = 0
-    while len(sink.data) < total and waited < budget:
+    while len(sink.items) < total and waited < budget:
         await RisingEdge(dut.clk)
         waited += 1
     for _ in range(20):                  # nothing more may come
         await RisingEdge(dut.clk)
     assert not dut.busy.value, "busy after the last byte"
-    got = np.array(sink.data, dtype=int)
+    out = [unpack(OUT, word) for word in sink.items]
+    got = np.array([o.data for o in out], dtype=int)
     assert len(got) == total, f"got {len(got)} bytes, expected {total}"
     off = 0
     for i, b in enumerate(blocks):
@@ -210,7 +153,7 @@ async def run_blocks(dut, blocks, rng, *, gap=0.0, pause=0.0):
             f"block {i} (rows {b.rows}, n {b.n}): {bad.size} of {seg.size} bytes differ from "
             f"the golden model; first at row {bad[0] // D}, col {bad[0] % D}: "
             f"got {seg[bad[0]]}, expected {b.expected[bad[0]]}")
-        lasts = sink.lasts[off:off + b.rows * D]
+        lasts = [o.last for o in out[off:off + b.rows * D]]
         assert lasts == [0] * (len(lasts) - 1) + [1], f"block {i}: last flags {lasts}"
         off += b.rows * D
     return strobes, sink, strobes.cycle - t0
