@@ -24,10 +24,10 @@ from attenio.hdl.board import CMD, STATUS
 from attenio.regmap import ErrorCode
 
 from . import golden
+from .tb.counters import counter_names
 
-__all__ = ["HostError", "AttenIOHost", "SerialLink", "Layout", "COUNTERS", "main"]
+__all__ = ["HostError", "AttenIOHost", "SerialLink", "Layout", "main"]
 
-COUNTERS = ("CYCLES", "PE_BUSY", "EXP_BUSY", "MEM_STALL", "BYTES_READ", "BYTES_WRITTEN")
 _CHUNK = 0xFFFF
 
 
@@ -133,7 +133,7 @@ class AttenIOHost:
             raise HostError(f"the run ended with error {ErrorCode(error).name}")
         raw = await self.mem_read(lay.base["O"], lay.tensor_bytes)
         o = np.frombuffer(raw, dtype=np.int8).reshape(heads, n, d)
-        counters = {name: await self.read64(name) for name in COUNTERS}
+        counters = {name: await self.read64(name) for name in counter_names(self.regmap)}
         return o, counters
 
 
