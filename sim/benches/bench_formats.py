@@ -9,12 +9,12 @@ fmt (Int8Format fields), max_seq_len, head_dim, lanes, exp_lanes, seed, count.
 """
 
 import cocotb
-from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge
 
 from attenio.sim.benches.bench_formats_dut import (OPS, arith_from_params, expected, latency,
                                                     pack, port_layout, unpack, vectors)
 from attenio.sim.runner import bench_params
+from attenio.sim.tb.clock import start_clock
 
 
 async def _check_ops(dut, ops):
@@ -23,7 +23,7 @@ async def _check_ops(dut, ops):
     seed, count = params["seed"], params["count"]
     dut._log.info(f"ops {', '.join(ops)}: seed {seed}, {count} random vectors per op")
     layout = port_layout(arith)
-    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+    start_clock(dut.clk)
     dut.rst.value = 0
     plan = {}
     for op in ops:
