@@ -15,6 +15,8 @@ import enum
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from attenio import validate
+
 __all__ = ["AXIBurst", "AXIResp", "AXI_4KB", "AXI_MAX_BURST_BEATS",
            "AXI4ReadSignature", "AXI4WriteSignature", "AXI4Signature", "AXI4LiteSignature"]
 
@@ -38,16 +40,10 @@ class AXIResp(enum.IntEnum):
 
 
 def _check_widths(owner, addr_width, data_width, id_width):
-    if isinstance(addr_width, bool) or not isinstance(addr_width, int) \
-            or not 12 <= addr_width <= 64:
-        raise ValueError(f"{owner}: addr_width must be an integer from 12 to 64, "
-                         f"not {addr_width!r}")
-    if data_width not in (8, 16, 32, 64, 128, 256, 512, 1024) or isinstance(data_width, bool):
-        raise ValueError(f"{owner}: data_width must be a power of two from 8 to 1024, "
-                         f"not {data_width!r}")
-    if isinstance(id_width, bool) or not isinstance(id_width, int) or not 1 <= id_width <= 32:
-        # cocotbext-axi requires the ID signals, so a zero-width ID is not offered.
-        raise ValueError(f"{owner}: id_width must be an integer from 1 to 32, not {id_width!r}")
+    validate.integer(owner, "addr_width", addr_width, lo=12, hi=64)
+    validate.power_of_two(owner, "data_width", data_width, lo=8, hi=1024)
+    # cocotbext-axi requires the ID signals, so a zero-width ID is not offered.
+    validate.integer(owner, "id_width", id_width, lo=1, hi=32)
 
 
 def _address_members(prefix, addr_width, id_width):
@@ -92,42 +88,41 @@ def _write_members(addr_width, data_width, id_width):
     }
 
 
-class _AXI4SignatureBase(wiring.Signature):
+class _BusSignature(wiring.Signature):
+    """A signature made from keyword parameters, which it keeps: two of one type with
+    the same parameters are equal."""
+
+    def __init__(self, members, **params):
+        self._params = params
+        super().__init__(members)
+
+    addr_width = property(lambda self: self._params["addr_width"])
+    data_width = property(lambda self: self._params["data_width"])
+
+    def __eq__(self, other):
+        return type(self) is type(other) and self._params == other._params
+
+    def __hash__(self):
+        return hash((type(self), *self._params.items()))
+
+    def __repr__(self):
+        params = ", ".join(f"{name}={value}" for name, value in self._params.items())
+        return f"{type(self).__name__}({params})"
+
+
+class _AXI4SignatureBase(_BusSignature):
     _members = None  # set by subclasses
 
     def __init__(self, *, addr_width, data_width, id_width=1):
         _check_widths(type(self).__name__, addr_width, data_width, id_width)
-        self._addr_width = addr_width
-        self._data_width = data_width
-        self._id_width = id_width
-        super().__init__(type(self)._members(addr_width, data_width, id_width))
+        super().__init__(type(self)._members(addr_width, data_width, id_width),
+                         addr_width=addr_width, data_width=data_width, id_width=id_width)
 
-    @property
-    def addr_width(self):
-        return self._addr_width
-
-    @property
-    def data_width(self):
-        return self._data_width
-
-    @property
-    def id_width(self):
-        return self._id_width
+    id_width = property(lambda self: self._params["id_width"])
 
     @property
     def bytes_per_beat(self):
-        return self._data_width // 8
-
-    def __eq__(self, other):
-        return (type(self) is type(other) and self.addr_width == other.addr_width
-                and self.data_width == other.data_width and self.id_width == other.id_width)
-
-    def __hash__(self):
-        return hash((type(self), self.addr_width, self.data_width, self.id_width))
-
-    def __repr__(self):
-        return (f"{type(self).__name__}(addr_width={self.addr_width}, "
-                f"data_width={self.data_width}, id_width={self.id_width})")
+        return self.data_width // 8
 
 
 class AXI4ReadSignature(_AXI4SignatureBase):
@@ -150,15 +145,12 @@ class AXI4Signature(_AXI4SignatureBase):
     _members = staticmethod(lambda a, d, i: {**_write_members(a, d, i), **_read_members(a, d, i)})
 
 
-class AXI4LiteSignature(wiring.Signature):
+class AXI4LiteSignature(_BusSignature):
     """An AXI4-Lite port seen from the master; members carry the AXI names."""
 
     def __init__(self, *, addr_width, data_width=32):
-        if data_width not in (32, 64):
-            raise ValueError(f"AXI4LiteSignature: data_width must be 32 or 64, not {data_width!r}")
-        if isinstance(addr_width, bool) or not isinstance(addr_width, int) or not 3 <= addr_width <= 64:
-            raise ValueError(f"AXI4LiteSignature: addr_width must be 3..64, not {addr_width!r}")
-        self._addr_width, self._data_width = addr_width, data_width
+        validate.one_of("AXI4LiteSignature", "data_width", data_width, (32, 64))
+        validate.integer("AXI4LiteSignature", "addr_width", addr_width, lo=3, hi=64)
         super().__init__({
             "awaddr": Out(addr_width), "awprot": Out(3), "awvalid": Out(1), "awready": In(1),
             "wdata": Out(data_width), "wstrb": Out(data_width // 8), "wvalid": Out(1),
@@ -166,12 +158,4 @@ class AXI4LiteSignature(wiring.Signature):
             "bresp": In(2), "bvalid": In(1), "bready": Out(1),
             "araddr": Out(addr_width), "arprot": Out(3), "arvalid": Out(1), "arready": In(1),
             "rdata": In(data_width), "rresp": In(2), "rvalid": In(1), "rready": Out(1),
-        })
-
-    @property
-    def addr_width(self):
-        return self._addr_width
-
-    @property
-    def data_width(self):
-        return self._data_width
+        }, addr_width=addr_width, data_width=data_width)

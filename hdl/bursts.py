@@ -10,9 +10,12 @@ from amaranth.hdl import Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from attenio import validate
+
 from .axi import AXI_4KB, AXI_MAX_BURST_BEATS
 
-__all__ = ["command_layout", "burst_layout", "split_bursts", "BurstSplitter"]
+__all__ = ["command_layout", "burst_layout", "split_bursts", "BurstSplitter", "check_bus",
+           "resolve_max_burst"]
 
 
 def command_layout(addr_width):
@@ -26,32 +29,24 @@ def burst_layout(addr_width):
                               "last": unsigned(1)})
 
 
-def _check_int(owner, name, value, lo, hi=None):
-    ok = not isinstance(value, bool) and isinstance(value, int) and value >= lo \
-        and (hi is None or value <= hi)
-    if not ok:
-        rng = f"from {lo} to {hi}" if hi is not None else f"of at least {lo}"
-        raise ValueError(f"{owner}: {name} must be an integer {rng}, not {value!r}")
-
-
-def _check_bus(owner, addr_width, data_width):
-    _check_int(owner, "addr_width", addr_width, 12, 64)
-    if isinstance(data_width, bool) or data_width not in (32, 64, 128, 256, 512):
-        raise ValueError(f"{owner}: data_width must be one of 32, 64, 128, 256, 512, "
-                         f"not {data_width!r}")
+def check_bus(owner, addr_width, data_width):
+    """The bus a command travels on: byte addresses of 12 to 64 bits (at least one 4 KB
+    page), and one of the data widths the DMA is built for."""
+    validate.integer(owner, "addr_width", addr_width, lo=12, hi=64)
+    validate.one_of(owner, "data_width", data_width, validate.AXI_DATA_WIDTHS)
 
 
 def _max_legal_burst(data_width):
     return min(AXI_MAX_BURST_BEATS, AXI_4KB // (data_width // 8))
 
 
-def _resolve_max_burst(owner, data_width, max_burst_beats):
+def resolve_max_burst(owner, data_width, max_burst_beats):
+    """`max_burst_beats`, checked against AXI's limit for the width, or that limit if None."""
     limit = _max_legal_burst(data_width)
     if max_burst_beats is None:
         return limit
-    _check_int(owner, f"max_burst_beats (at most {limit} for a {data_width}-bit bus)",
-               max_burst_beats, 1, limit)
-    return max_burst_beats
+    return validate.integer(owner, f"max_burst_beats (for a {data_width}-bit bus)",
+                            max_burst_beats, lo=1, hi=limit)
 
 
 def split_bursts(addr, length, *, data_width, max_burst_beats=None):
@@ -103,10 +98,10 @@ class BurstSplitter(wiring.Component):
     """
 
     def __init__(self, *, addr_width, data_width, max_burst_beats=None):
-        _check_bus("BurstSplitter", addr_width, data_width)
+        check_bus("BurstSplitter", addr_width, data_width)
         self._addr_width = addr_width
         self._data_width = data_width
-        self._max_burst_beats = _resolve_max_burst("BurstSplitter", data_width, max_burst_beats)
+        self._max_burst_beats = resolve_max_burst("BurstSplitter", data_width, max_burst_beats)
         super().__init__({
             "cmd": In(stream.Signature(command_layout(addr_width))),
             "burst": Out(stream.Signature(burst_layout(addr_width))),

@@ -22,9 +22,11 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
+from attenio import validate
+
 from .axi import AXI4ReadSignature, AXI4Signature, AXI4WriteSignature, AXIBurst
-from .bursts import (BurstSplitter, _check_bus, _check_int, _resolve_max_burst, burst_layout,
-                     command_layout, split_bursts)
+from .bursts import (BurstSplitter, burst_layout, check_bus, command_layout, resolve_max_burst,
+                     split_bursts)
 
 __all__ = ["split_bursts", "command_layout", "burst_layout", "read_data_layout",
            "write_data_layout", "write_done_layout", "error_layout",
@@ -51,7 +53,72 @@ def error_layout():
     return data.StructLayout({"read": unsigned(1), "write": unsigned(1), "command": unsigned(1)})
 
 
-class DMAReader(wiring.Component):
+class _BurstMaster(wiring.Component):
+    """What `DMAReader` and `DMAWriter` share: their bus parameters, the burst splitter in
+    front of `cmd`, and the address channel (AR or AW) that issues its bursts."""
+
+    def _keep_parameters(self, *, addr_width, data_width, id_width, max_outstanding,
+                   max_burst_beats):
+        """Check and keep the parameters both halves have; returns max_burst_beats."""
+        owner = type(self).__name__
+        check_bus(owner, addr_width, data_width)
+        validate.integer(owner, "max_outstanding", max_outstanding, lo=1, hi=256)
+        self._addr_width = addr_width
+        self._data_width = data_width
+        self._id_width = id_width
+        self._max_outstanding = max_outstanding
+        self._max_burst_beats = resolve_max_burst(owner, data_width, max_burst_beats)
+        return self._max_burst_beats
+
+    def _members(self, axi_signature, **streams):
+        """`cmd`, then `streams`, the AXI channels and the status outputs."""
+        aw, dw = self._addr_width, self._data_width
+        return {
+            "cmd": In(stream.Signature(command_layout(aw))),
+            **streams,
+            "axi": Out(axi_signature(addr_width=aw, data_width=dw, id_width=self._id_width)),
+            "error": Out(1),
+            "malformed": Out(1),
+            "busy": Out(1),
+        }
+
+    addr_width = property(lambda self: self._addr_width)
+    data_width = property(lambda self: self._data_width)
+    id_width = property(lambda self: self._id_width)
+    max_outstanding = property(lambda self: self._max_outstanding)
+    max_burst_beats = property(lambda self: self._max_burst_beats)
+    fifo_depth = property(lambda self: self._fifo_depth)
+
+    def _splitter(self, m):
+        """The burst splitter, fed by `cmd`; its `malformed` is ours."""
+        m.submodules.split = split = BurstSplitter(
+            addr_width=self._addr_width, data_width=self._data_width,
+            max_burst_beats=self._max_burst_beats)
+        wiring.connect(m, wiring.flipped(self.cmd), split.cmd)
+        m.d.comb += self.malformed.eq(split.malformed)
+        return split
+
+    def _issue(self, m, channel, burst, go):
+        """Send `burst` on the address channel `channel` ("ar" or "aw") while `go` allows it
+        (AxID 0, INCR, full-width beats); returns the channel's handshake."""
+        axi = self.axi
+        ax = lambda name: getattr(axi, channel + name)
+        fire = Signal(name=f"{channel}_fire")
+        m.d.comb += [
+            ax("valid").eq(burst.valid & go),
+            ax("id").eq(0),
+            ax("addr").eq(burst.payload.addr),
+            ax("len").eq(burst.payload.len),
+            ax("size").eq((self._data_width // 8).bit_length() - 1),
+            ax("burst").eq(AXIBurst.INCR),
+            ax("cache").eq(0b0011),          # normal, non-cacheable, bufferable
+            burst.ready.eq(ax("ready") & go),
+            fire.eq(ax("valid") & ax("ready")),
+        ]
+        return fire
+
+
+class DMAReader(_BurstMaster):
     """Read commands into a stream of bus-width beats, in command order.
 
     Up to `max_outstanding` AR bursts are in flight. Read data land in a FIFO of
@@ -71,44 +138,20 @@ class DMAReader(wiring.Component):
 
     def __init__(self, *, addr_width=32, data_width=64, id_width=1, max_outstanding=4,
                  max_burst_beats=None, fifo_depth=None):
-        _check_bus("DMAReader", addr_width, data_width)
-        _check_int("DMAReader", "max_outstanding", max_outstanding, 1, 256)
-        mbb = _resolve_max_burst("DMAReader", data_width, max_burst_beats)
+        mbb = self._keep_parameters(addr_width=addr_width, data_width=data_width,
+                                    id_width=id_width, max_outstanding=max_outstanding,
+                                    max_burst_beats=max_burst_beats)
         if fifo_depth is None:
             fifo_depth = 2 * mbb
-        _check_int("DMAReader", f"fifo_depth (at least max_burst_beats = {mbb})", fifo_depth, mbb)
-        self._addr_width = addr_width
-        self._data_width = data_width
-        self._id_width = id_width
-        self._max_outstanding = max_outstanding
-        self._max_burst_beats = mbb
-        self._fifo_depth = fifo_depth
-        super().__init__({
-            "cmd": In(stream.Signature(command_layout(addr_width))),
-            "data": Out(stream.Signature(read_data_layout(data_width))),
-            "axi": Out(AXI4ReadSignature(addr_width=addr_width, data_width=data_width,
-                                         id_width=id_width)),
-            "error": Out(1),
-            "malformed": Out(1),
-            "busy": Out(1),
-        })
-
-    addr_width = property(lambda self: self._addr_width)
-    data_width = property(lambda self: self._data_width)
-    id_width = property(lambda self: self._id_width)
-    max_outstanding = property(lambda self: self._max_outstanding)
-    max_burst_beats = property(lambda self: self._max_burst_beats)
-    fifo_depth = property(lambda self: self._fifo_depth)
+        self._fifo_depth = validate.integer("DMAReader", "fifo_depth (at least max_burst_beats)",
+                                            fifo_depth, lo=mbb)
+        super().__init__(self._members(
+            AXI4ReadSignature, data=Out(stream.Signature(read_data_layout(data_width)))))
 
     def elaborate(self, platform):
         m = Module()
         axi = self.axi
-        shift = (self._data_width // 8).bit_length() - 1
-
-        m.submodules.split = split = BurstSplitter(
-            addr_width=self._addr_width, data_width=self._data_width,
-            max_burst_beats=self._max_burst_beats)
-        wiring.connect(m, wiring.flipped(self.cmd), split.cmd)
+        split = self._splitter(m)
         m.submodules.fifo = fifo = SyncFIFOBuffered(width=self._data_width + 1,
                                                     depth=self._fifo_depth)
         # One entry per burst in flight: does the burst end its command?
@@ -124,19 +167,10 @@ class DMAReader(wiring.Component):
         room = burst.payload.len < free                  # beats <= free
         slot = (inflight < self._max_outstanding) & ends.w_rdy
 
-        ar_fire = Signal()
+        ar_fire = self._issue(m, "ar", burst, room & slot)
         r_fire = Signal()
         pop = Signal()
         m.d.comb += [
-            axi.arvalid.eq(burst.valid & room & slot),
-            axi.arid.eq(0),
-            axi.araddr.eq(burst.payload.addr),
-            axi.arlen.eq(burst.payload.len),
-            axi.arsize.eq(shift),
-            axi.arburst.eq(AXIBurst.INCR),
-            axi.arcache.eq(0b0011),          # normal, non-cacheable, bufferable
-            burst.ready.eq(axi.arready & room & slot),
-            ar_fire.eq(axi.arvalid & axi.arready),
             ends.w_en.eq(ar_fire),
             ends.w_data.eq(burst.payload.last),
 
@@ -152,7 +186,6 @@ class DMAReader(wiring.Component):
             fifo.r_en.eq(self.data.ready),
             pop.eq(fifo.r_rdy & self.data.ready),
 
-            self.malformed.eq(split.malformed),
             self.busy.eq(split.busy | (inflight != 0) | fifo.r_rdy),
         ]
         m.d.sync += [
@@ -162,7 +195,7 @@ class DMAReader(wiring.Component):
         return m
 
 
-class DMAWriter(wiring.Component):
+class DMAWriter(_BurstMaster):
     """Write a stream of bus-width beats to memory, one command at a time in order.
 
     Each burst's AW request goes out first; its W beats follow from `data` with
@@ -187,42 +220,18 @@ class DMAWriter(wiring.Component):
 
     def __init__(self, *, addr_width=32, data_width=64, id_width=1, max_outstanding=4,
                  max_burst_beats=None, fifo_depth=16):
-        _check_bus("DMAWriter", addr_width, data_width)
-        _check_int("DMAWriter", "max_outstanding", max_outstanding, 1, 256)
-        _check_int("DMAWriter", "fifo_depth", fifo_depth, 2, 1 << 16)
-        self._fifo_depth = fifo_depth
-        self._addr_width = addr_width
-        self._data_width = data_width
-        self._id_width = id_width
-        self._max_outstanding = max_outstanding
-        self._max_burst_beats = _resolve_max_burst("DMAWriter", data_width, max_burst_beats)
-        super().__init__({
-            "cmd": In(stream.Signature(command_layout(addr_width))),
-            "data": In(stream.Signature(write_data_layout(data_width))),
-            "done": Out(stream.Signature(write_done_layout())),
-            "axi": Out(AXI4WriteSignature(addr_width=addr_width, data_width=data_width,
-                                          id_width=id_width)),
-            "error": Out(1),
-            "malformed": Out(1),
-            "busy": Out(1),
-        })
-
-    addr_width = property(lambda self: self._addr_width)
-    data_width = property(lambda self: self._data_width)
-    id_width = property(lambda self: self._id_width)
-    max_outstanding = property(lambda self: self._max_outstanding)
-    max_burst_beats = property(lambda self: self._max_burst_beats)
-    fifo_depth = property(lambda self: self._fifo_depth)
+        self._keep_parameters(addr_width=addr_width, data_width=data_width, id_width=id_width,
+                              max_outstanding=max_outstanding, max_burst_beats=max_burst_beats)
+        self._fifo_depth = validate.integer("DMAWriter", "fifo_depth", fifo_depth,
+                                            lo=2, hi=1 << 16)
+        super().__init__(self._members(
+            AXI4WriteSignature, data=In(stream.Signature(write_data_layout(data_width))),
+            done=Out(stream.Signature(write_done_layout()))))
 
     def elaborate(self, platform):
         m = Module()
         axi = self.axi
-        shift = (self._data_width // 8).bit_length() - 1
-
-        m.submodules.split = split = BurstSplitter(
-            addr_width=self._addr_width, data_width=self._data_width,
-            max_burst_beats=self._max_burst_beats)
-        wiring.connect(m, wiring.flipped(self.cmd), split.cmd)
+        split = self._splitter(m)
         m.submodules.fifo = fifo = SyncFIFOBuffered(width=self._data_width,
                                                     depth=self._fifo_depth)
         m.d.comb += [fifo.w_data.eq(self.data.payload.data), fifo.w_en.eq(self.data.valid),
@@ -235,17 +244,8 @@ class DMAWriter(wiring.Component):
         burst = split.burst
         slot = (inflight < self._max_outstanding) & wlens.w_rdy & ends.w_rdy
 
-        aw_fire = Signal()
+        aw_fire = self._issue(m, "aw", burst, slot)
         m.d.comb += [
-            axi.awvalid.eq(burst.valid & slot),
-            axi.awid.eq(0),
-            axi.awaddr.eq(burst.payload.addr),
-            axi.awlen.eq(burst.payload.len),
-            axi.awsize.eq(shift),
-            axi.awburst.eq(AXIBurst.INCR),
-            axi.awcache.eq(0b0011),
-            burst.ready.eq(axi.awready & slot),
-            aw_fire.eq(axi.awvalid & axi.awready),
             wlens.w_en.eq(aw_fire),
             wlens.w_data.eq(burst.payload.len),
             ends.w_en.eq(aw_fire),
@@ -287,10 +287,7 @@ class DMAWriter(wiring.Component):
             with m.Else():
                 m.d.sync += failed.eq(failed | b_error)
 
-        m.d.comb += [
-            self.malformed.eq(split.malformed),
-            self.busy.eq(split.busy | (inflight != 0) | fifo.r_rdy),
-        ]
+        m.d.comb += self.busy.eq(split.busy | (inflight != 0) | fifo.r_rdy)
         m.d.sync += inflight.eq(inflight + aw_fire - b_fire)
         return m
 
@@ -330,16 +327,16 @@ class DMA(wiring.Component):
     def __init__(self, *, addr_width=32, data_width=64, id_width=1, max_reads=4, max_writes=4,
                  max_burst_beats=None, read_fifo_depth=None, write_fifo_depth=16,
                  counter_width=64):
-        _check_bus("DMA", addr_width, data_width)
-        _check_int("DMA", "max_reads", max_reads, 1, 256)
-        _check_int("DMA", "max_writes", max_writes, 1, 256)
-        _check_int("DMA", "counter_width", counter_width, 16, 128)
-        mbb = _resolve_max_burst("DMA", data_width, max_burst_beats)
+        check_bus("DMA", addr_width, data_width)
+        validate.integer("DMA", "max_reads", max_reads, lo=1, hi=256)
+        validate.integer("DMA", "max_writes", max_writes, lo=1, hi=256)
+        validate.integer("DMA", "counter_width", counter_width, lo=16, hi=128)
+        mbb = resolve_max_burst("DMA", data_width, max_burst_beats)
         if read_fifo_depth is None:
             read_fifo_depth = 2 * mbb
-        _check_int("DMA", f"read_fifo_depth (at least max_burst_beats = {mbb})",
-                   read_fifo_depth, mbb)
-        _check_int("DMA", "write_fifo_depth", write_fifo_depth, 2, 1 << 16)
+        validate.integer("DMA", "read_fifo_depth (at least max_burst_beats)", read_fifo_depth,
+                         lo=mbb)
+        validate.integer("DMA", "write_fifo_depth", write_fifo_depth, lo=2, hi=1 << 16)
         # The halves are built in `elaborate` (an unused one would warn); their
         # parameters are all checked above.
         self._params = dict(addr_width=addr_width, data_width=data_width, id_width=id_width,
