@@ -10,6 +10,8 @@ from amaranth.hdl import Module, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from attenio import validate
+
 __all__ = ["element_layout", "BeatUnpacker", "BeatPacker"]
 
 
@@ -18,39 +20,50 @@ def element_layout():
     return data.StructLayout({"value": signed(8), "last": unsigned(1)})
 
 
-def _check_width(component, data_width):
-    if isinstance(data_width, bool) or data_width not in (32, 64, 128, 256, 512):
-        component._MustUse__silence = True      # a refused component is no unused design
-        raise ValueError(f"{type(component).__name__}: data_width must be one of 32, 64, 128, "
-                         f"256, 512, not {data_width!r}")
+class _Converter(wiring.Component):
+    """A converter between `data_width`-bit beats and int8 elements, `i` in and `o` out.
 
-
-class BeatUnpacker(wiring.Component):
-    """Beats {data, last} in, elements {value, last} out, one per cycle.
-
-    `last` of a beat is carried to the beat's final element.
+    A subclass names the two payloads (`_payloads`); both keep one beat in a register
+    with the index of its current element and whether it holds data (`_beat_state`).
     """
 
     def __init__(self, *, data_width):
-        _check_width(self, data_width)
+        try:
+            validate.one_of(type(self).__name__, "data_width", data_width,
+                            validate.AXI_DATA_WIDTHS)
+        except ValueError:
+            self._MustUse__silence = True       # a refused component is no unused design
+            raise
         self._data_width = data_width
-        super().__init__({
-            "i": In(stream.Signature(data.StructLayout({"data": unsigned(data_width),
-                                                        "last": unsigned(1)}))),
-            "o": Out(stream.Signature(element_layout())),
-        })
+        i, o = self._payloads(data_width)
+        super().__init__({"i": In(stream.Signature(i)), "o": Out(stream.Signature(o))})
 
     @property
     def data_width(self):
         return self._data_width
 
+    def _beat_state(self):
+        """(elements per beat, the beat, the element index, the beat holds data)."""
+        n = self._data_width // 8
+        return n, Signal(self._data_width, name="beat"), Signal(range(n), name="index"), \
+            Signal(name="full")
+
+
+class BeatUnpacker(_Converter):
+    """Beats {data, last} in, elements {value, last} out, one per cycle.
+
+    `last` of a beat is carried to the beat's final element.
+    """
+
+    @staticmethod
+    def _payloads(data_width):
+        return (data.StructLayout({"data": unsigned(data_width), "last": unsigned(1)}),
+                element_layout())
+
     def elaborate(self, platform):
         m = Module()
-        n = self._data_width // 8
-        beat = Signal(self._data_width)
+        n, beat, index, full = self._beat_state()
         last = Signal()
-        index = Signal(range(n))
-        full = Signal()
         m.d.comb += [
             self.o.valid.eq(full),
             self.o.payload.value.eq(beat.word_select(index, 8)),
@@ -67,31 +80,20 @@ class BeatUnpacker(wiring.Component):
         return m
 
 
-class BeatPacker(wiring.Component):
+class BeatPacker(_Converter):
     """Elements {value} in, beats {data} out; a beat leaves when its last byte arrives.
 
     The element count of every write is a multiple of the beat (the controller
     guarantees it), so no partial beat ever needs flushing.
     """
 
-    def __init__(self, *, data_width):
-        _check_width(self, data_width)
-        self._data_width = data_width
-        super().__init__({
-            "i": In(stream.Signature(signed(8))),
-            "o": Out(stream.Signature(data.StructLayout({"data": unsigned(data_width)}))),
-        })
-
-    @property
-    def data_width(self):
-        return self._data_width
+    @staticmethod
+    def _payloads(data_width):
+        return signed(8), data.StructLayout({"data": unsigned(data_width)})
 
     def elaborate(self, platform):
         m = Module()
-        n = self._data_width // 8
-        beat = Signal(self._data_width)
-        index = Signal(range(n))
-        full = Signal()
+        n, beat, index, full = self._beat_state()
         m.d.comb += [
             self.o.valid.eq(full),
             self.o.payload.data.eq(beat),

@@ -7,6 +7,36 @@ from amaranth.sim import Simulator
 from attenio.hdl.widthconv import BeatPacker, BeatUnpacker
 
 
+def pump(dut, sent, count, read, stalls):
+    """Offer the payloads `sent` on `dut.i` and take `count` items from `dut.o`, whose
+    ready follows `stalls` cycle by cycle; returns `read` of each payload taken."""
+    got = []
+
+    async def producer(ctx):
+        for payload in sent:
+            ctx.set(dut.i.payload, payload)
+            ctx.set(dut.i.valid, 1)
+            await ctx.tick().until(dut.i.ready)
+            ctx.set(dut.i.valid, 0)
+
+    async def consumer(ctx):
+        for ready in stalls:
+            if len(got) == count:
+                break
+            ctx.set(dut.o.ready, int(ready))
+            await ctx.delay(1e-9)
+            if ctx.get(dut.o.valid) and ctx.get(dut.o.ready):
+                got.append(read(ctx.get(dut.o.payload)))
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(producer)
+    sim.add_testbench(consumer)
+    sim.run_until(4e-8 * 10 * max(len(sent), count))
+    return got
+
+
 @pytest.mark.parametrize("width", [32, 64, 128])
 def test_unpacker_keeps_order_and_last(rng, width):
     n = width // 8
@@ -17,70 +47,22 @@ def test_unpacker_keeps_order_and_last(rng, width):
     data = [d & ((1 << width) - 1) for d in data]
     expect = [(((d >> (8 * k)) & 0xFF) - (256 if (d >> (8 * k)) & 0x80 else 0),
                int(last and k == n - 1)) for d, last in zip(data, lasts) for k in range(n)]
-    dut = BeatUnpacker(data_width=width)
-    got = []
-    stalls = rng.integers(0, 2, size=10 * len(expect))
-
-    async def producer(ctx):
-        for d, last in zip(data, lasts):
-            ctx.set(dut.i.payload, {"data": d, "last": int(last)})
-            ctx.set(dut.i.valid, 1)
-            await ctx.tick().until(dut.i.ready)
-            ctx.set(dut.i.valid, 0)
-
-    async def consumer(ctx):
-        k = 0
-        while len(got) < len(expect):
-            ctx.set(dut.o.ready, int(stalls[k]))
-            k += 1
-            await ctx.delay(1e-9)
-            if ctx.get(dut.o.valid) and ctx.get(dut.o.ready):
-                p = ctx.get(dut.o.payload)
-                got.append((p.value, p.last))
-            await ctx.tick()
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(producer)
-    sim.add_testbench(consumer)
-    sim.run_until(4e-8 * 10 * len(expect))
+    got = pump(BeatUnpacker(data_width=width),
+               [{"data": d, "last": int(last)} for d, last in zip(data, lasts)], len(expect),
+               lambda p: (p.value, p.last), rng.integers(0, 2, size=10 * len(expect)))
     assert got == expect
 
 
 def test_packer_builds_little_endian_beats(rng):
-    width = 64
     values = [int(v) for v in rng.integers(-128, 128, size=8 * 6)]
-    dut = BeatPacker(data_width=width)
-    got = []
-    stalls = rng.integers(0, 2, size=1000)
-
-    async def producer(ctx):
-        for v in values:
-            ctx.set(dut.i.payload, v)
-            ctx.set(dut.i.valid, 1)
-            await ctx.tick().until(dut.i.ready)
-            ctx.set(dut.i.valid, 0)
-
-    async def consumer(ctx):
-        k = 0
-        while len(got) < len(values) // 8:
-            ctx.set(dut.o.ready, int(stalls[k]))
-            k += 1
-            await ctx.delay(1e-9)
-            if ctx.get(dut.o.valid) and ctx.get(dut.o.ready):
-                got.append(ctx.get(dut.o.payload).data)
-            await ctx.tick()
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(producer)
-    sim.add_testbench(consumer)
-    sim.run_until(4e-8 * 10 * len(values))
+    got = pump(BeatPacker(data_width=64), values, len(values) // 8, lambda p: p.data,
+               rng.integers(0, 2, size=1000))
     expect = [sum((v & 0xFF) << (8 * k) for k, v in enumerate(values[i:i + 8]))
               for i in range(0, len(values), 8)]
     assert got == expect
 
 
 def test_bad_width_is_refused():
-    with pytest.raises(ValueError, match="data_width must be one of 32, 64, 128, 256, 512, not 48"):
+    with pytest.raises(ValueError, match="BeatPacker: data_width must be one of 32, 64, 128, 256, "
+                                         "512, not 48"):
         BeatPacker(data_width=48)
