@@ -18,6 +18,8 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from attenio import validate
+
 from .axi import AXI4Signature, AXIBurst, AXIResp
 
 __all__ = ["AXIRam", "HostPortSignature", "MAX_BYTES"]
@@ -44,9 +46,7 @@ class AXIRam(wiring.Component):
 
     def __init__(self, *, size_bytes, addr_width=32, data_width=64, id_width=1):
         self._MustUse__silence = True       # a rejected parameter is no unused design
-        if (isinstance(size_bytes, bool) or not isinstance(size_bytes, int)
-                or size_bytes <= 0 or size_bytes & (size_bytes - 1)):
-            raise ValueError(f"AXIRam: size_bytes must be a positive power of two, not {size_bytes!r}")
+        validate.power_of_two("AXIRam", "size_bytes", size_bytes)
         if size_bytes > MAX_BYTES:
             raise ValueError(f"AXIRam: size_bytes {size_bytes} is above {MAX_BYTES} (block RAM)")
         sig = AXI4Signature(addr_width=addr_width, data_width=data_width, id_width=id_width)

@@ -23,6 +23,8 @@ from amaranth.hdl import Cat, Const, Elaboratable, Module, Signal
 from amaranth.lib import io, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from attenio import validate
+
 from .axi_ram import AXIRam, HostPortSignature
 from .axi import AXI4LiteSignature
 from .top import ADDR_WIDTH, AttenIOTop
@@ -42,8 +44,7 @@ class UARTBridge(wiring.Component):
     """Byte streams from/to a UART -> AXI4-Lite master (CSRs) and memory host port."""
 
     def __init__(self, *, csr_addr_width, mem_addr_width=ADDR_WIDTH):
-        if not 3 <= csr_addr_width <= 16:
-            raise ValueError(f"UARTBridge: csr_addr_width must be 3..16, not {csr_addr_width!r}")
+        validate.integer("UARTBridge", "csr_addr_width", csr_addr_width, lo=3, hi=16)
         super().__init__({
             "rx": In(stream.Signature(8)), "tx": Out(stream.Signature(8)),
             "csr": Out(AXI4LiteSignature(addr_width=csr_addr_width)),

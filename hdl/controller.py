@@ -19,6 +19,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from attenio import validate
 from attenio.regmap import ErrorCode
 
 from .dma import error_layout
@@ -35,10 +36,8 @@ class Controller(wiring.Component):
     """
 
     def __init__(self, *, addr_width, max_seq_len, beat_bytes):
-        if isinstance(max_seq_len, bool) or not isinstance(max_seq_len, int) or max_seq_len <= 0:
-            raise ValueError(f"Controller: max_seq_len must be a positive integer, not {max_seq_len!r}")
-        if beat_bytes not in (4, 8, 16, 32, 64):
-            raise ValueError(f"Controller: beat_bytes must be 4..64 and a power of two, not {beat_bytes!r}")
+        validate.positive("Controller", addr_width=addr_width, max_seq_len=max_seq_len)
+        validate.power_of_two("Controller", "beat_bytes", beat_bytes, lo=4, hi=64)
         self._addr_width, self._max_seq_len, self._beat_bytes = addr_width, max_seq_len, beat_bytes
         super().__init__({
             "start": In(1),

@@ -20,6 +20,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
+from attenio import validate
+
 from .core import Kind   # the kinds of the core's feed: one definition
 from .dma import command_layout, write_done_layout
 
@@ -66,11 +68,6 @@ def write_schedule(*, seq_len, heads, o):
     return [o[0] + h * o[1] + i * o[2] for h in range(heads) for i in range(seq_len)]
 
 
-def _check_positive(owner, name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{owner}: {name} must be a positive integer, not {value!r}")
-
-
 class ReadSequencer(wiring.Component):
     """Read commands (with their kinds, in order) and block descriptors for one run.
 
@@ -80,9 +77,8 @@ class ReadSequencer(wiring.Component):
     """
 
     def __init__(self, *, addr_width, block_rows, row_bytes, tag_depth=16):
-        for name, value in (("addr_width", addr_width), ("block_rows", block_rows),
-                            ("row_bytes", row_bytes), ("tag_depth", tag_depth)):
-            _check_positive("ReadSequencer", name, value)
+        validate.positive("ReadSequencer", addr_width=addr_width, block_rows=block_rows,
+                          row_bytes=row_bytes, tag_depth=tag_depth)
         self._addr_width, self._block_rows = addr_width, block_rows
         self._row_bytes, self._tag_depth = row_bytes, tag_depth
         super().__init__({
@@ -129,6 +125,14 @@ class ReadSequencer(wiring.Component):
             issued.eq(self.cmd.valid & self.cmd.ready),
         ]
 
+        def issue_row(kind, ptr, tensor=None):
+            """In this state, read the row of `kind` at `ptr`; once the command is taken,
+            `ptr` steps on by the row stride of `tensor` (None: it stays)."""
+            m.d.comb += [self.busy.eq(1), issue.eq(1), issue_addr.eq(ptr), issue_kind.eq(kind)]
+            if tensor is not None:
+                with m.If(issued):
+                    m.d.sync += ptr.eq(ptr + tensor.row_stride)
+
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start):
@@ -150,39 +154,33 @@ class ReadSequencer(wiring.Component):
                                  rows_left.eq(rows_left - rows_valid)]
                     m.next = "Q"
             with m.State("Q"):
-                m.d.comb += [self.busy.eq(1), issue.eq(1), issue_addr.eq(q_ptr),
-                             issue_kind.eq(Kind.Q)]
+                issue_row(Kind.Q, q_ptr, run.q)
                 with m.If(issued):
-                    m.d.sync += [q_ptr.eq(q_ptr + run.q.row_stride), q_left.eq(q_left - 1)]
+                    m.d.sync += q_left.eq(q_left - 1)
                     with m.If(q_left == 1):
                         m.next = "K_FIRST"
             with m.State("K_FIRST"):
-                m.d.comb += [self.busy.eq(1), issue.eq(1), issue_addr.eq(k_ptr),
-                             issue_kind.eq(Kind.K)]
+                issue_row(Kind.K, k_ptr, run.k)
                 with m.If(issued):
-                    m.d.sync += [k_ptr.eq(k_ptr + run.k.row_stride), kv_left.eq(run.seq_len - 1)]
+                    m.d.sync += kv_left.eq(run.seq_len - 1)
                     with m.If(run.seq_len == 1):
                         m.next = "V_LAST"
                     with m.Else():
                         m.next = "KV_K"
             with m.State("KV_K"):
-                m.d.comb += [self.busy.eq(1), issue.eq(1), issue_addr.eq(k_ptr),
-                             issue_kind.eq(Kind.K)]
+                issue_row(Kind.K, k_ptr, run.k)
                 with m.If(issued):
-                    m.d.sync += k_ptr.eq(k_ptr + run.k.row_stride)
                     m.next = "KV_V"
             with m.State("KV_V"):
-                m.d.comb += [self.busy.eq(1), issue.eq(1), issue_addr.eq(v_ptr),
-                             issue_kind.eq(Kind.V)]
+                issue_row(Kind.V, v_ptr, run.v)
                 with m.If(issued):
-                    m.d.sync += [v_ptr.eq(v_ptr + run.v.row_stride), kv_left.eq(kv_left - 1)]
+                    m.d.sync += kv_left.eq(kv_left - 1)
                     with m.If(kv_left == 1):
                         m.next = "V_LAST"
                     with m.Else():
                         m.next = "KV_K"
             with m.State("V_LAST"):
-                m.d.comb += [self.busy.eq(1), issue.eq(1), issue_addr.eq(v_ptr),
-                             issue_kind.eq(Kind.V)]
+                issue_row(Kind.V, v_ptr)
                 with m.If(issued):
                     with m.If(rows_left != 0):
                         m.next = "SIZE"
@@ -207,8 +205,7 @@ class WriteSequencer(wiring.Component):
     """
 
     def __init__(self, *, addr_width, row_bytes):
-        for name, value in (("addr_width", addr_width), ("row_bytes", row_bytes)):
-            _check_positive("WriteSequencer", name, value)
+        validate.positive("WriteSequencer", addr_width=addr_width, row_bytes=row_bytes)
         self._addr_width, self._row_bytes = addr_width, row_bytes
         super().__init__({
             "start": In(1),

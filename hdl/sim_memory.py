@@ -21,6 +21,8 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from attenio import validate
+
 from .axi import AXI4LiteSignature, AXI4Signature
 
 __all__ = ["SimAXIMemory"]
@@ -31,10 +33,8 @@ class SimAXIMemory(wiring.Component):
 
     def __init__(self, *, addr_width=32, data_width=64, id_width=1, depth, read_latency=20,
                  max_reads=8):
-        for name, value, low in (("depth", depth, 1), ("read_latency", read_latency, 0),
-                                 ("max_reads", max_reads, 1)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"SimAXIMemory: {name} must be an integer >= {low}, not {value!r}")
+        validate.positive("SimAXIMemory", depth=depth, max_reads=max_reads)
+        validate.non_negative("SimAXIMemory", read_latency=read_latency)
         self._aw, self._dw, self._iw = addr_width, data_width, id_width
         self._depth, self._latency, self._max_reads = depth, read_latency, max_reads
         super().__init__({"s_axi": In(AXI4Signature(addr_width=addr_width, data_width=data_width,

@@ -12,27 +12,34 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.wiring import In, Out
 
+from attenio import validate
+
 __all__ = ["UARTRx", "UARTTx", "UART", "check_divisor"]
 
 
 def check_divisor(owner, divisor):
-    if isinstance(divisor, bool) or not isinstance(divisor, int) or divisor < 4:
-        raise ValueError(f"{owner}: divisor (clock cycles per bit) must be an integer >= 4, "
-                         f"not {divisor!r}")
+    """`divisor`, the bit period in clock cycles, checked: at least 4."""
+    return validate.integer(owner, "divisor (clock cycles per bit)", divisor, lo=4)
 
 
-class UARTRx(wiring.Component):
-    """Pin `rx` (idle high) -> stream `o` of bytes."""
+class _Timed(wiring.Component):
+    """A part of the UART with a bit period of `divisor` clock cycles."""
 
-    def __init__(self, *, divisor):
-        check_divisor("UARTRx", divisor)
-        self._divisor = divisor
-        super().__init__({"rx": In(1, init=1), "o": Out(stream.Signature(8)),
-                          "frame_error": Out(1)})
+    def __init__(self, members, *, divisor):
+        self._divisor = check_divisor(type(self).__name__, divisor)
+        super().__init__(members)
 
     @property
     def divisor(self):
         return self._divisor
+
+
+class UARTRx(_Timed):
+    """Pin `rx` (idle high) -> stream `o` of bytes."""
+
+    def __init__(self, *, divisor):
+        super().__init__({"rx": In(1, init=1), "o": Out(stream.Signature(8)),
+                          "frame_error": Out(1)}, divisor=divisor)
 
     def elaborate(self, platform):
         m = Module()
@@ -77,17 +84,11 @@ class UARTRx(wiring.Component):
         return m
 
 
-class UARTTx(wiring.Component):
+class UARTTx(_Timed):
     """Stream `i` of bytes -> pin `tx` (idle high)."""
 
     def __init__(self, *, divisor):
-        check_divisor("UARTTx", divisor)
-        self._divisor = divisor
-        super().__init__({"i": In(stream.Signature(8)), "tx": Out(1, init=1)})
-
-    @property
-    def divisor(self):
-        return self._divisor
+        super().__init__({"i": In(stream.Signature(8)), "tx": Out(1, init=1)}, divisor=divisor)
 
     def elaborate(self, platform):
         m = Module()
@@ -107,14 +108,13 @@ class UARTTx(wiring.Component):
         return m
 
 
-class UART(wiring.Component):
+class UART(_Timed):
     """Receiver and transmitter sharing one bit period."""
 
     def __init__(self, *, divisor):
-        check_divisor("UART", divisor)
-        self._divisor = divisor
         super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1),
-                          "rx_data": Out(stream.Signature(8)), "tx_data": In(stream.Signature(8))})
+                          "rx_data": Out(stream.Signature(8)), "tx_data": In(stream.Signature(8))},
+                         divisor=divisor)
 
     def elaborate(self, platform):
         m = Module()
