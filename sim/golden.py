@@ -46,6 +46,7 @@ from math import ceil
 
 import numpy as np
 
+from attenio import validate
 from attenio.formats import Int8Format
 from attenio.hdl.formats import Int8Arith
 
@@ -191,10 +192,8 @@ def _arith_for(arith, fmt, max_seq_len, n, d):
 
 def _check_c(arith, c):
     limit = 1 << (arith.cfg.c_int + arith.cfg.c_frac)
-    if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or not 0 < c < limit:
-        raise ValueError(f"c must be the raw fixed-point softmax constant, an integer in "
-                         f"(0, {limit}), not {c!r}; see softmax_constant()")
-    return int(c)
+    return int(validate.integer("attention", "c (the raw fixed-point softmax constant, see "
+                                "softmax_constant())", c, lo=1, hi=limit - 1))
 
 
 def attention(q, k, v, *, c, a=64, arith=None, fmt=None, max_seq_len=None):
@@ -204,8 +203,7 @@ def attention(q, k, v, *, c, a=64, arith=None, fmt=None, max_seq_len=None):
     `arith` an `Int8Arith` (or build one from `fmt` and `max_seq_len`, default N).
     """
     q, k, v, squeeze = _check_qkv(q, k, v, ints=True)
-    if isinstance(a, bool) or not isinstance(a, (int, np.integer)) or a <= 0:
-        raise ValueError(f"a (Q block rows) must be a positive integer, not {a!r}")
+    validate.integer("attention", "a (Q block rows)", a, lo=1)
     H, M, d = q.shape
     N = k.shape[1]
     arith = _arith_for(arith, fmt, max_seq_len, N, d)
@@ -264,8 +262,7 @@ def reference(q, k, v, *, scale_q, scale_k, scale_v):
     """softmax(Q K^T / sqrt(d)) V in float64 on dequantized inputs, in real units."""
     q, k, v, squeeze = _check_qkv(q, k, v, ints=False)
     for name, s in (("scale_q", scale_q), ("scale_k", scale_k), ("scale_v", scale_v)):
-        if not (isinstance(s, (int, float, np.floating)) and np.isfinite(s) and s > 0):
-            raise ValueError(f"{name} must be a positive finite number, not {s!r}")
+        validate.positive_number("reference", name, s)
     d = q.shape[2]
     qf, kf, vf = dequantize(q, scale_q), dequantize(k, scale_k), dequantize(v, scale_v)
     out = np.empty(q.shape, np.float64)

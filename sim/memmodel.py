@@ -32,6 +32,8 @@ all dataflows the same few per cent of bandwidth.
 from dataclasses import dataclass
 from math import ceil
 
+from attenio import validate
+
 __all__ = ["Memory", "Link"]
 
 AXI_4KB = 4096
@@ -61,14 +63,8 @@ class Memory:
     axi_rate_cap: bool = False
 
     def __post_init__(self):
-        for name in ("bw_bytes", "axi_bytes"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-                raise ValueError(f"memory: {name} must be a positive integer, not {v!r}")
-        for name in ("latency", "burst_overhead"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ValueError(f"memory: {name} must be a non-negative integer, not {v!r}")
+        validate.positive("memory", bw_bytes=self.bw_bytes, axi_bytes=self.axi_bytes)
+        validate.non_negative("memory", latency=self.latency, burst_overhead=self.burst_overhead)
 
     @classmethod
     def of(cls, budget, **overrides):

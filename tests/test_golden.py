@@ -135,9 +135,10 @@ def test_bad_inputs_are_named():
         (dict(q=q[0], k=k, v=k, c=c), r"q must have shape \[heads, rows, d\] or \[rows, d\], not \[8\]"),
         (dict(q=q, k=k, v=k[:5], c=c), r"k and v must have the same shape, not \[1, 6, 8\] and \[1, 5, 8\]"),
         (dict(q=q[:, :4], k=k, v=k, c=c), r"q \[1, 4, 4\] and k \[1, 6, 8\] disagree on heads or d"),
-        (dict(q=q, k=k, v=k, c=0), r"c must be the raw fixed-point softmax constant.*not 0"),
-        (dict(q=q, k=k, v=k, c=2.5), r"c must be the raw fixed-point softmax constant.*not 2.5"),
-        (dict(q=q, k=k, v=k, c=c, a=0), r"a \(Q block rows\) must be a positive integer, not 0"),
+        (dict(q=q, k=k, v=k, c=0), r"attention: c \(the raw fixed-point softmax constant.*not 0"),
+        (dict(q=q, k=k, v=k, c=2.5), r"attention: c \(the raw fixed-point softmax constant.*not 2.5"),
+        (dict(q=q, k=k, v=k, c=c, a=0),
+         r"attention: a \(Q block rows\) must be a positive integer, not 0"),
         (dict(q=q, k=k, v=k, c=c, max_seq_len=4), r"N = 6 keys exceed the hardware's max_seq_len = 4"),
         (dict(q=q, k=k, v=k, c=c, arith=Int8Arith(max_seq_len=8, head_dim=8), fmt=Int8Format()),
          "give either arith or fmt/max_seq_len, not both"),
@@ -145,7 +146,7 @@ def test_bad_inputs_are_named():
     for kwargs, message in cases:
         with pytest.raises(ValueError, match=message):
             G.attention(**kwargs)
-    with pytest.raises(ValueError, match="scale_v must be a positive finite number, not 0"):
+    with pytest.raises(ValueError, match="reference: scale_v must be a positive finite number, not 0"):
         G.reference(q, k, k, scale_q=1.0, scale_k=1.0, scale_v=0)
     with pytest.raises(ValueError, match="unknown input kind 'cauchy'"):
         G.make_inputs("cauchy", seq_len=4, head_dim=4)
