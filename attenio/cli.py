@@ -123,6 +123,15 @@ def _out_dir(args, config):
     return Path(args.out) if args.out else Path("build") / config.name
 
 
+def _show(args, data, render, paths):
+    """The JSON with --json; else the tables `render()` makes and the files written."""
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        print(render())
+        print(f"\nwrote {', '.join(str(p) for p in paths)}")
+
+
 def cmd_plan(args):
     from .plan import make_plan
     from .report import plan_json, plan_report
@@ -133,11 +142,7 @@ def cmd_plan(args):
     out = _out_dir(args, config)
     out.mkdir(parents=True, exist_ok=True)
     (out / "plan.json").write_text(json.dumps(data, indent=2) + "\n")
-    if args.json:
-        print(json.dumps(data, indent=2))
-    else:
-        print(plan_report(plan))
-        print(f"\nwrote {out / 'plan.json'}")
+    _show(args, data, lambda: plan_report(plan), [out / "plan.json"])
     return 0
 
 
@@ -211,12 +216,7 @@ def cmd_compare(args):
     except ValueError as exc:       # a model's own argument check, e.g. N beyond the Plan's
         raise ConfigError(str(exc)) from None
     out = Path(args.out) if args.out else Path("build") / config.name / "compare"
-    paths = write_all(data, out)
-    if args.json:
-        print(json.dumps(data, indent=2))
-    else:
-        print(render_text(data))
-        print(f"wrote {', '.join(str(p) for p in paths)}")
+    _show(args, data, lambda: render_text(data), write_all(data, out))
     return 0
 
 
@@ -259,24 +259,28 @@ def cmd_synth(args):
     return 0
 
 
+def _add_command(sub, name, func, help, *, with_json=False, out="build/<name>"):
+    """A subcommand with the shared options, -o/--out and, if asked, --json."""
+    p = sub.add_parser(name, help=help)
+    _shared_options(p)
+    if with_json:
+        p.add_argument("--json", action="store_true", help="print the JSON instead of tables")
+    p.add_argument("-o", "--out", metavar="DIR", help=f"output directory (default {out})")
+    p.set_defaults(func=func)
+    return p
+
+
 def build_parser():
     parser = _Parser(prog="attenio", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    p = sub.add_parser("plan", help="derive the I/O-optimal tiling and compare the baselines")
-    _shared_options(p)
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
-    p.add_argument("-o", "--out", metavar="DIR", help="output directory (default build/<name>)")
-    p.set_defaults(func=cmd_plan)
+    _add_command(sub, "plan", cmd_plan, with_json=True,
+                 help="derive the I/O-optimal tiling and compare the baselines")
 
-    p = sub.add_parser("gen", help="generate the Verilog, the register map and a report")
-    _shared_options(p)
-    p.add_argument("-o", "--out", metavar="DIR", help="output directory (default build/<name>)")
+    p = _add_command(sub, "gen", cmd_gen,
+                     help="generate the Verilog, the register map and a report")
     p.add_argument("--lint", action="store_true", help="also run verilator --lint-only -Wall")
-    p.set_defaults(func=cmd_gen)
 
-    p = sub.add_parser("sim", help="simulate the generated accelerator end to end")
-    _shared_options(p)
-    p.add_argument("-o", "--out", metavar="DIR", help="output directory (default build/<name>)")
+    p = _add_command(sub, "sim", cmd_sim, help="simulate the generated accelerator end to end")
     p.add_argument("--simulator", choices=["verilator", "icarus"], default="verilator")
     p.add_argument("--seed", type=_non_negative_int, default=1, help="seed of inputs and memory model")
     p.add_argument("--inputs", metavar="FILE.npz",
@@ -294,11 +298,9 @@ def build_parser():
                    help="axiram: cocotbext-axi's AxiRam (protocol checks, random latency and "
                         "back-pressure; ~5k cycles/s); model: a memory model inside the "
                         "simulated design (long runs)")
-    p.set_defaults(func=cmd_sim)
 
-    p = sub.add_parser("synth", help="synthesize (Yosys) and, for ECP5, place and route (nextpnr)")
-    _shared_options(p)
-    p.add_argument("-o", "--out", metavar="DIR", help="output directory (default build/<name>)")
+    p = _add_command(sub, "synth", cmd_synth,
+                     help="synthesize (Yosys) and, for ECP5, place and route (nextpnr)")
     p.add_argument("--target", choices=["generic", "ecp5", "all"], default="generic",
                    help="generic: Yosys gate counts; ecp5: synth_ecp5 + nextpnr-ecp5 on the "
                         "LFE5U-85F (ULX3S); all: both")
@@ -308,10 +310,9 @@ def build_parser():
                    help="ecp5: build multipliers with an operand of at most BITS bits from LUTs "
                         "instead of DSP blocks (8: the q*k products and the narrow pieces of "
                         "wide products; default 0: none)")
-    p.set_defaults(func=cmd_synth)
 
-    p = sub.add_parser("compare", help="cycles, traffic and utilization of AttenIO and the baselines")
-    _shared_options(p)
+    p = _add_command(sub, "compare", cmd_compare, with_json=True, out="build/<name>/compare",
+                     help="cycles, traffic and utilization of AttenIO and the baselines")
     p.add_argument("--seq-lens", type=_int_list, metavar="N,N,...",
                    help="sequence lengths to compare, e.g. 8K,16K,32K (default: --seq-len)")
     p.add_argument("--head-dims", type=_int_list, metavar="D,D,...",
@@ -319,10 +320,6 @@ def build_parser():
     p.add_argument("--split-rows", type=_split, default="auto", metavar="S|auto",
                    help="MACs per Q row in the split-rows what-if (default: auto, the best "
                         "divisor of the line length)")
-    p.add_argument("--json", action="store_true", help="print the JSON instead of tables")
-    p.add_argument("-o", "--out", metavar="DIR",
-                   help="output directory (default build/<name>/compare)")
-    p.set_defaults(func=cmd_compare)
     return parser
 
 

@@ -1,4 +1,5 @@
-"""`attenio plan`: the table, the JSON contract, and one-line errors with exit status 2."""
+"""The `attenio` command: `plan`'s table and JSON contract, and for every command one-line
+errors with exit status 2."""
 
 import json
 import subprocess
@@ -49,18 +50,27 @@ def test_options_override_preset_and_config(capsys, tmp_path):
     assert plan["cache_bytes"] == 256 * 1024
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--seq-len", "0"], "argument --seq-len: '0' is not a positive integer"),
-    (["--head-dim", "x"], "argument --head-dim: 'x' is not an integer"),
-    (["--preset", "huge"], "invalid choice: 'huge'"),
-    (["--format", "bf16"], "invalid choice: 'bf16'"),
-    (["--macs", "8"], "is not of the form PxQ"),
-    (["--cache-kib", "0.25", "--head-dim", "64"], "cannot hold one query row"),
-    (["--config", "/nonexistent.toml"], "does not exist"),
+@pytest.mark.parametrize("command, args, message", [
+    ("plan", ["--seq-len", "0"], "argument --seq-len: '0' is not a positive integer"),
+    ("plan", ["--head-dim", "x"], "argument --head-dim: 'x' is not an integer"),
+    ("plan", ["--preset", "huge"], "invalid choice: 'huge'"),
+    ("plan", ["--format", "bf16"], "invalid choice: 'bf16'"),
+    ("plan", ["--macs", "8"], "is not of the form PxQ"),
+    ("plan", ["--cache-kib", "0.25", "--head-dim", "64"], "cannot hold one query row"),
+    ("plan", ["--config", "/nonexistent.toml"], "does not exist"),
+    ("compare", ["--seq-lens", "8192,abc"],
+     "argument --seq-lens: '8192,abc' is not a comma-separated list"),
+    ("compare", ["--seq-lens", "64,,128"], "is not a comma-separated list"),
+    ("compare", ["--seq-lens", "0"], "'0' is not a positive integer"),
+    ("compare", ["--head-dims", "x"], "argument --head-dims"),
+    ("compare", ["--split-rows", "wide"], "neither 'auto' nor an integer"),
+    ("compare", ["--split-rows", "3"], "--split-rows 3 must divide the 4 MACs of a line"),
+    ("compare", ["--head-dims", "4096"], "cannot hold one query row"),
+    ("compare", ["--preset", "huge"], "invalid choice: 'huge'"),
 ])
-def test_bad_input_is_one_line_and_status_2(capsys, tmp_path, args, message):
+def test_bad_input_is_one_line_and_status_2(capsys, tmp_path, command, args, message):
     try:
-        rc = main(["plan", *args, "-o", str(tmp_path)])
+        rc = main([command, *args, "-o", str(tmp_path)])
     except SystemExit as exc:   # argparse's own errors
         rc = exc.code
     assert rc == 2
@@ -69,11 +79,14 @@ def test_bad_input_is_one_line_and_status_2(capsys, tmp_path, args, message):
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
-def test_malformed_toml_through_the_installed_command(tmp_path):
-    f = tmp_path / "bad.toml"
-    f.write_text("[workload\nseq_len = 3\n")
-    r = subprocess.run([sys.executable, "-m", "attenio.cli", "plan", "--config", str(f)],
+@pytest.mark.parametrize("argv, start, fragment", [
+    (["plan", "--config", "bad.toml"], "attenio plan: error: config file", "not valid TOML"),
+    (["compare", "--seq-lens", "8K,x"], "attenio compare: error: argument --seq-lens", ""),
+])
+def test_bad_input_through_the_installed_command(tmp_path, argv, start, fragment):
+    (tmp_path / "bad.toml").write_text("[workload\nseq_len = 3\n")
+    r = subprocess.run([sys.executable, "-m", "attenio.cli", *argv],
                        capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 2
-    assert r.stderr.startswith("attenio plan: error: config file") and "not valid TOML" in r.stderr
+    assert r.stderr.startswith(start) and fragment in r.stderr
     assert r.stderr.count("\n") == 1

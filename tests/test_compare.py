@@ -1,8 +1,6 @@
-"""`attenio compare`: its JSON contract, its files, and one-line errors with exit status 2."""
+"""`attenio compare`: its JSON contract, its tables and its files (its bad input: test_cli)."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -61,32 +59,3 @@ def test_compare_default_directory_is_build_name_compare(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(["compare", "--preset", "small", "--name", "x"]) == 0
     assert FILES <= {p.name for p in (tmp_path / "build" / "x" / "compare").iterdir()}
-
-
-@pytest.mark.parametrize("args, message", [
-    (["--seq-lens", "8192,abc"], "argument --seq-lens: '8192,abc' is not a comma-separated list"),
-    (["--seq-lens", "64,,128"], "is not a comma-separated list"),
-    (["--seq-lens", "0"], "'0' is not a positive integer"),
-    (["--head-dims", "x"], "argument --head-dims"),
-    (["--split-rows", "wide"], "neither 'auto' nor an integer"),
-    (["--split-rows", "3"], "--split-rows 3 must divide the 4 MACs of a line"),
-    (["--head-dims", "4096"], "cannot hold one query row"),
-    (["--preset", "huge"], "invalid choice: 'huge'"),
-])
-def test_bad_input_is_one_line_and_status_2(capsys, tmp_path, args, message):
-    try:
-        rc = main(["compare", *args, "-o", str(tmp_path)])
-    except SystemExit as exc:   # argparse's own errors
-        rc = exc.code
-    assert rc == 2
-    err = capsys.readouterr().err
-    assert message in err
-    assert err.count("\n") == 1 and "Traceback" not in err
-
-
-def test_malformed_seq_lens_through_the_command(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "attenio.cli", "compare", "--seq-lens", "8K,x"],
-                       capture_output=True, text=True, cwd=tmp_path)
-    assert r.returncode == 2
-    assert r.stderr.startswith("attenio compare: error: argument --seq-lens") \
-        and r.stderr.count("\n") == 1
