@@ -93,6 +93,11 @@ def _qkv_mem(q, k, v):
             "P": np.zeros((n, n))}
 
 
+def _blocks(n, size):
+    """The index ranges of consecutive blocks of `size` out of n (the last may be short)."""
+    return [range(i0, min(i0 + size, n)) for i0 in range(0, n, size)]
+
+
 def _load_rows(chip, tensors, rows, d):
     """Bring rows `rows` of each of `tensors` on chip, element by element."""
     for j in rows:
@@ -116,25 +121,46 @@ def _open_q_block(chip, rows, d):
         chip.set(("l", i), 0.0)
 
 
-def _write_o(chip, rows, d):
-    """O = O / l for the block's rows, written out."""
+def _softmax_step(chip, i, cols):
+    """One online-softmax step of row i over the on-chip scores of `cols`: the running max
+    m and sum l move on and the scores become P = exp(s - m) in place; returns the factor
+    alpha = exp(m_old - m) that rescales what was accumulated before."""
+    m_old = chip.get(("m", i))
+    m_new = max([m_old] + [chip.get(("s", i, j)) for j in cols])
+    chip.set(("m", i), m_new)
+    psum = 0.0
+    for j in cols:
+        chip.set(("s", i, j), np.exp(chip.get(("s", i, j)) - m_new))
+        psum += chip.get(("s", i, j))
+    alpha = np.exp(m_old - m_new)
+    chip.set(("l", i), alpha * chip.get(("l", i)) + psum)
+    return alpha
+
+
+def _accumulate_o(chip, i, alpha, cols, d):
+    """O_i = alpha O_i + P_i V over the on-chip rows of V in `cols`."""
+    for e in range(d):
+        chip.set(("o", i, e), alpha * chip.get(("o", i, e)) + sum(
+            chip.get(("s", i, j)) * chip.get(("V", j, e)) for j in cols))
+
+
+def _close_q_block(chip, rows, d, *tensors):
+    """O = O / l for the block's rows, written out; then `tensors` leave the chip."""
     for i in rows:
         for e in range(d):
             chip.set(("o", i, e), chip.get(("o", i, e)) / chip.get(("l", i)))
             chip.store("O", i, e, ("o", i, e))
+    for t in tensors:
+        chip.drop_tensor(t)
 
 
 def run_mmm(a_mat, b_mat, *, a, b, capacity):
     """Tall-and-skinny C = A B: an A block of a rows stays while B streams b columns at a time."""
     n, d = a_mat.shape
     chip = OnChip(capacity, {"A": a_mat, "B": b_mat, "C": np.zeros((n, b_mat.shape[1]))})
-    for i0 in range(0, n, a):
-        rows = range(i0, min(i0 + a, n))
-        for i in rows:
-            for e in range(d):
-                chip.load("A", i, e)
-        for j0 in range(0, b_mat.shape[1], b):
-            cols = range(j0, min(j0 + b, b_mat.shape[1]))
+    for rows in _blocks(n, a):
+        _load_rows(chip, ("A",), rows, d)
+        for cols in _blocks(b_mat.shape[1], b):
             for e in range(d):
                 for j in cols:
                     chip.load("B", e, j)
@@ -163,38 +189,24 @@ def run_attenio(q, k, v, *, a, b=1, capacity):
     """
     n, d = q.shape
     chip = OnChip(capacity, _qkv_mem(q, k, v))
-    for i0 in range(0, n, a):
-        rows = range(i0, min(i0 + a, n))
+    for rows in _blocks(n, a):
         _open_q_block(chip, rows, d)
-        for j0 in range(0, n, b):
-            cols = range(j0, min(j0 + b, n))
+        for cols in _blocks(n, b):
             _load_rows(chip, ("K",), cols, d)
             for i in rows:
                 for j in cols:
                     chip.set(("s", i, j), _score(chip, i, j, d))
             chip.drop_tensor("K")
-            for i in rows:
+            for i in rows:      # m_old stays on chip until V arrives
                 chip.set(("m_old", i), chip.get(("m", i)))
-                m_new = max([chip.get(("m", i))] + [chip.get(("s", i, j)) for j in cols])
-                chip.set(("m", i), m_new)
-                psum = 0.0
-                for j in cols:
-                    chip.set(("s", i, j), np.exp(chip.get(("s", i, j)) - m_new))  # P in S's place
-                    psum += chip.get(("s", i, j))
-                alpha = np.exp(chip.get(("m_old", i)) - m_new)
-                chip.set(("l", i), alpha * chip.get(("l", i)) + psum)
+                _softmax_step(chip, i, cols)
             _load_rows(chip, ("V",), cols, d)
-            for i in rows:  # O = diag(exp(m_old - m)) O + P V
-                alpha = np.exp(chip.get(("m_old", i)) - chip.get(("m", i)))
-                for e in range(d):
-                    chip.set(("o", i, e), alpha * chip.get(("o", i, e)) + sum(
-                        chip.get(("s", i, j)) * chip.get(("V", j, e)) for j in cols))
-            chip.drop_tensor("m_old")
-            chip.drop_tensor("V")
-            chip.drop_tensor("s")
-        _write_o(chip, rows, d)
-        for t in ("Q", "o", "m", "l"):
-            chip.drop_tensor(t)
+            for i in rows:
+                _accumulate_o(chip, i, np.exp(chip.get(("m_old", i)) - chip.get(("m", i))),
+                              cols, d)
+            for t in ("m_old", "V", "s"):
+                chip.drop_tensor(t)
+        _close_q_block(chip, rows, d, "Q", "o", "m", "l")
     return chip
 
 
@@ -202,33 +214,18 @@ def run_flashattention2(q, k, v, *, br, bc, capacity):
     """FlashAttention-2: Q block of br rows outer, K and V blocks of bc rows (together) inner."""
     n, d = q.shape
     chip = OnChip(capacity, _qkv_mem(q, k, v))
-    for i0 in range(0, n, br):
-        rows = range(i0, min(i0 + br, n))
+    for rows in _blocks(n, br):
         _open_q_block(chip, rows, d)
-        for j0 in range(0, n, bc):
-            cols = range(j0, min(j0 + bc, n))
+        for cols in _blocks(n, bc):
             _load_rows(chip, ("K", "V"), cols, d)
             for i in rows:
                 for j in cols:
                     chip.set(("s", i, j), _score(chip, i, j, d))
-            for i in rows:  # row reductions over the block
-                m_old = chip.get(("m", i))
-                m_new = max([m_old] + [chip.get(("s", i, j)) for j in cols])
-                alpha = np.exp(m_old - m_new)
-                chip.set(("m", i), m_new)
-                psum = 0.0
-                for j in cols:
-                    chip.set(("s", i, j), np.exp(chip.get(("s", i, j)) - m_new))
-                    psum += chip.get(("s", i, j))
-                chip.set(("l", i), alpha * chip.get(("l", i)) + psum)
-                for e in range(d):
-                    chip.set(("o", i, e), alpha * chip.get(("o", i, e)) + sum(
-                        chip.get(("s", i, j)) * chip.get(("V", j, e)) for j in cols))
+            for i in rows:      # K and V are both on chip: one pass per row
+                _accumulate_o(chip, i, _softmax_step(chip, i, cols), cols, d)
             for t in ("K", "V", "s"):
                 chip.drop_tensor(t)
-        _write_o(chip, rows, d)
-        for t in ("Q", "o", "m", "l"):
-            chip.drop_tensor(t)
+        _close_q_block(chip, rows, d, "Q", "o", "m", "l")
     return chip
 
 
@@ -238,8 +235,7 @@ def run_flat(q, k, v, *, r, spill, capacity):
     chip = OnChip(capacity, _qkv_mem(q, k, v))
     if spill:
         return _run_flat_spilled(chip, n, d)
-    for i0 in range(0, n, r):
-        rows = range(i0, min(i0 + r, n))
+    for rows in _blocks(n, r):
         _load_rows(chip, ("Q",), rows, d)
         for j in range(n):
             _load_rows(chip, ("K",), (j,), d)
@@ -261,9 +257,7 @@ def run_flat(q, k, v, *, r, spill, capacity):
                     chip.set(("o", i, e), chip.get(("o", i, e))
                              + chip.get(("s", i, j)) * chip.get(("V", j, e)))
             chip.drop_tensor("V")
-        _write_o(chip, rows, d)
-        for t in ("Q", "s", "m", "l", "o"):
-            chip.drop_tensor(t)
+        _close_q_block(chip, rows, d, "Q", "s", "m", "l", "o")
     return chip
 
 
@@ -308,10 +302,8 @@ def _tiled_mmm(chip, a_name, b_name, c_name, rows, cols, k, x, y, a_transposed=F
 
     `a_transposed` reads B as the rows of a row-major matrix (K for Q K^T).
     """
-    for i0 in range(0, rows, x):
-        ri = range(i0, min(i0 + x, rows))
-        for j0 in range(0, cols, y):
-            cj = range(j0, min(j0 + y, cols))
+    for ri in _blocks(rows, x):
+        for cj in _blocks(cols, y):
             for i in ri:
                 for j in cj:
                     chip.set(("c", i, j), 0.0)
