@@ -133,6 +133,14 @@ class ReadSequencer(wiring.Component):
                 with m.If(issued):
                     m.d.sync += ptr.eq(ptr + tensor.row_stride)
 
+        def count_down(counter, state):
+            """Once the command is taken, `counter` counts it; the one taken at 1 moves to
+            `state` (a later `m.next` in the same state yields to this one)."""
+            with m.If(issued):
+                m.d.sync += counter.eq(counter - 1)
+                with m.If(counter == 1):
+                    m.next = state
+
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start):
@@ -155,10 +163,7 @@ class ReadSequencer(wiring.Component):
                     m.next = "Q"
             with m.State("Q"):
                 issue_row(Kind.Q, q_ptr, run.q)
-                with m.If(issued):
-                    m.d.sync += q_left.eq(q_left - 1)
-                    with m.If(q_left == 1):
-                        m.next = "K_FIRST"
+                count_down(q_left, "K_FIRST")
             with m.State("K_FIRST"):
                 issue_row(Kind.K, k_ptr, run.k)
                 with m.If(issued):
@@ -174,11 +179,8 @@ class ReadSequencer(wiring.Component):
             with m.State("KV_V"):
                 issue_row(Kind.V, v_ptr, run.v)
                 with m.If(issued):
-                    m.d.sync += kv_left.eq(kv_left - 1)
-                    with m.If(kv_left == 1):
-                        m.next = "V_LAST"
-                    with m.Else():
-                        m.next = "KV_K"
+                    m.next = "KV_K"
+                count_down(kv_left, "V_LAST")
             with m.State("V_LAST"):
                 issue_row(Kind.V, v_ptr)
                 with m.If(issued):
