@@ -63,8 +63,9 @@ class OnChip:
         for key in keys:
             del self.data[key]
 
-    def drop_tensor(self, tensor):
-        for key in [k for k in self.data if k[0] == tensor]:
+    def drop_tensor(self, *tensors):
+        """Drop every on-chip element of each of `tensors`."""
+        for key in [k for k in self.data if k[0] in tensors]:
             del self.data[key]
 
     def store(self, tensor, i, j, key):
@@ -87,10 +88,11 @@ def reference_attention(q, k, v):
     return (p / p.sum(axis=1, keepdims=True)) @ v
 
 
-def _qkv_mem(q, k, v):
+def _attention_chip(q, k, v, capacity):
+    """An on-chip store over Q, K, V and the O, S and P a dataflow may write."""
     n, d = q.shape
-    return {"Q": q, "K": k, "V": v, "O": np.zeros((n, d)), "S": np.zeros((n, n)),
-            "P": np.zeros((n, n))}
+    return OnChip(capacity, {"Q": q, "K": k, "V": v, "O": np.zeros((n, d)),
+                             "S": np.zeros((n, n)), "P": np.zeros((n, n))})
 
 
 def _blocks(n, size):
@@ -109,6 +111,13 @@ def _load_rows(chip, tensors, rows, d):
 def _score(chip, i, j, d):
     """S[i, j] = Q_i . K_j from the on-chip rows."""
     return sum(chip.get(("Q", i, e)) * chip.get(("K", j, e)) for e in range(d))
+
+
+def _scores(chip, rows, cols, d):
+    """The block of S for the on-chip Q `rows` and K `cols`, kept on chip."""
+    for i in rows:
+        for j in cols:
+            chip.set(("s", i, j), _score(chip, i, j, d))
 
 
 def _open_q_block(chip, rows, d):
@@ -150,8 +159,7 @@ def _close_q_block(chip, rows, d, *tensors):
         for e in range(d):
             chip.set(("o", i, e), chip.get(("o", i, e)) / chip.get(("l", i)))
             chip.store("O", i, e, ("o", i, e))
-    for t in tensors:
-        chip.drop_tensor(t)
+    chip.drop_tensor(*tensors)
 
 
 def run_mmm(a_mat, b_mat, *, a, b, capacity):
@@ -181,66 +189,64 @@ def run_mmm(a_mat, b_mat, *, a, b, capacity):
     return chip
 
 
+def _online_softmax(q, k, v, *, a, b, capacity, step):
+    """The loop nest AttenIO and FlashAttention-2 share: Q blocks of a rows outer, K/V
+    blocks of b rows inner, O, m and l kept on chip for the whole block. `step(chip, rows,
+    cols, d)` is the inner body; the two dataflows differ only in it."""
+    n, d = q.shape
+    chip = _attention_chip(q, k, v, capacity)
+    for rows in _blocks(n, a):
+        _open_q_block(chip, rows, d)
+        for cols in _blocks(n, b):
+            step(chip, rows, cols, d)
+        _close_q_block(chip, rows, d, "Q", "o", "m", "l")
+    return chip
+
+
 def run_attenio(q, k, v, *, a, b=1, capacity):
     """The AttenIO dataflow: Q block of a rows outer, K/V b rows at a time, online softmax.
 
     On chip: Q block (a d), O block (a d), one K or V block (b d), S or P (a b),
     m_old, m, l (3 a).
     """
-    n, d = q.shape
-    chip = OnChip(capacity, _qkv_mem(q, k, v))
-    for rows in _blocks(n, a):
-        _open_q_block(chip, rows, d)
-        for cols in _blocks(n, b):
-            _load_rows(chip, ("K",), cols, d)
-            for i in rows:
-                for j in cols:
-                    chip.set(("s", i, j), _score(chip, i, j, d))
-            chip.drop_tensor("K")
-            for i in rows:      # m_old stays on chip until V arrives
-                chip.set(("m_old", i), chip.get(("m", i)))
-                _softmax_step(chip, i, cols)
-            _load_rows(chip, ("V",), cols, d)
-            for i in rows:
-                _accumulate_o(chip, i, np.exp(chip.get(("m_old", i)) - chip.get(("m", i))),
-                              cols, d)
-            for t in ("m_old", "V", "s"):
-                chip.drop_tensor(t)
-        _close_q_block(chip, rows, d, "Q", "o", "m", "l")
-    return chip
+    def step(chip, rows, cols, d):      # K, then V in K's place
+        _load_rows(chip, ("K",), cols, d)
+        _scores(chip, rows, cols, d)
+        chip.drop_tensor("K")
+        for i in rows:                  # m_old stays on chip until V arrives
+            chip.set(("m_old", i), chip.get(("m", i)))
+            _softmax_step(chip, i, cols)
+        _load_rows(chip, ("V",), cols, d)
+        for i in rows:
+            _accumulate_o(chip, i, np.exp(chip.get(("m_old", i)) - chip.get(("m", i))), cols, d)
+        chip.drop_tensor("m_old", "V", "s")
+
+    return _online_softmax(q, k, v, a=a, b=b, capacity=capacity, step=step)
 
 
 def run_flashattention2(q, k, v, *, br, bc, capacity):
     """FlashAttention-2: Q block of br rows outer, K and V blocks of bc rows (together) inner."""
-    n, d = q.shape
-    chip = OnChip(capacity, _qkv_mem(q, k, v))
-    for rows in _blocks(n, br):
-        _open_q_block(chip, rows, d)
-        for cols in _blocks(n, bc):
-            _load_rows(chip, ("K", "V"), cols, d)
-            for i in rows:
-                for j in cols:
-                    chip.set(("s", i, j), _score(chip, i, j, d))
-            for i in rows:      # K and V are both on chip: one pass per row
-                _accumulate_o(chip, i, _softmax_step(chip, i, cols), cols, d)
-            for t in ("K", "V", "s"):
-                chip.drop_tensor(t)
-        _close_q_block(chip, rows, d, "Q", "o", "m", "l")
-    return chip
+    def step(chip, rows, cols, d):      # K and V on chip together: one pass per row
+        _load_rows(chip, ("K", "V"), cols, d)
+        _scores(chip, rows, cols, d)
+        for i in rows:
+            _accumulate_o(chip, i, _softmax_step(chip, i, cols), cols, d)
+        chip.drop_tensor("K", "V", "s")
+
+    return _online_softmax(q, k, v, a=br, b=bc, capacity=capacity, step=step)
 
 
 def run_flat(q, k, v, *, r, spill, capacity):
     """FLAT: R query rows keep whole rows of S on chip; or, spilled, one row with S off chip."""
     n, d = q.shape
-    chip = OnChip(capacity, _qkv_mem(q, k, v))
+    chip = _attention_chip(q, k, v, capacity)
     if spill:
         return _run_flat_spilled(chip, n, d)
     for rows in _blocks(n, r):
         _load_rows(chip, ("Q",), rows, d)
         for j in range(n):
             _load_rows(chip, ("K",), (j,), d)
-            for i in rows:
-                chip.set(("s", i, j), _score(chip, i, j, d))
+            _scores(chip, rows, (j,), d)
             chip.drop_tensor("K")
         for i in rows:  # whole-row softmax statistics
             chip.set(("m", i), max(chip.get(("s", i, j)) for j in range(n)))
@@ -324,7 +330,7 @@ def _tiled_mmm(chip, a_name, b_name, c_name, rows, cols, k, x, y, a_transposed=F
 def run_standard(q, k, v, *, x, y, x_pv, y_pv, row_fits, capacity):
     """Standard: S = Q K^T to memory, softmax S -> P through memory, O = P V; square tiles."""
     n, d = q.shape
-    chip = OnChip(capacity, _qkv_mem(q, k, v))
+    chip = _attention_chip(q, k, v, capacity)
     _tiled_mmm(chip, "Q", "K", "S", n, n, d, x, y, a_transposed=True)
     for i in range(n):
         if row_fits:
