@@ -7,6 +7,14 @@ from amaranth.sim import Simulator
 from attenio.hdl.widthconv import BeatPacker, BeatUnpacker
 
 
+async def send(ctx, port, payload):
+    """Offer `payload` on the stream `port` until it is taken."""
+    ctx.set(port.payload, payload)
+    ctx.set(port.valid, 1)
+    await ctx.tick().until(port.ready)
+    ctx.set(port.valid, 0)
+
+
 def pump(dut, sent, count, read, stalls):
     """Offer the payloads `sent` on `dut.i` and take `count` items from `dut.o`, whose
     ready follows `stalls` cycle by cycle; returns `read` of each payload taken."""
@@ -14,10 +22,7 @@ def pump(dut, sent, count, read, stalls):
 
     async def producer(ctx):
         for payload in sent:
-            ctx.set(dut.i.payload, payload)
-            ctx.set(dut.i.valid, 1)
-            await ctx.tick().until(dut.i.ready)
-            ctx.set(dut.i.valid, 0)
+            await send(ctx, dut.i, payload)
 
     async def consumer(ctx):
         for ready in stalls:
