@@ -76,9 +76,9 @@ def build_bitstream(config, out_dir, *, baud=115200, seed=1, log=print):
     log("nextpnr-ecp5 ...")
     args = [*DEVICE["nextpnr"], "--json", f"{BOARD_NAME}.json", "--lpf", f"{BOARD_NAME}.lpf",
             "--textcfg", f"{BOARD_NAME}.config", "--report", "pnr_report.json", "--seed", str(seed),
-            # router1: the router that builds this board (873 s of nextpnr in round 5,
-            # docs/synthesis.md); router2 had not finished an earlier netlist after more
-            # than an hour (congestion in the DSP rows)
+            # router1 routes this board (nextpnr 873 s, docs/synthesis.md); router2 ran
+            # for more than an hour on its netlist without finishing (congestion in the
+            # DSP rows)
             "--timing-allow-fail", "--router", "router1"]
     secs = run_tool("nextpnr-ecp5", args, cwd=out, log_path=out / "nextpnr.log", log=log)
     pnr = _pnr_summary(out / "pnr_report.json")

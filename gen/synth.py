@@ -45,7 +45,7 @@ DEVICE = {"name": "LFE5U-85F-6CABGA381", "nextpnr": ["--85k", "--package", "CABG
           "LUT": 83640, "FF": 83640, "DSP": 156, "BRAM": 208}
 
 #: nextpnr options of `attenio synth`. router2: the 4x4 array routes in 2 to 3 minutes, where
-#: router1 had not converged after 20 (congestion around the DSP rows). The board build keeps
+#: router1 does not converge in 20 (congestion around the DSP rows). The board build keeps
 #: router1 (gen/board.py).
 PNR_OPTIONS = ["--router", "router2"]
 
@@ -329,7 +329,7 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
             # Booth-encode the $mul cells with a narrow operand before synth_ecp5 would map
             # them to DSPs (wreduce first: the Verilog frontend widens operands to the
             # result's width). Fewer DSPs also route better: the fabric next to the DSP
-            # rows is where router2 fails to converge (docs/synthesis.md, round 5).
+            # rows is where router2 fails to converge (docs/synthesis.md).
             w = lut_mul_width
             script += ("hierarchy -check -top attenio_fmax\nproc\nflatten\nopt_expr\nopt_clean\n"
                        f"wreduce\nbooth {narrow_products(w)}\n")
