@@ -30,6 +30,7 @@ beside the plan (`traffic_unrounded`).
 from dataclasses import dataclass
 from math import ceil
 
+from . import validate
 from .analysis import attention_bound, attention_io, attention_optimum
 from .config import Config, Workload
 from .errors import ConfigError
@@ -177,9 +178,8 @@ class Plan:
 
     def traffic_at(self, *, seq_len, heads):
         """The traffic of a run of this hardware at runtime N = `seq_len` and `heads`."""
-        if not 1 <= seq_len <= self.workload.seq_len:
-            raise ConfigError(f"runtime N = {seq_len} is outside 1..{self.workload.seq_len}, the "
-                              f"range this hardware is generated for")
+        validate.integer("plan", "runtime seq_len (at most the generated N)", seq_len,
+                         lo=1, hi=self.workload.seq_len, error=ConfigError)
         return attenio_traffic(self.config, self.a, seq_len=seq_len, heads=heads)
 
     def row_of(self, line, mac, slot):
