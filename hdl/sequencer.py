@@ -22,10 +22,10 @@ from amaranth.lib.wiring import In, Out
 
 from attenio import validate
 
-from .core import Kind   # the kinds of the core's feed: one definition
+from .kv_buffer import Kind, start_layout   # the core's feed and block command: one definition
 from .dma import command_layout, write_done_layout
 
-__all__ = ["Kind", "run_layout", "block_layout", "read_schedule", "write_schedule",
+__all__ = ["Kind", "run_layout", "read_schedule", "write_schedule",
            "ReadSequencer", "WriteSequencer"]
 
 
@@ -35,12 +35,6 @@ def run_layout(addr_width):
                                 "row_stride": unsigned(addr_width)})
     return data.StructLayout({"seq_len": unsigned(32), "heads": unsigned(32),
                               "q": tensor, "k": tensor, "v": tensor, "o": tensor})
-
-
-def block_layout(block_rows):
-    """One Q block for the core: how many of its rows are real, and how many keys."""
-    return data.StructLayout({"rows_valid": range(block_rows + 1),
-                              "n_keys": unsigned(32)})
 
 
 def read_schedule(*, seq_len, heads, block_rows, q, k, v):
@@ -76,17 +70,25 @@ class ReadSequencer(wiring.Component):
     core), `busy`.
     """
 
-    def __init__(self, *, addr_width, block_rows, row_bytes, tag_depth=16):
+    #: cycles from `start` to the first block offered on `block`: the run latched,
+    #: then the block sized in a cycle of its own
+    block_latency = 2
+    #: cycles from `start` to the first command offered on `cmd` (the block first)
+    command_latency = 3
+
+    def __init__(self, *, addr_width, block_rows, row_bytes, max_seq_len, tag_depth=16):
         validate.positive("ReadSequencer", addr_width=addr_width, block_rows=block_rows,
-                          row_bytes=row_bytes, tag_depth=tag_depth)
+                          row_bytes=row_bytes, max_seq_len=max_seq_len, tag_depth=tag_depth)
         self._addr_width, self._block_rows = addr_width, block_rows
         self._row_bytes, self._tag_depth = row_bytes, tag_depth
+        self._max_seq_len = max_seq_len
         super().__init__({
             "start": In(1),
             "run": In(run_layout(addr_width)),
             "cmd": Out(stream.Signature(command_layout(addr_width))),
             "kind": Out(stream.Signature(Kind)),
-            "block": Out(stream.Signature(block_layout(block_rows))),
+            "block": Out(stream.Signature(start_layout(rows=block_rows,
+                                                       max_seq_len=max_seq_len))),
             "busy": Out(1),
         })
 
@@ -156,6 +158,7 @@ class ReadSequencer(wiring.Component):
             with m.State("BLOCK"):
                 m.d.comb += [self.busy.eq(1), self.block.valid.eq(1),
                              self.block.payload.rows_valid.eq(rows_valid),
+                             # the controller refused a seq_len above max_seq_len
                              self.block.payload.n_keys.eq(run.seq_len)]
                 with m.If(self.block.ready):
                     m.d.sync += [k_ptr.eq(k_head), v_ptr.eq(v_head), q_left.eq(rows_valid),
@@ -205,6 +208,10 @@ class WriteSequencer(wiring.Component):
     (the writer's completions), `finished` (level, until the next start), `error`
     (a completion reported an error), `busy`.
     """
+
+    #: cycles from the last completion on `done` to `finished`: the outstanding count,
+    #: then the finished register
+    finish_latency = 2
 
     def __init__(self, *, addr_width, row_bytes):
         validate.positive("WriteSequencer", addr_width=addr_width, row_bytes=row_bytes)

@@ -19,7 +19,7 @@ start pulse from the line makes each lane stream over its rows, one per cycle:
 Every multiply has a register before and after it (ECP5 MULT18X18D blocks with
 fabric registers on both sides, their partial products summed in a stage of
 their own), which is what lets the lane close timing; the stages cost latency
-only, which the schedule hides (`lane_stages`).
+only, which the schedule hides (`SoftmaxLane.stages`).
 
 Either m - m_new or x - m_new is zero, and exp2(0) is exactly one, so one exp2
 per row gives both alpha and P bit for bit as the format's twins do (one EXP
@@ -29,7 +29,7 @@ m and l read as m_init and 0, so nothing is cleared between blocks.
 A pass on bank b ends with `ready[b]` set; the core clears it (`consume[b]`) as
 V_j enters the array, the single interlock of the schedule. A pass starts when
 the previous one has issued its last row and at least S + 1 cycles after the
-previous start (S = `lane_stages`), so each row reads m and l after the previous
+previous start (S = `SoftmaxLane.stages`), so each row reads m and l after the previous
 pass wrote them; a start pulse arriving earlier waits in a one-deep pending
 register.
 Between blocks the `l` memory's read port serves the drain (`drain_u`, `l_rd`).
@@ -40,21 +40,11 @@ from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from attenio import validate
+
 from .formats import Int8Arith
 
-__all__ = ["pa_layout", "start_layout", "SoftmaxLane", "lane_stages", "lane_bus_stage"]
-
-
-def lane_stages(arith):
-    """S, the valid stages after a row's issue (stage 1, scale, exp2, l's update, the
-    write-back stage): a row issued in cycle 0 writes m and l in cycle S, and a lane
-    is busy (`active`) until S cycles after issuing its last row."""
-    return 2 + arith.scale_latency + arith.exp2_latency + arith.update_latency
-
-
-def lane_bus_stage(arith):
-    """The stage at which a row's (up, e) is on the bus to the MACs (cycles after issue)."""
-    return 3 + arith.scale_latency + arith.exp2_latency
+__all__ = ["pa_layout", "start_layout", "SoftmaxLane"]
 
 
 def pa_layout(*, arith, macs_per_lane, rows_per_mac):
@@ -77,16 +67,15 @@ class SoftmaxLane(wiring.Component):
     Ports: `scores` the MACs' score registers (index (mac * 2 + bank) * r + slot);
     `start` the line's pulse; `c` the softmax constant; `pa` the write bus;
     `ready`/`consume` the per-bank done flags; `active` a row is in flight
-    (issued and not yet written back: r*q/L + `lane_stages` cycles per pass); `drain_u`/`l_rd` the drain's read of l (one cycle latency, only while
-    the lane is idle). Row u of the lane is MAC u mod q/L, slot u div q/L.
+    (issued and not yet written back: r*q/L + `stages` cycles per pass);
+    `drain_u`/`l_rd` the drain's read of l (one cycle latency, only while the lane is idle).
+    Row u of the lane is MAC u mod q/L, slot u div q/L.
     """
 
     def __init__(self, *, arith, macs_per_lane, rows_per_mac):
         if not isinstance(arith, Int8Arith):
             raise TypeError(f"SoftmaxLane: arith must be an Int8Arith, not {arith!r}")
-        for name, value in (("macs_per_lane", macs_per_lane), ("rows_per_mac", rows_per_mac)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"SoftmaxLane: {name} must be a positive integer, not {value!r}")
+        validate.positive("SoftmaxLane", macs_per_lane=macs_per_lane, rows_per_mac=rows_per_mac)
         self._arith = arith
         self._ql, self._r = macs_per_lane, rows_per_mac
         rows = macs_per_lane * rows_per_mac
@@ -106,6 +95,19 @@ class SoftmaxLane(wiring.Component):
     @property
     def rows(self):
         return self._ql * self._r
+
+    @staticmethod
+    def stages(arith):
+        """S, the valid stages after a row's issue (stage 1, scale, exp2, l's update, the
+        write-back stage): a row issued in cycle 0 writes m and l in cycle S, and a lane
+        is busy (`active`) until S cycles after issuing its last row."""
+        return 2 + arith.scale_latency + arith.exp2_latency + arith.update_latency
+
+    @staticmethod
+    def bus_stage(arith):
+        """The stage at which a row's (up, e) is on the bus to the MACs (cycles after
+        issue): stage 1, scale, exp2, and the bus register."""
+        return 2 + arith.scale_latency + arith.exp2_latency + 1
 
     def elaborate(self, platform):
         m = Module()
@@ -127,7 +129,7 @@ class SoftmaxLane(wiring.Component):
         pend = Signal()
         pend_bank = Signal()
         pend_first = Signal()
-        S = lane_stages(A)
+        S = self.stages(A)
         v = [Signal(name=f"v{s}") for s in range(1, S + 1)]   # valid of stages 1..S
         m.d.sync += [v[k].eq(v[k - 1]) for k in range(1, S)]
         busy = run

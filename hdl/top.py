@@ -1,34 +1,78 @@
 """`attenio_top`: the whole accelerator, sized by a Plan.
 
-    s_axil (AXI4-Lite) -> CSRBlock -> Controller -> ReadSequencer  -> DMA reader -> BeatUnpacker -+
-                                               \\-> WriteSequencer -> DMA writer <- BeatPacker <-+  |
-                                                                                      AttentionCore <-+
+    s_axil (AXI4-Lite) -> CSRBlock -> Controller -> ReadSequencer -cmd-> DMA reader -> BeatUnpacker
+                                                   |  |      \\-kind---------------> TagJoin <-+
+                                                   |  +-block------> AttentionCore <-feed-+
+                                                   +-> WriteSequencer -> DMA writer <- BeatPacker <-o_out-+
     m_axi (AXI4) <- DMA
 
 The read sequencer tags every read command with its kind (Q, K or V); the tag
 travels in a FIFO beside the data and is joined to the elements as they leave
-the unpacker, so the core's feed carries kind and value together. `irq` is the
+the unpacker (`TagJoin`), so the core's feed carries kind and value together. `irq` is the
 DONE bit, for hosts that prefer an interrupt to polling.
 """
+
+from dataclasses import dataclass
 
 from amaranth.hdl import Cat, Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from attenio import validate
 from attenio.errors import ConfigError
 from attenio.regmap import register_map
 
+from .axi import AXI_4KB, AXI_MAX_BURST_BEATS, AXI4LiteSignature, AXI4Signature
+from .bursts import BurstSplitter
 from .controller import Controller
-from .core import AttentionCore
-from .axi import AXI4LiteSignature, AXI4Signature
+from .core import AttentionCore, Kind
 from .csr import CSRBlock
-from .dma import DMA
+from .dma import DMA, DMAReader, DMAWriter
+from .kv_buffer import KVBuffer
+from .normalizer import Normalizer
+from .replay import RowReplay
 from .sequencer import ReadSequencer, WriteSequencer
-from .widthconv import BeatPacker, BeatUnpacker
+from .tag_join import TagJoin
+from .widthconv import BeatPacker, BeatUnpacker, element_layout
 
-__all__ = ["AttenIOTop", "ADDR_WIDTH", "check_plan"]
+__all__ = ["AttenIOTop", "TopTiming", "ADDR_WIDTH", "check_plan"]
 
 ADDR_WIDTH = 32
+
+
+@dataclass(frozen=True)
+class TopTiming:
+    """The latencies of the path around the core, from the blocks on it (cycles from the
+    controller's LAUNCH cycle, on the cycle model's clock: a row's time is when its
+    first word enters the array; see `attenio.sim.cyclemodel.RtlParams`).
+
+    read_start   the model's issue time of the first reads: the sequencer's first
+                 command, the burst splitter, and, after the memory, the reader's
+                 FIFO, the unpacker and the replay's issue (less the one cycle the
+                 model's link counts after a transfer's last beat)
+    feed_start   the first cycle a starved array counts as a memory stall: the
+                 sequencer's first block, the KV buffer's `filling`, and the replay's
+                 issue (the model's clock runs at the array's entry)
+    write_tail   the last byte in the normalizer's FIFO to `done`, besides the memory's
+                 write response: the FIFO's output, the packer, the writer's W and B
+                 paths, the write sequencer's `finished`, the controller
+    """
+
+    read_start: int
+    feed_start: int
+    write_tail: int
+
+    @classmethod
+    def of(cls, plan):
+        issue = RowReplay.issue_latency
+        return cls(
+            read_start=(ReadSequencer.command_latency + BurstSplitter.latency
+                        + DMAReader.response_latency + BeatUnpacker.latency + issue - 1),
+            feed_start=ReadSequencer.block_latency + KVBuffer.start_latency + issue,
+            write_tail=(Normalizer.output_latency + BeatPacker.latency + DMAWriter.data_latency
+                        + DMAWriter.response_latency + WriteSequencer.finish_latency
+                        + Controller.done_latency),
+        )
 
 
 def check_plan(plan):
@@ -38,10 +82,8 @@ def check_plan(plan):
                           f"(use --format int8; other formats are analysis-only)")
     row_bytes = plan.workload.head_dim * plan.config.format.element_bytes
     b = plan.budget
-    if b.exp_units % b.mac_lines or b.macs_per_line % (b.exp_units // b.mac_lines):
-        raise ConfigError(f"the softmax lanes need exp_units ({b.exp_units}) to be a multiple of the "
-                          f"MAC lines ({b.mac_lines}) and to divide each line's {b.macs_per_line} "
-                          f"MACs evenly (e.g. --exp-units {b.mac_lines})")
+    validate.lanes_per_line(exp_units=b.exp_units, mac_lines=b.mac_lines,
+                            macs_per_line=b.macs_per_line, owner="budget", error=ConfigError)
     beat = plan.budget.axi_data_bits // 8
     if row_bytes % beat:
         raise ConfigError(f"a row of d = {plan.workload.head_dim} int8 elements ({row_bytes} bytes) "
@@ -71,25 +113,28 @@ class AttenIOTop(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         plan = self._plan
-        d = plan.workload.head_dim
         width = plan.budget.axi_data_bits
-        row_bytes = d * plan.config.format.element_bytes
+        beat_bytes = width // 8
+        row_bytes = plan.workload.head_dim * plan.config.format.element_bytes
+        row_beats = row_bytes // beat_bytes
 
         m.submodules.csr = csr = CSRBlock(self._regmap)
         m.submodules.ctrl = ctrl = Controller(addr_width=ADDR_WIDTH, max_seq_len=plan.workload.seq_len,
-                                              beat_bytes=width // 8)
-        # Every command is one row, so no burst is longer than a row; the read FIFO holds
-        # the Plan's K/V staging depth (rows enough to cover the link's latency), which
-        # bounds the reads in flight: that is the prefetch.
-        row_beats = row_bytes // (width // 8)
+                                              beat_bytes=beat_bytes)
+        # Every command is one row, so no burst is longer than a row, and the read FIFO
+        # holds the Plan's K/V staging depth (rows enough to cover the link's latency),
+        # which bounds the reads in flight to that many rows: that is the prefetch.
         m.submodules.dma = dma = DMA(addr_width=ADDR_WIDTH, data_width=width,
-                                     max_burst_beats=min(row_beats, 4096 // (width // 8), 256),
-                                     max_reads=max(4, plan.kv_depth),
+                                     max_burst_beats=min(row_beats, AXI_4KB // beat_bytes,
+                                                         AXI_MAX_BURST_BEATS),
+                                     max_reads=plan.kv_depth,
                                      read_fifo_depth=plan.kv_depth * row_beats)
         m.submodules.rseq = rseq = ReadSequencer(addr_width=ADDR_WIDTH, block_rows=plan.a,
-                                                 row_bytes=row_bytes)
+                                                 row_bytes=row_bytes,
+                                                 max_seq_len=plan.workload.seq_len)
         m.submodules.wseq = wseq = WriteSequencer(addr_width=ADDR_WIDTH, row_bytes=row_bytes)
         m.submodules.unpack = unpack = BeatUnpacker(data_width=width)
+        m.submodules.join = join = TagJoin(tag_shape=Kind, element_layout=element_layout())
         m.submodules.pack = pack = BeatPacker(data_width=width)
         m.submodules.core = core = AttentionCore.from_plan(plan)
 
@@ -103,18 +148,17 @@ class AttenIOTop(wiring.Component):
             ctrl.run.heads.eq(csr.heads),
             csr.status.eq(Cat(ctrl.busy, ctrl.done)),
             csr.error.eq(ctrl.error),
-            csr.cycles.eq(ctrl.cycles), csr.pe_busy.eq(ctrl.pe_busy),
-            csr.exp_busy.eq(ctrl.exp_busy), csr.mem_stall.eq(ctrl.mem_stall),
             csr.bytes_read.eq(dma.bytes_read), csr.bytes_written.eq(dma.bytes_written),
+            core.c.eq(csr.scale_c),
             self.irq.eq(ctrl.done),
         ]
+        m.d.comb += [getattr(csr, name).eq(getattr(ctrl, name))
+                     for name in ("cycles", "pe_busy", "exp_busy", "mem_stall")]
         for t in ("q", "k", "v", "o"):
-            run_t = getattr(ctrl.run, t)
-            m.d.comb += [run_t.base.eq(getattr(csr, f"{t}_base")),
-                         run_t.head_stride.eq(getattr(csr, f"{t}_head_stride")),
-                         run_t.row_stride.eq(getattr(csr, f"{t}_row_stride"))]
+            for field in ("base", "head_stride", "row_stride"):
+                m.d.comb += getattr(getattr(ctrl.run, t), field).eq(getattr(csr, f"{t}_{field}"))
 
-        # controller <-> sequencers and DMA
+        # controller <-> sequencers, DMA and core
         m.d.comb += [
             rseq.start.eq(ctrl.seq_start), rseq.run.eq(ctrl.seq_run),
             wseq.start.eq(ctrl.seq_start), wseq.run.eq(ctrl.seq_run),
@@ -127,33 +171,17 @@ class AttenIOTop(wiring.Component):
             ctrl.exp_active.eq(core.exp_active),
             ctrl.starved.eq(core.row_wait),
         ]
+
+        # commands: sequencers -> DMA, blocks -> core
         wiring.connect(m, rseq.cmd, dma.rd_cmd)
         wiring.connect(m, wseq.cmd, dma.wr_cmd)
         wiring.connect(m, dma.wr_done, wseq.done)
-
-        # read data -> elements, joined with their kind -> core
+        wiring.connect(m, rseq.block, core.start)
+        # data: beats -> elements, each with its row's kind -> core -> beats
         wiring.connect(m, dma.rd_data, unpack.i)
-        take = core.feed.valid & core.feed.ready
-        m.d.comb += [
-            core.feed.valid.eq(unpack.o.valid & rseq.kind.valid),
-            core.feed.payload.kind.eq(rseq.kind.payload),
-            core.feed.payload.value.eq(unpack.o.payload.value),
-            unpack.o.ready.eq(core.feed.ready & rseq.kind.valid),
-            rseq.kind.ready.eq(take & unpack.o.payload.last),
-        ]
-        m.d.comb += [
-            core.start.valid.eq(rseq.block.valid),
-            core.start.payload.rows_valid.eq(rseq.block.payload.rows_valid),
-            core.start.payload.n_keys.eq(rseq.block.payload.n_keys),
-            rseq.block.ready.eq(core.start.ready),
-            core.c.eq(csr.scale_c),
-        ]
-
-        # core output -> beats -> DMA writer
-        m.d.comb += [
-            pack.i.valid.eq(core.o_out.valid),
-            pack.i.payload.eq(core.o_out.payload.data),
-            core.o_out.ready.eq(pack.i.ready),
-        ]
+        wiring.connect(m, unpack.o, join.elements)
+        wiring.connect(m, rseq.kind, join.tags)
+        wiring.connect(m, join.o, core.feed)
+        wiring.connect(m, core.o_out, pack.i)
         wiring.connect(m, pack.o, dma.wr_data)
         return m

@@ -55,6 +55,9 @@ class BeatUnpacker(_Converter):
     `last` of a beat is carried to the beat's final element.
     """
 
+    #: cycles from a beat accepted to its first element offered (the beat register)
+    latency = 1
+
     @staticmethod
     def _payloads(data_width):
         return (data.StructLayout({"data": unsigned(data_width), "last": unsigned(1)}),
@@ -81,15 +84,19 @@ class BeatUnpacker(_Converter):
 
 
 class BeatPacker(_Converter):
-    """Elements {value} in, beats {data} out; a beat leaves when its last byte arrives.
+    """Elements {value, last} in, beats {data} out; a beat leaves when its last byte arrives.
 
     The element count of every write is a multiple of the beat (the controller
-    guarantees it), so no partial beat ever needs flushing.
+    guarantees it), so no partial beat ever needs flushing and `last` (the end of
+    the producer's block) is not needed to close one.
     """
+
+    #: cycles from a beat's last element accepted to the beat offered (a register)
+    latency = 1
 
     @staticmethod
     def _payloads(data_width):
-        return signed(8), data.StructLayout({"data": unsigned(data_width)})
+        return element_layout(), data.StructLayout({"data": unsigned(data_width)})
 
     def elaborate(self, platform):
         m = Module()
@@ -102,7 +109,7 @@ class BeatPacker(_Converter):
         with m.If(self.o.valid & self.o.ready):
             m.d.sync += full.eq(0)
         with m.If(self.i.valid & self.i.ready):
-            m.d.sync += [beat.word_select(index, 8).eq(self.i.payload), index.eq(index + 1)]
+            m.d.sync += [beat.word_select(index, 8).eq(self.i.payload.value), index.eq(index + 1)]
             with m.If(index == n - 1):
                 m.d.sync += [index.eq(0), full.eq(1)]
         return m

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from amaranth.hdl import Fragment
 from amaranth.sim import Simulator
 
 from attenio.gen.verilog import emit
@@ -122,7 +123,7 @@ def simulate(core, blocks):
             stats["cycles"] += 1
             stats["pe"] += pe
             if valid:
-                got.append(int(payload.data))
+                got.append(int(payload.value))
 
     async def until_done(ctx):
         while len(got) < total and stats["cycles"] < 100_000:
@@ -158,8 +159,10 @@ def test_core_amaranth_sim(rng):
 @pytest.mark.parametrize("kwargs,match", [
     (dict(mac_lines=0), "mac_lines must be a positive integer, not 0"),
     (dict(head_dim=2.5), "head_dim must be a positive integer, not 2.5"),
-    (dict(exp_units=3), r"exp_units \(3\) must be a multiple of mac_lines \(2\)"),
-    (dict(exp_units=6), r"macs_per_line \(4\) must be a multiple of exp_units / mac_lines \(3\)"),
+    (dict(exp_units=3), r"AttentionCore: the softmax lanes need exp_units \(3\) to be a multiple "
+                        r"of the MAC lines \(2\)"),
+    (dict(exp_units=6), r"AttentionCore: the softmax lanes need exp_units \(6\) .* to divide each "
+                        r"line's 4 MACs"),
 ])
 def test_core_rejects(kwargs, match):
     params = dict(mac_lines=2, macs_per_line=4, rows_per_mac=1, head_dim=8, exp_units=2,
@@ -181,7 +184,7 @@ def test_core_from_plan():
     from attenio.plan import make_plan
     plan = make_plan(preset("small"))
     core = AttentionCore.from_plan(plan)
-    core._MustUse__silence = True            # built to read its parameters, not elaborated
+    Fragment.get(core, None)                 # elaborates (and so uses) it
     assert core.rows == plan.a and core.rows_per_mac == plan.rows_per_mac
 
 

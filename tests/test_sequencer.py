@@ -33,7 +33,7 @@ def test_read_sequencer_matches_its_twin(rng, seq_len, heads, block_rows):
     t = run_params(rng, seq_len, heads)
     expect_cmds, expect_blocks = read_schedule(seq_len=seq_len, heads=heads, block_rows=block_rows,
                                                q=t["q"], k=t["k"], v=t["v"])
-    dut = ReadSequencer(addr_width=32, block_rows=block_rows, row_bytes=ROW_BYTES)
+    dut = ReadSequencer(addr_width=32, block_rows=block_rows, row_bytes=ROW_BYTES, max_seq_len=64)
     cmds, kinds, blocks = [], [], []
     ready = rng.integers(0, 2, size=(100000, 3))
 

@@ -60,7 +60,8 @@ def test_unpacker_keeps_order_and_last(rng, width):
 
 def test_packer_builds_little_endian_beats(rng):
     values = [int(v) for v in rng.integers(-128, 128, size=8 * 6)]
-    got = pump(BeatPacker(data_width=64), values, len(values) // 8, lambda p: p.data,
+    elements = [{"value": v, "last": 0} for v in values]
+    got = pump(BeatPacker(data_width=64), elements, len(values) // 8, lambda p: p.data,
                rng.integers(0, 2, size=1000))
     expect = [sum((v & 0xFF) << (8 * k) for k, v in enumerate(values[i:i + 8]))
               for i in range(0, len(values), 8)]

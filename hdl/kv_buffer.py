@@ -1,0 +1,219 @@
+"""`KVBuffer`: two rows of Q, K or V, filled from the feed while the other is replayed.
+
+The core's feed brings, for each Q block, its valid Q rows and then the K/V
+rows in the array's order ``K0, K1, V0, K2, V1, ..., K(N-1), V(N-2), V(N-1)``
+(for N = 1: ``K0, V0``): the scores of K_(j+1) run before the update with V_j,
+so the softmax of row j overlaps them. Fed in this order, two rows of buffer
+are enough (one replaying, one filling); fed K_j, V_j, a third row would have
+to hold V_j while K_(j+1) arrives, or the array would wait.
+
+The buffer learns each block from a command on `start` ({rows_valid, n_keys};
+the softmax constant `c` is sampled with it), checks every element's kind
+against the order above (a mismatch raises the sticky `error`, the element is
+still used), and announces each complete row on the `row` stream with what the
+array needs to know of it (`row_layout`). A row's half of the buffer stays
+reserved until the replay pulses `release` after its last read; the halves are
+used alternately, so `row` and `release` both follow the same order.
+
+A row is offered on `row` in the very cycle its last element arrives (the
+stream's payload then comes from the fill counters rather than from the stored
+tag), so with one pass per row (r = 1) and an unbroken feed the array sees no
+bubble between rows.
+"""
+
+from amaranth.hdl import Module, Mux, Signal, signed
+from amaranth.lib import data, enum, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from attenio import validate
+
+__all__ = ["Kind", "feed_layout", "start_layout", "row_layout", "KVBuffer"]
+
+
+class Kind(enum.Enum, shape=2):
+    """What a feed element is."""
+    Q = 0
+    K = 1
+    V = 2
+
+
+def feed_layout():
+    return data.StructLayout({"kind": Kind, "value": signed(8)})
+
+
+def start_layout(*, rows, max_seq_len):
+    """A Q block: `rows_valid` (1 .. rows) query rows against `n_keys` (1 .. max_seq_len)."""
+    return data.StructLayout({"rows_valid": range(rows + 1), "n_keys": range(max_seq_len + 1)})
+
+
+def row_layout(*, rows, mac_lines, macs_per_line, rows_per_mac, head_dim, c_shape):
+    """A complete row in the buffer, as the replay needs it.
+
+    `half`: where it is in the buffer. Its kind (`is_q`, `is_s` for a K row,
+    `is_u` for a V row). A Q row: its target MAC (`line`, `mac`) and `qbase`,
+    the slot's first address in that MAC's Q storage. A K or V row: `bank`
+    (j mod 2), `first` (K_0 or V_0 of the block), `last` (V_(N-1)). And the
+    block's `rows_valid` and softmax constant `c`.
+    """
+    return data.StructLayout({
+        "half": 1,
+        "is_q": 1, "is_s": 1, "is_u": 1,
+        "line": range(mac_lines), "mac": range(macs_per_line),
+        "qbase": range(rows_per_mac * head_dim),
+        "bank": 1, "first": 1, "last": 1,
+        "rows_valid": range(rows + 1), "c": c_shape,
+    })
+
+
+class KVBuffer(wiring.Component):
+    """The two-row buffer for an array of `mac_lines` x `macs_per_line` MACs with
+    `rows_per_mac` rows each, Q blocks of up to `block_rows` rows (at most r*p*q),
+    rows of `head_dim` elements, up to `max_seq_len` keys, a softmax constant of
+    `c_shape`.
+
+    Ports: `start`, `c`, `feed` in; `row` out and `release` in (see the module
+    docstring); `rd_addr` / `rd_data` the replay's read port (data one cycle after
+    the address, ``half * d + k``); `filling` a block's feed is in progress; `busy`
+    filling or holding a row; `error` sticky: a kind mismatch or a bad command.
+    """
+
+    def __init__(self, *, mac_lines, macs_per_line, rows_per_mac, block_rows, head_dim,
+                 max_seq_len, c_shape):
+        validate.positive("KVBuffer", mac_lines=mac_lines, macs_per_line=macs_per_line,
+                          rows_per_mac=rows_per_mac, head_dim=head_dim, max_seq_len=max_seq_len)
+        validate.integer("KVBuffer", "block_rows", block_rows, lo=1,
+                         hi=rows_per_mac * mac_lines * macs_per_line)
+        self._p, self._q, self._r, self._d = mac_lines, macs_per_line, rows_per_mac, head_dim
+        self._n, self._rows = max_seq_len, block_rows
+        rows = block_rows
+        self._row_layout = row_layout(rows=rows, mac_lines=mac_lines, macs_per_line=macs_per_line,
+                                      rows_per_mac=rows_per_mac, head_dim=head_dim,
+                                      c_shape=c_shape)
+        super().__init__({
+            "start": In(stream.Signature(start_layout(rows=rows, max_seq_len=max_seq_len))),
+            "c": In(c_shape),
+            "feed": In(stream.Signature(feed_layout())),
+            "row": Out(stream.Signature(self._row_layout)),
+            "release": In(1),
+            "rd_addr": In(range(2 * head_dim)),
+            "rd_data": Out(signed(8)),
+            "filling": Out(1),
+            "busy": Out(1),
+            "error": Out(1),
+        })
+
+    #: cycles from a block accepted on `start` to `filling` (a register)
+    start_latency = 1
+
+    @property
+    def rows(self):
+        """The largest Q block."""
+        return self._rows
+
+    def elaborate(self, platform):
+        m = Module()
+        p, q, r, d = self._p, self._q, self._r, self._d
+        m.submodules.mem = mem = Memory(shape=signed(8), depth=2 * d, init=[])
+        wr = mem.write_port()
+        rd = mem.read_port()
+        m.d.comb += [rd.addr.eq(self.rd_addr), self.rd_data.eq(rd.data)]
+
+        block_rows = Signal(range(self.rows + 1))
+        block_c = Signal.like(self.c)
+        in_q = Signal()                          # receiving the Q rows
+        fill_half = Signal()                     # the half being filled
+        elem = Signal(range(d))                  # element of the row being filled
+        q_mac = Signal(range(q))                 # the MAC the Q row goes to
+        q_line = Signal(range(p))
+        q_base = Signal(range(r * d))            # slot * d of that MAC's Q storage
+        q_left = Signal(range(self.rows + 1))    # Q rows still to come
+        # The K/V order from down-counters and flags, so the tag of the next row is a
+        # few LUTs from registers, not two carry chains.
+        k_left = Signal(range(self._n + 1))      # K rows still to come
+        v_left = Signal(range(self._n + 1))      # V rows still to come
+        lead = Signal(range(3))                  # K rows received minus V rows received
+        k_bank, v_bank = Signal(), Signal()      # the bank of the next K row, V row
+        k_first, v_first = Signal(), Signal()    # the next K row, V row is the block's first
+        full = Signal(2)                         # a half holds a row not yet released
+        tags = Signal(data.ArrayLayout(self._row_layout, 2))
+        head = Signal()                          # the half the next `row` comes from
+        oldest = Signal()                        # the half the next `release` frees
+        filling = self.filling
+
+        start = self.start
+        m.d.comb += start.ready.eq(~filling)
+        with m.If(start.valid & start.ready):
+            cmd = start.payload
+            bad = ((cmd.rows_valid == 0) | (cmd.rows_valid > self.rows) |
+                   (cmd.n_keys == 0) | (cmd.n_keys > self._n))
+            with m.If(bad):
+                m.d.sync += self.error.eq(1)
+            with m.Else():
+                m.d.sync += [filling.eq(1), in_q.eq(1), block_rows.eq(cmd.rows_valid),
+                             block_c.eq(self.c), elem.eq(0), q_left.eq(cmd.rows_valid),
+                             q_mac.eq(0), q_line.eq(0), q_base.eq(0),
+                             k_left.eq(cmd.n_keys), v_left.eq(cmd.n_keys), lead.eq(0),
+                             k_bank.eq(0), v_bank.eq(0), k_first.eq(1), v_first.eq(1)]
+
+        want_k = ~in_q & (k_left != 0) & (lead != 2)
+        filled = Signal(self._row_layout)        # the tag of the row being filled
+        m.d.comb += [
+            filled.half.eq(fill_half),
+            filled.is_q.eq(in_q), filled.is_s.eq(~in_q & want_k), filled.is_u.eq(~in_q & ~want_k),
+            filled.line.eq(q_line), filled.mac.eq(q_mac), filled.qbase.eq(q_base),
+            filled.bank.eq(Mux(want_k, k_bank, v_bank)),
+            filled.first.eq(Mux(want_k, k_first, v_first)),
+            filled.last.eq(~want_k & (v_left == 1)),
+            filled.rows_valid.eq(block_rows), filled.c.eq(block_c),
+        ]
+        feed = self.feed
+        m.d.comb += feed.ready.eq(filling & ~full.bit_select(fill_half, 1))
+        take = feed.valid & feed.ready
+        row_in = take & (elem == d - 1)          # the row completes this cycle
+        m.d.comb += [wr.addr.eq(fill_half * d + elem), wr.data.eq(feed.payload.value),
+                     wr.en.eq(take)]
+        with m.If(take):
+            expect = Mux(in_q, Kind.Q.value, Mux(want_k, Kind.K.value, Kind.V.value))
+            with m.If(feed.payload.kind.as_value() != expect):
+                m.d.sync += self.error.eq(1)
+            m.d.sync += elem.eq(Mux(elem == d - 1, 0, elem + 1))
+        with m.If(row_in):
+            m.d.sync += [tags[fill_half].eq(filled), fill_half.eq(~fill_half)]
+            with m.If(in_q):
+                m.d.sync += q_left.eq(q_left - 1)
+                with m.If(q_left == 1):
+                    m.d.sync += in_q.eq(0)
+                with m.If(q_mac == q - 1):
+                    m.d.sync += q_mac.eq(0)
+                    with m.If(q_line == p - 1):
+                        m.d.sync += [q_line.eq(0), q_base.eq(q_base + d)]
+                    with m.Else():
+                        m.d.sync += q_line.eq(q_line + 1)
+                with m.Else():
+                    m.d.sync += q_mac.eq(q_mac + 1)
+            with m.Elif(want_k):
+                m.d.sync += [k_left.eq(k_left - 1), lead.eq(lead + 1), k_bank.eq(~k_bank),
+                             k_first.eq(0)]
+            with m.Else():
+                m.d.sync += [v_left.eq(v_left - 1), lead.eq(lead - 1), v_bank.eq(~v_bank),
+                             v_first.eq(0)]
+                with m.If(v_left == 1):
+                    m.d.sync += filling.eq(0)
+
+        # The next row: stored, or completing this cycle.
+        arriving = row_in & (fill_half == head)
+        m.d.comb += [
+            self.row.valid.eq(full.bit_select(head, 1) | arriving),
+            self.row.payload.eq(Mux(full.bit_select(head, 1), tags[head].as_value(),
+                                    filled.as_value())),
+        ]
+        with m.If(self.row.valid & self.row.ready):
+            m.d.sync += head.eq(~head)
+        with m.If(self.release):
+            m.d.sync += [full.bit_select(oldest, 1).eq(0), oldest.eq(~oldest)]
+        with m.If(row_in):                      # never the half being released
+            m.d.sync += full.bit_select(fill_half, 1).eq(1)
+
+        m.d.comb += self.busy.eq(filling | full.any())
+        return m

@@ -1,0 +1,169 @@
+"""`Normalizer`: a finished Q block's O, divided by l, out as int8 one element per cycle.
+
+Armed by the replay when a block's last V row starts (`block`), it waits until
+that row's last word has left the last MAC and its O update is written
+(`MAC.update_latency` later), then drains the block's valid rows in row order
+(row ``t*p*q + i*q + c``: MAC c of line i, slot t), one element per cycle:
+the array's read port (`attenio.hdl.pe_array.drain_signature`) gives the row's
+O element and its lane's l; the reciprocal of l (`Int8Arith.reciprocal`,
+recomputed per element since it is fully pipelined) and `Int8Arith.finalize`
+give the byte, which goes through a small FIFO to `o_out`, `last` on the
+block's final byte.
+
+The drain issues only against credits of the output FIFO, so back-pressure on
+`o_out` never loses a byte in the pipeline. While armed or draining it is not
+`idle`, which holds the next block's S_0 (its softmax and updates would
+overwrite l and O before they are read).
+"""
+
+from amaranth.hdl import Cat, Module, Mux, Signal, signed
+from amaranth.lib import fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from attenio import validate
+
+from .mac import MAC, check_arith, word_layout
+from .pe_array import PEArray, drain_signature
+from .replay import drain_layout
+from .widthconv import element_layout
+
+__all__ = ["Normalizer"]
+
+
+class Normalizer(wiring.Component):
+    """The drain of an array of `mac_lines` x `macs_per_line` MACs with `rows_per_mac` rows,
+    Q blocks of up to `block_rows` rows of `head_dim` elements, `lanes` softmax lanes per
+    line, format `arith`.
+
+    Ports: `block` the armed block (`ready` = idle); `tail` the word leaving the
+    array's last MAC; `array` the read port into the array; `o_out` the bytes;
+    `busy` armed, draining, or a byte still in the pipeline or the FIFO.
+    """
+
+    #: the output FIFO holds `latency` + this many bytes: the issue-to-FIFO pipeline
+    #: plus the FIFO's output register, the consumer's handshake and the credit
+    #: counter's update, so an always-ready consumer takes one byte every cycle
+    CREDIT_SLACK = 4
+
+    #: cycles from a byte written into the output FIFO to its offer on `o_out`
+    #: (`amaranth.lib.fifo.SyncFIFOBuffered`: the FIFO, then its output register)
+    output_latency = 2
+
+    def __init__(self, *, arith, mac_lines, macs_per_line, rows_per_mac, block_rows, head_dim,
+                 lanes):
+        check_arith("Normalizer", arith)
+        validate.positive("Normalizer", mac_lines=mac_lines, macs_per_line=macs_per_line,
+                          rows_per_mac=rows_per_mac, block_rows=block_rows, head_dim=head_dim,
+                          lanes=lanes)
+        self._arith = arith
+        self._p, self._q, self._r, self._d, self._lanes = (mac_lines, macs_per_line, rows_per_mac,
+                                                          head_dim, lanes)
+        self._rows = block_rows
+        rows = block_rows
+        super().__init__({
+            "block": In(stream.Signature(drain_layout(rows=rows))),
+            "tail": In(word_layout(mac_lines=mac_lines, macs_per_line=macs_per_line,
+                                   rows_per_mac=rows_per_mac, head_dim=head_dim)),
+            "array": Out(drain_signature(arith=arith, mac_lines=mac_lines,
+                                         macs_per_line=macs_per_line, rows_per_mac=rows_per_mac,
+                                         head_dim=head_dim, lanes=lanes)),
+            "o_out": Out(stream.Signature(element_layout())),
+            "busy": Out(1),
+        })
+
+    @staticmethod
+    def latency(arith):
+        """Cycles from a drain issue to its byte written into the output FIFO: the
+        address registers, the array's read, the reciprocal (O waits beside it),
+        finalize, and the output register."""
+        return 1 + PEArray.drain_read_latency + arith.reciprocal_latency + arith.finalize_latency + 1
+
+    @staticmethod
+    def trigger_latency(arith):
+        """Cycles from the block's last V word at the last MAC to the first drain issue:
+        the O update written, then the start registered."""
+        return MAC.update_latency(arith) + 1
+
+    def elaborate(self, platform):
+        m = Module()
+        A = self._arith
+        p, q, r, d, L = self._p, self._q, self._r, self._d, self._lanes
+        ql = q // L
+        rows = self._rows
+        armed = Signal()                         # the block's last V row has started
+        draining = Signal()
+        rows_valid = Signal(range(rows + 1))
+        m.d.comb += self.block.ready.eq(~armed & ~draining)
+        with m.If(self.block.valid & self.block.ready):
+            m.d.sync += [armed.eq(1), rows_valid.eq(self.block.payload.rows_valid)]
+
+        # The last V word at the last MAC; its O is written MAC.update_latency cycles later.
+        tail = self.tail
+        trigger = tail.valid & tail.is_u & tail.last & tail.klast & (tail.slot == r - 1)
+        for k in range(MAC.update_latency(A)):
+            later = Signal(name=f"trigger_{k}")
+            m.d.sync += later.eq(trigger)
+            trigger = later
+
+        # Row order: the MAC within its lane, the lane, the line, then the slot.
+        elem = Signal(range(d))
+        mac_in_lane = Signal(range(ql))
+        lane = Signal(range(L))
+        line = Signal(range(p))
+        o_base = Signal(range(r * d))            # slot * d: the slot's O in a MAC
+        l_base = Signal(range(r * ql))           # slot * q/L: the slot's l in a lane
+        row = Signal(range(rows + 1))
+        latency = self.latency(A)
+        depth = latency + self.CREDIT_SLACK
+        credits = Signal(range(depth + 1), init=depth)
+        m.submodules.out_fifo = out_fifo = fifo.SyncFIFOBuffered(width=element_layout().size,
+                                                                 depth=depth)
+        issue = draining & (credits != 0)
+        taken = self.o_out.valid & self.o_out.ready
+        m.d.sync += credits.eq(credits - issue + taken)
+
+        with m.If(trigger):
+            m.d.sync += [armed.eq(0), draining.eq(1), elem.eq(0), mac_in_lane.eq(0),
+                         lane.eq(0), line.eq(0), o_base.eq(0), l_base.eq(0), row.eq(0)]
+        array = self.array
+        m.d.sync += [array.addr.eq(o_base + elem), array.u.eq(l_base + mac_in_lane),
+                     array.mac.eq(lane * ql + mac_in_lane), array.lane.eq(lane),
+                     array.line.eq(line)]
+        is_last = (row == rows_valid - 1) & (elem == d - 1)
+        with m.If(issue):
+            m.d.sync += elem.eq(Mux(elem == d - 1, 0, elem + 1))
+            with m.If(elem == d - 1):
+                m.d.sync += row.eq(row + 1)
+                with m.If(is_last):
+                    m.d.sync += draining.eq(0)
+                with m.If(mac_in_lane == ql - 1):
+                    m.d.sync += mac_in_lane.eq(0)
+                    with m.If(lane == L - 1):
+                        m.d.sync += lane.eq(0)
+                        with m.If(line == p - 1):
+                            m.d.sync += [line.eq(0), o_base.eq(o_base + d),
+                                         l_base.eq(l_base + ql)]
+                        with m.Else():
+                            m.d.sync += line.eq(line + 1)
+                    with m.Else():
+                        m.d.sync += lane.eq(lane + 1)
+                with m.Else():
+                    m.d.sync += mac_in_lane.eq(mac_in_lane + 1)
+
+        # (valid, last) of each issue, alongside the pipeline to the FIFO.
+        flags = [Signal(2, name=f"flags_{k}") for k in range(latency)]
+        m.d.sync += flags[0].eq(Cat(issue, is_last))
+        m.d.sync += [flags[k].eq(flags[k - 1]) for k in range(1, len(flags))]
+        y, e = A.reciprocal(m, array.l)
+        o = array.o
+        for k in range(A.reciprocal_latency):
+            later = Signal(A.o_shape, name=f"o_{k}")
+            m.d.sync += later.eq(o)
+            o = later
+        out = Signal(signed(8))
+        m.d.sync += out.eq(A.finalize(m, o, y, e))
+        m.d.comb += [out_fifo.w_data.eq(Cat(out, flags[-1][1])), out_fifo.w_en.eq(flags[-1][0]),
+                     self.o_out.valid.eq(out_fifo.r_rdy), self.o_out.payload.eq(out_fifo.r_data),
+                     out_fifo.r_en.eq(self.o_out.ready)]
+        m.d.comb += self.busy.eq(armed | draining | Cat(*flags).any() | out_fifo.r_rdy)
+        return m

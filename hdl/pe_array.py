@@ -1,0 +1,210 @@
+"""The PE array: `mac_lines` (p) lines of `macs_per_line` (q) MACs, each line with its softmax lanes.
+
+The array is fed by one `word` per cycle (`attenio.hdl.mac.word_layout`): it
+enters MAC 0 of every line and moves one MAC per cycle along the line
+(systolic forwarding), so no K/V net spans more than one MAC and the only
+array-wide net is the entry register's fan-out to the p lines.
+
+Besides forwarding, a line starts its L lanes (`attenio.hdl.softmax.SoftmaxLane`,
+q/L MACs each) when its last MAC has written the last slot's score, and it
+multiplexes the O accumulators and the lanes' running sums l for the
+normalizer's drain (`drain_signature`).
+"""
+
+from amaranth.hdl import Array, Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from attenio import validate
+
+from .mac import MAC, check_arith, word_layout
+from .softmax import SoftmaxLane, start_layout
+
+__all__ = ["drain_signature", "MacLine", "PEArray"]
+
+
+def drain_signature(*, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, lanes):
+    """The normalizer's read port into the array (from the normalizer's side): O element
+    `addr` of MAC `mac` of line `line`, and the running sum l of row `u` of lane `lane`
+    of that line, answered on `o` and `l` `PEArray.drain_read_latency` cycles later."""
+    return wiring.Signature({
+        "addr": Out(range(rows_per_mac * head_dim)),
+        "u": Out(range(rows_per_mac * (macs_per_line // lanes))),
+        "mac": Out(range(macs_per_line)),
+        "lane": Out(range(lanes)),
+        "line": Out(range(mac_lines)),
+        "o": In(arith.o_shape),
+        "l": In(arith.l_shape),
+    })
+
+
+def _and_all(values):
+    out = 1
+    for v in values:
+        out = out & v
+    return out
+
+
+def _or_all(values):
+    out = 0
+    for v in values:
+        out = out | v
+    return out
+
+
+class MacLine(wiring.Component):
+    """One line of q MACs and its L = `lanes` softmax lanes (q/L MACs each).
+
+    Ports: `wi` the entry word; `tail` the word leaving the last MAC; `c` the
+    softmax constant for the lanes; `ready`/`consume` the lanes' per-bank
+    "(P, alpha) written" flags, ANDed, and their clear strobes; `exp_active`
+    some lane has a row in flight; `drain` the read port of the normalizer (its
+    `line` is ignored here).
+    """
+
+    def __init__(self, *, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, lanes, line):
+        check_arith("MacLine", arith)
+        validate.positive("MacLine", mac_lines=mac_lines, macs_per_line=macs_per_line,
+                          rows_per_mac=rows_per_mac, head_dim=head_dim, lanes=lanes)
+        validate.lanes_per_line(exp_units=lanes * mac_lines, mac_lines=mac_lines,
+                                macs_per_line=macs_per_line, owner="MacLine")
+        validate.index("MacLine", "line", line, mac_lines)
+        self._arith = arith
+        self._p, self._q, self._r, self._d = mac_lines, macs_per_line, rows_per_mac, head_dim
+        self._lanes, self._line = lanes, line
+        word = word_layout(mac_lines=mac_lines, macs_per_line=macs_per_line,
+                           rows_per_mac=rows_per_mac, head_dim=head_dim)
+        super().__init__({
+            "wi": In(word),
+            "tail": Out(word),
+            "c": In(arith.c_shape),
+            "ready": Out(2),
+            "consume": In(2),
+            "exp_active": Out(1),
+            "drain": In(drain_signature(arith=arith, mac_lines=mac_lines,
+                                        macs_per_line=macs_per_line, rows_per_mac=rows_per_mac,
+                                        head_dim=head_dim, lanes=lanes)),
+        })
+
+    #: cycles from a drain address to its O and l on the line's outputs: the memories'
+    #: synchronous read, then the MAC and lane selects registered
+    drain_read_latency = 2
+
+    @property
+    def skew(self):
+        """Cycles from a word at MAC 0 to the same word at the last MAC."""
+        return self._q - 1
+
+    def elaborate(self, platform):
+        m = Module()
+        A, q, r, L = self._arith, self._q, self._r, self._lanes
+        ql = q // L
+        drain = self.drain
+        macs = []
+        for c in range(q):
+            mac = MAC(arith=A, mac_lines=self._p, macs_per_line=q, rows_per_mac=r,
+                      head_dim=self._d, macs_per_lane=ql, line=self._line, index=c,
+                      lane_index=c % ql)
+            m.submodules[f"mac{c}"] = mac
+            m.d.comb += mac.wi.eq(self.wi if c == 0 else macs[-1].wo)
+            m.d.comb += mac.drain_addr.eq(drain.addr)
+            macs.append(mac)
+        tail = macs[-1].wo
+        m.d.comb += self.tail.eq(tail)
+
+        # The last MAC writes the last slot's score `MAC.score_latency` cycles after its
+        # word leaves it: the lanes may start then.
+        start_d = [Signal(start_layout(), name=f"start_d{k}") for k in range(MAC.score_latency + 1)]
+        m.d.comb += [
+            start_d[0].valid.eq(tail.valid & tail.is_s & tail.klast & (tail.slot == r - 1)),
+            start_d[0].bank.eq(tail.bank), start_d[0].first.eq(tail.first),
+        ]
+        m.d.sync += [start_d[k].eq(start_d[k - 1]) for k in range(1, len(start_d))]
+        lanes = []
+        for g in range(L):
+            lane = SoftmaxLane(arith=A, macs_per_lane=ql, rows_per_mac=r)
+            m.submodules[f"lane{g}"] = lane
+            for k, mac in enumerate(macs[g * ql:(g + 1) * ql]):
+                for i in range(2 * r):
+                    m.d.comb += lane.scores[k * 2 * r + i].eq(mac.score[i])
+                m.d.comb += mac.pa.eq(lane.pa)
+            m.d.comb += [lane.start.eq(start_d[-1]), lane.c.eq(self.c),
+                         lane.consume.eq(self.consume), lane.drain_u.eq(drain.u)]
+            lanes.append(lane)
+        m.d.comb += [self.ready[b].eq(_and_all(lane.ready[b] for lane in lanes)) for b in range(2)]
+        m.d.comb += self.exp_active.eq(_or_all(lane.active for lane in lanes))
+
+        # Drain: memories answer one cycle after the address; select, then register.
+        mac_sel = Signal.like(drain.mac)
+        lane_sel = Signal.like(drain.lane)
+        m.d.sync += [mac_sel.eq(drain.mac), lane_sel.eq(drain.lane)]
+        m.d.sync += [drain.o.eq(Array([mac.o_rd for mac in macs])[mac_sel]),
+                     drain.l.eq(Array([lane.l_rd for lane in lanes])[lane_sel])]
+        return m
+
+
+class PEArray(wiring.Component):
+    """p MAC lines fed by one entry word, with E = `exp_units` lanes in all (E / p per line).
+
+    The ports are `MacLine`'s, except that `ready` is ANDed over the lines,
+    `exp_active` ORed, `tail` is line 0's, and the drain's `line` selects the line
+    (one more register).
+    """
+
+    def __init__(self, *, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, exp_units):
+        check_arith("PEArray", arith)
+        validate.positive("PEArray", rows_per_mac=rows_per_mac, head_dim=head_dim)
+        lanes = validate.lanes_per_line(exp_units=exp_units, mac_lines=mac_lines,
+                                        macs_per_line=macs_per_line, owner="PEArray")
+        self._arith = arith
+        self._p, self._q, self._r, self._d, self._lanes = (mac_lines, macs_per_line, rows_per_mac,
+                                                          head_dim, lanes)
+        word = word_layout(mac_lines=mac_lines, macs_per_line=macs_per_line,
+                           rows_per_mac=rows_per_mac, head_dim=head_dim)
+        super().__init__({
+            "wi": In(word),
+            "tail": Out(word),
+            "c": In(arith.c_shape),
+            "ready": Out(2),
+            "consume": In(2),
+            "exp_active": Out(1),
+            "drain": In(drain_signature(arith=arith, mac_lines=mac_lines,
+                                        macs_per_line=macs_per_line, rows_per_mac=rows_per_mac,
+                                        head_dim=head_dim, lanes=lanes)),
+        })
+
+    #: cycles from a drain address to its O and l: the line's, then the line select
+    drain_read_latency = MacLine.drain_read_latency + 1
+
+    @property
+    def lanes_per_line(self):
+        return self._lanes
+
+    @property
+    def skew(self):
+        """Cycles from a word entering the array (at MAC 0 of every line) to the last MAC."""
+        return self._q - 1
+
+    def elaborate(self, platform):
+        m = Module()
+        drain = self.drain
+        lines = []
+        for i in range(self._p):
+            line = MacLine(arith=self._arith, mac_lines=self._p, macs_per_line=self._q,
+                           rows_per_mac=self._r, head_dim=self._d, lanes=self._lanes, line=i)
+            m.submodules[f"line{i}"] = line
+            m.d.comb += [line.wi.eq(self.wi), line.c.eq(self.c), line.consume.eq(self.consume),
+                         line.drain.addr.eq(drain.addr), line.drain.u.eq(drain.u),
+                         line.drain.mac.eq(drain.mac), line.drain.lane.eq(drain.lane)]
+            lines.append(line)
+        m.d.comb += self.tail.eq(lines[0].tail)
+        m.d.comb += [self.ready[b].eq(_and_all(line.ready[b] for line in lines)) for b in range(2)]
+        m.d.comb += self.exp_active.eq(_or_all(line.exp_active for line in lines))
+        # The line select follows the data through the line's registers, then one more here.
+        line_sel = [Signal.like(drain.line, name=f"drain_line_{k}")
+                    for k in range(MacLine.drain_read_latency)]
+        m.d.sync += line_sel[0].eq(drain.line)
+        m.d.sync += [line_sel[k].eq(line_sel[k - 1]) for k in range(1, len(line_sel))]
+        m.d.sync += [drain.o.eq(Array([line.drain.o for line in lines])[line_sel[-1]]),
+                     drain.l.eq(Array([line.drain.l for line in lines])[line_sel[-1]])]
+        return m

@@ -1,0 +1,124 @@
+"""`RowReplay`: the rows of the KV buffer into the PE array, one word per cycle.
+
+A Q row is replayed once, to its MAC; a K or V row r times (pass t serves
+slot t of every MAC), so a row costs r*d array cycles. The replay takes the
+next row off the buffer's `row` stream when the current one issues its last
+word (or when idle) and the schedule allows it:
+
+* a V row (U_j) waits until every softmax lane has written bank j mod 2 (the
+  array's `ready`, cleared by `consume` as U_j starts): the single interlock of
+  the schedule, so U_j follows S_j by at least the lane latency;
+* K_0 of a block (its S_0) waits until the normalizer is idle, since the new
+  block's softmax and updates would overwrite the previous block's l and O;
+* the last V row of a block arms the normalizer with the block's valid rows.
+
+The softmax constant of a block reaches the lanes through two registers from
+its S_0 launch (the lanes read it far away from the launch logic); no lane uses
+it before S_0's scores exist, q + 1 cycles later.
+"""
+
+from amaranth.hdl import Module, Mux, Signal, signed
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from attenio import validate
+
+from .mac import word_layout
+
+__all__ = ["drain_layout", "RowReplay"]
+
+
+def drain_layout(*, rows):
+    """A finished block for the normalizer: how many of its rows are valid."""
+    return data.StructLayout({"rows_valid": range(rows + 1)})
+
+
+class RowReplay(wiring.Component):
+    """The replay for `row_layout` rows of `head_dim` elements into an array of
+    `mac_lines` x `macs_per_line` MACs with `rows_per_mac` rows each, Q blocks of up
+    to `block_rows` rows.
+
+    Ports: `row` in and `release` out (the buffer's, see `attenio.hdl.kv_buffer`);
+    `rd_addr` / `rd_data` the buffer's read port; `word` the array's entry word;
+    `lanes_ready` / `consume` the array's interlock flags and their clears;
+    `drain` the normalizer's block command (its `ready`: the normalizer is idle);
+    `c` the softmax constant for the lanes; `pe_active` a word for S or U entered
+    the array; `starved` idle with no row to replay; `busy`.
+    """
+
+    def __init__(self, *, row_layout, mac_lines, macs_per_line, rows_per_mac, block_rows,
+                 head_dim, c_shape):
+        validate.positive("RowReplay", mac_lines=mac_lines, macs_per_line=macs_per_line,
+                          rows_per_mac=rows_per_mac, block_rows=block_rows, head_dim=head_dim)
+        self._r, self._d = rows_per_mac, head_dim
+        rows = block_rows
+        super().__init__({
+            "row": In(stream.Signature(row_layout)),
+            "release": Out(1),
+            "rd_addr": Out(range(2 * head_dim)),
+            "rd_data": In(signed(8)),
+            "word": Out(word_layout(mac_lines=mac_lines, macs_per_line=macs_per_line,
+                                    rows_per_mac=rows_per_mac, head_dim=head_dim)),
+            "lanes_ready": In(2),
+            "consume": Out(2),
+            "drain": Out(stream.Signature(drain_layout(rows=rows))),
+            "c": Out(c_shape),
+            "pe_active": Out(1),
+            "starved": Out(1),
+            "busy": Out(1),
+        })
+
+    #: cycles from a row's launch (taken off `row`) to its first word at the array's
+    #: entry: the issue counters start, then the word register (whose value is the
+    #: buffer's synchronous read of the same address)
+    issue_latency = 2
+
+    def elaborate(self, platform):
+        m = Module()
+        r, d = self._r, self._d
+        row = self.row
+        cur = Signal.like(row.payload, name="replaying")   # the row being issued
+        active = Signal()                        # a pass is issuing
+        addr = Signal(range(r * d))              # MAC storage address of the word
+        elem = Signal(range(d))                  # k, the element of the row
+        slot = Signal(range(r))                  # t, the pass
+        last_word = active & Mux(cur.is_q, elem == d - 1, addr == r * d - 1)
+        nxt = row.payload
+        schedule_ok = Mux(nxt.is_u, self.lanes_ready.bit_select(nxt.bank, 1),
+                          Mux(nxt.is_s & nxt.first, self.drain.ready, 1))
+        launch = (~active | last_word) & row.valid & schedule_ok
+        m.d.comb += [row.ready.eq(launch), self.release.eq(last_word)]
+
+        word = Signal.like(self.word, name="entry")   # the entry word, but for its value
+        m.d.comb += self.rd_addr.eq(cur.half * d + elem)
+        m.d.sync += word.valid.eq(active)
+        with m.If(active):
+            m.d.sync += [
+                word.is_q.eq(cur.is_q), word.is_s.eq(cur.is_s), word.is_u.eq(cur.is_u),
+                word.line.eq(cur.line), word.mac.eq(cur.mac), word.addr.eq(addr),
+                word.slot.eq(slot), word.kfirst.eq(elem == 0), word.klast.eq(elem == d - 1),
+                word.bank.eq(cur.bank), word.first.eq(cur.first), word.last.eq(cur.last),
+                addr.eq(addr + 1), elem.eq(Mux(elem == d - 1, 0, elem + 1)),
+            ]
+            with m.If(elem == d - 1):
+                m.d.sync += slot.eq(slot + 1)
+
+        # A launch restarts the counters that the issue above advances.
+        c_launched = Signal.like(self.c)          # the c of the block whose S_0 launched
+        m.d.sync += self.c.eq(c_launched)
+        with m.If(launch):
+            m.d.sync += [active.eq(1), cur.eq(nxt), addr.eq(Mux(nxt.is_q, nxt.qbase, 0)),
+                         elem.eq(0), slot.eq(0)]
+            with m.If(nxt.is_u):
+                m.d.comb += self.consume.eq(Mux(nxt.bank, 0b10, 0b01))
+            with m.If(nxt.is_s & nxt.first):
+                m.d.sync += c_launched.eq(nxt.c)
+        with m.Elif(last_word):
+            m.d.sync += active.eq(0)
+        m.d.comb += [self.drain.valid.eq(launch & nxt.is_u & nxt.last),
+                     self.drain.payload.rows_valid.eq(nxt.rows_valid)]
+        m.d.comb += [self.word.eq(word), self.word.value.eq(self.rd_data)]
+        m.d.comb += [self.starved.eq(~active & ~row.valid),
+                     self.pe_active.eq(word.valid & (word.is_s | word.is_u)),
+                     self.busy.eq(active | word.valid)]
+        return m
