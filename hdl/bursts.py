@@ -97,6 +97,9 @@ class BurstSplitter(wiring.Component):
         Longest burst; by default the AXI limit, min(256, 4096 / bytes per beat).
     """
 
+    #: cycles from a command accepted to its first burst offered: the three stages
+    latency = 3
+
     def __init__(self, *, addr_width, data_width, max_burst_beats=None):
         check_bus("BurstSplitter", addr_width, data_width)
         self._addr_width = addr_width

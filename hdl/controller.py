@@ -35,6 +35,10 @@ class Controller(wiring.Component):
     `pe_active`, `exp_active`, `starved` strobes from the core.
     """
 
+    #: cycles from `finished` (with the readers and the core idle) to `done`; the
+    #: `cycles` counter runs from the LAUNCH cycle up to that edge
+    done_latency = 1
+
     def __init__(self, *, addr_width, max_seq_len, beat_bytes):
         validate.positive("Controller", addr_width=addr_width, max_seq_len=max_seq_len)
         validate.power_of_two("Controller", "beat_bytes", beat_bytes, lo=4, hi=64)

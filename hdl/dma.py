@@ -136,6 +136,10 @@ class DMAReader(_BurstMaster):
     busy : Out(1)                           a command, burst or beat is still under way
     """
 
+    #: cycles from a beat on R to its offer on `data` (`SyncFIFOBuffered`: the FIFO,
+    #: then its output register)
+    response_latency = 2
+
     def __init__(self, *, addr_width=32, data_width=64, id_width=1, max_outstanding=4,
                  max_burst_beats=None, fifo_depth=None):
         mbb = self._keep_parameters(addr_width=addr_width, data_width=data_width,
@@ -217,6 +221,12 @@ class DMAWriter(_BurstMaster):
                                               be taken by the next command)
     busy : Out(1)                             a command, burst or response is still under way
     """
+
+    #: cycles from a beat accepted on `data` to its W handshake with an always-ready
+    #: slave (the write FIFO and its output register)
+    data_latency = 2
+    #: cycles from a B handshake to its completion on `done` (a register)
+    response_latency = 1
 
     def __init__(self, *, addr_width=32, data_width=64, id_width=1, max_outstanding=4,
                  max_burst_beats=None, fifo_depth=16):

@@ -7,8 +7,9 @@ cycles) use this model instead: the whole memory system runs in the simulator
 and Python only loads the memory and reads it back through the backdoor (the
 `storage` array of the `mem` instance, one word per beat, little-endian).
 
-Timing: every read burst waits `read_latency` cycles from its AR handshake before
-its first beat; reads then stream one beat per cycle (the port's bandwidth is
+Timing: every read burst waits `read_latency` cycles from its AR handshake, and
+two more for the model's own registers (`first_beat_latency`), before its first
+beat; reads then stream one beat per cycle (the port's bandwidth is
 one beat per cycle per direction) and up to `max_reads` bursts may wait at once.
 Writes take one beat per cycle and answer on B one cycle after WLAST. Responses
 are OKAY; IDs are echoed. Not synthesizable as a real memory controller and not
@@ -47,6 +48,16 @@ class SimAXIMemory(wiring.Component):
     @property
     def read_latency(self):
         return self._latency
+
+    @staticmethod
+    def first_beat_latency(read_latency):
+        """Cycles from an AR handshake to the burst's first beat with `read_latency`: the
+        latency (or the AR queue's two-cycle FIFO, if longer), the due check's register,
+        the beat's."""
+        return max(read_latency, 2) + 2
+
+    #: cycles from a write burst's last data (WLAST) to its response (BVALID)
+    write_response_latency = 1
 
     def elaborate(self, platform):
         m = Module()

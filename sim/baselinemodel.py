@@ -58,6 +58,7 @@ from dataclasses import dataclass
 from math import ceil, log2
 
 from attenio.baselines import all_baselines
+from attenio.plan import make_plan
 
 from .cyclemodel import Result, RtlParams
 from .memmodel import Memory
@@ -127,7 +128,8 @@ def _hw(config):
     # acknowledged one latency after it leaves: paid once per run by every dataflow
     return {"p": b.mac_lines, "q": b.macs_per_line, "P": b.macs, "E": b.exp_units, "mem": mem,
             "eb": config.format.element_bytes, "fill": b.mac_lines + b.macs_per_line - 2,
-            "lane_lat": RtlParams().lane_latency, "tail": 2 * b.latency_cycles}
+            "lane_lat": RtlParams.of(make_plan(config)).lane_latency,
+            "tail": 2 * b.latency_cycles}
 
 
 def _bytes(traffic, direction, tensor):

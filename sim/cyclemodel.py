@@ -21,7 +21,7 @@ Q block of every head, on the memory of `attenio.sim.memmodel`:
 * **O drain**: after U(N-1) the block's valid rows are normalized one element
   per cycle (valid*d cycles plus `normalizer_latency`) and written out, while
   the next block loads. S_0 of the next block waits until the drain has read
-  the last O and l (SM_0 and U_0 would overwrite them), as hdl/core.py does.
+  the last O and l (SM_0 and U_0 would overwrite them), as the replay does.
 * **Memory**: the DMA reads the rows in the order the feed consumes them (Q
   rows, K0, K1, V0, K2, V1, ..., V(N-1), next block's Q rows, ...), at most
   `Plan.kv_depth` rows ahead: row k is requested when row k - depth enters the
@@ -48,10 +48,13 @@ any more (a lane interval already over, an arrival already past) are clamped
 to "now" in the state, so stale values do not hide the period. The tests hold
 the two walks to exact equality.
 
-RTL agreement. `model_counters(plan, seq_len=, heads=)` is what the RTL-agreement
-test compares with the generated design's CSR counters (cycles within 1%, bytes
-exact, pe_busy and mem_stall within 1% of cycles); `RtlParams` holds every
-constant the RTL may fix differently from the defaults here.
+RTL agreement. The model's clock is the RTL's: cycle 0 is the controller's LAUNCH
+cycle, a phase's time is when its first word enters the array. Every latency
+comes from the hardware the Plan generates (`RtlParams.of`), and on a memory the
+model describes exactly (the in-design memory model: fixed latency, one beat per
+cycle each way) `model_counters` equals the generated design's CSR counters, every
+one of them (tests/test_rtl_timing.py). On AxiRam with random stalls it is an
+estimate.
 
 Beyond the paper (model only, the RTL does neither):
 
@@ -70,6 +73,8 @@ from collections import deque
 from dataclasses import dataclass, field, fields
 from math import ceil, log2
 
+from attenio import validate
+
 from .memmodel import Link, Memory
 
 __all__ = ["RtlParams", "Mapping", "Result", "simulate", "model_counters", "best_split",
@@ -80,47 +85,41 @@ COUNTER_KEYS = ("cycles", "pe_busy", "exp_busy", "mem_stall", "bytes_read", "byt
 
 @dataclass(frozen=True)
 class RtlParams:
-    """The constants of the RTL that the schedule leaves open, as named knobs.
+    """The latencies of the RTL that the schedule leaves open, as named knobs.
 
-    Defaults follow docs/microarchitecture.md where it fixes them (line skew q - 1,
-    one feed element per cycle, one drained element per cycle, no bubbles between
-    phases) and are otherwise a guess to be set from the RTL's own counts by the
-    RTL-agreement test.
+    `RtlParams.of(plan)` takes them from the hardware the Plan generates (each
+    block publishes the latencies of the stages it builds); the defaults are the
+    small preset's, for what-if runs of the model alone.
 
-    lane_latency        cycles from a lane reading a score to writing its (P, alpha),
-                        with the MAC's output register and the replay's reaction folded
-                        in: U_j may enter q - 1 + r*q/L + lane_latency cycles after the
-                        cycle following S_j's last element. 14 is hdl/core.py's figure
-                        (its L_sm = q + 1 + r*q/L + lane_bus_stage + 1: the score's
-                        product register, the lane's 11 stages to its bus register, the
-                        replay seeing `ready`)
+    lane_latency        U_j may enter line_skew + r*q/L + lane_latency cycles after
+                        the cycle following S_j's last word at the array's entry (the
+                        score's product register, the lane's stages to its bus, the
+                        replay's reaction and entry register)
     lane_busy_tail      cycles a lane still has a row in flight after issuing its last
-                        one (what `exp_busy` counts): lane_stages = 13 in hdl/softmax.py
+                        one (what `exp_busy` counts)
     line_skew           cycles from MAC 0 to the last MAC of a line (None: q - 1)
-    o_update_latency    cycles from the last V element at the last MAC to its O element
-                        written, which the drain waits for (hdl/pe_array.py
-                        `MAC.update_latency`: 3)
-    normalizer_latency  cycles from the drain's last read to its last byte leaving the
-                        normalizer (hdl/core.py drain_latency: 4 + reciprocal latency
-                        (15) + finalize (3) + 1 = 23)
+    drain_start         cycles from the block's last V word at the last MAC to the
+                        normalizer's first read (the O update written, the start)
+    drain_release       cycles from the drain's last read to the earliest entry of the
+                        next block's first K word (the replay's reaction and entry)
+    normalizer_latency  cycles from a drain read to its byte in the output FIFO
+    read_start          cycles from START to the first read request reaching the
+                        memory, plus the read data's path from the memory to the KV
+                        buffer: the controller, the sequencer, the DMA's request and
+                        response pipelines, the unpacker
+    feed_start          cycles from START to the core accepting the first block (from
+                        then on a starved array counts as `mem_stall`)
+    write_tail          cycles from the last O byte entering the normalizer's FIFO to
+                        `done`, beyond the memory's write response (`Memory.write_latency`)
     feed_pad_rows       True: the last, partial Q block would feed its rows past N as
-                        zeros (Qload always a*d cycles); the core and the doc feed only
-                        the valid rows (rows_valid*d cycles), hence False
+                        zeros (Qload always a*d cycles); the core feeds only the valid
+                        rows (rows_valid*d cycles), hence False
     kv_fill             a row enters the KV buffer one element per cycle (ceil(d/s) cycles
                         with split rows) while the previous one replays, and may replay
-                        in the cycle its last element enters (hdl/core.py), so a row is
-                        usable max(last byte, first byte + its fill time) after it is
+                        in the cycle its last element enters, so a row is usable
+                        max(last byte, first byte + its fill time) after it is
                         requested; False: usable when its last byte arrives
     block_gap           controller bubble cycles between U(N-1) and the next Qload
-    start_latency       cycles the RTL's own pipeline adds to the first access of a run,
-                        outside the memory's latency: the START write through the
-                        controller, the sequencer (which sizes each block in a cycle of
-                        its own), the burst splitter's three register stages, the DMA's
-                        request and response FIFOs and the unpacker (17, measured on
-                        hdl/top.py)
-    done_latency        cycles from the last event to `done`
-    write_ack           `done` waits for the last write response (one memory latency
-                        after the last write data)
     burst_overhead      idle data-bus cycles per AXI burst (the DMA's per-burst cost)
     axi_rate_cap        a single AXI port moves one beat per cycle: the link rate is
                         min(bw, axi_data_bits / 8) (see `attenio.sim.memmodel.Memory`)
@@ -129,25 +128,51 @@ class RtlParams:
     lane_latency: int = 14
     lane_busy_tail: int = 13
     line_skew: int | None = None
-    o_update_latency: int = 3
+    drain_start: int = 4
+    drain_release: int = 2
     normalizer_latency: int = 23
+    read_start: int = 10
+    feed_start: int = 5
+    write_tail: int = 9
     feed_pad_rows: bool = False
     kv_fill: bool = True
     block_gap: int = 0
-    start_latency: int = 17
-    done_latency: int = 0
-    write_ack: bool = True
     burst_overhead: int = 0
     axi_rate_cap: bool = False
 
     def __post_init__(self):
         for f in fields(self):
             v = getattr(self, f.name)
-            if f.name in ("write_ack", "axi_rate_cap", "feed_pad_rows", "kv_fill"):
-                if not isinstance(v, bool):
-                    raise ValueError(f"RtlParams: {f.name} must be true or false, not {v!r}")
-            elif v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-                raise ValueError(f"RtlParams: {f.name} must be a non-negative integer, not {v!r}")
+            if f.type is bool or f.type == "bool":
+                validate.flag("RtlParams", f.name, v)
+            elif v is not None:
+                validate.integer("RtlParams", f.name, v, lo=0)
+
+    @classmethod
+    def of(cls, plan, **overrides):
+        """The latencies of the RTL generated for `plan`, from its blocks.
+
+        The RTL is int8; for a Plan in another format the int8 pipeline's latencies
+        at the Plan's N and d stand in (the cycle model's projection of that format)."""
+        from attenio.formats import Int8Format
+        from attenio.hdl.core import CoreTiming
+        from attenio.hdl.formats import Int8Arith
+        from attenio.hdl.top import TopTiming
+
+        b, w = plan.budget, plan.workload
+        fmt = plan.config.format if isinstance(plan.config.format, Int8Format) else Int8Format()
+        arith = Int8Arith(fmt, max_seq_len=w.seq_len, head_dim=w.head_dim)
+        lanes = max(1, b.exp_units // b.mac_lines)
+        core = CoreTiming.of(arith, macs_per_line=b.macs_per_line,
+                             rows_per_mac=plan.rows_per_mac, lanes=lanes)
+        top = TopTiming.of(plan)
+        kw = dict(lane_latency=core.lane_latency, lane_busy_tail=core.lane_busy_tail,
+                  line_skew=core.line_skew, drain_start=core.drain_start,
+                  drain_release=core.drain_release, normalizer_latency=core.normalizer_latency,
+                  read_start=top.read_start, feed_start=top.feed_start,
+                  write_tail=top.write_tail)
+        kw.update(overrides)
+        return cls(**kw)
 
 
 @dataclass(frozen=True)
@@ -168,7 +193,7 @@ class Mapping:
 
     @classmethod
     def of(cls, plan, split=1, params=None):
-        params = params or RtlParams()
+        params = params or RtlParams.of(plan)
         b, d = plan.budget, plan.workload.head_dim
         p, q = b.mac_lines, b.macs_per_line
         if isinstance(split, bool) or not isinstance(split, int) or split < 1 or q % split:
@@ -264,9 +289,9 @@ class _Machine:
         self.m, self.params = m, params
         self.row_bytes, self.depth, self.total = row_bytes, depth, total_rows
         self.out_bytes = out_bytes          # bytes of one O row
-        t0 = params.start_latency
+        t0 = params.feed_start
         self.t = t0                         # first cycle the feed is free
-        self.link = Link(mem, start=t0)
+        self.link = Link(mem, start=params.read_start)
         self.arr = deque()                  # when issued, unconsumed rows are usable
         self.k_cons = 0
         self.k_issue = 0
@@ -283,7 +308,7 @@ class _Machine:
         self.fill_lag = max(0, first + m.feed_row - 1 - xfer) if params.kv_fill else 0
         self.c = dict.fromkeys(_COUNT, 0)
         for _ in range(min(depth, total_rows)):
-            self._issue(t0)
+            self._issue(params.read_start)
 
     # --- memory -----------------------------------------------------------------
     def _issue(self, t):
@@ -360,19 +385,21 @@ class _Machine:
 
     def block_end(self, valid):
         m, p = self.m, self.params
-        drain_start = self.t + m.skew + p.o_update_latency
-        self.drain_end = drain_start + valid * m.d
+        drain_start = self.t + m.skew + p.drain_start
+        drain_last = drain_start + valid * m.d - 1          # its last read of O and l
+        self.drain_end = drain_last + 1 + p.drain_release   # the next S_0 may enter
         self.link.write(drain_start, valid * self.out_bytes)
         self.c["bytes_written"] += valid * self.out_bytes
-        self.done_floor = max(self.done_floor, self.drain_end + p.normalizer_latency)
+        self.done_floor = max(self.done_floor, drain_last + p.normalizer_latency
+                              + self.link.mem.write_latency + p.write_tail)
         self.t += p.block_gap
 
     def finish(self):
         end = max(self.t, self.done_floor)
         if self.c["bytes_written"]:
-            w = self.link.flush()
-            end = max(end, w + (self.link.mem.latency if self.params.write_ack else 0))
-        return end + self.params.done_latency
+            # the link's last write data, when writes queue behind reads
+            end = max(end, self.link.flush() + self.link.mem.write_latency + self.params.write_tail)
+        return end
 
     # --- periodicity --------------------------------------------------------------
     def snapshot(self, frozen=False):
@@ -460,9 +487,11 @@ def _useful(plan, n, causal):
     return 2 * d * keys, 2 * evals
 
 
-def simulate(plan, *, seq_len=None, heads=None, causal=False, split=1, params=None, fast=True):
-    """Run the schedule of `plan` for `seq_len` keys (<= the Plan's N) and `heads` heads."""
-    params = params or RtlParams()
+def simulate(plan, *, seq_len=None, heads=None, causal=False, split=1, params=None, fast=True,
+             memory=None):
+    """Run the schedule of `plan` for `seq_len` keys (<= the Plan's N) and `heads` heads,
+    on `memory` (an `attenio.sim.memmodel.Memory`; default: the budget's link)."""
+    params = params or RtlParams.of(plan)
     w, b = plan.workload, plan.budget
     n = w.seq_len if seq_len is None else seq_len
     h = w.heads if heads is None else heads
@@ -473,7 +502,8 @@ def simulate(plan, *, seq_len=None, heads=None, causal=False, split=1, params=No
         raise ValueError(f"simulate: seq_len {n} exceeds the Plan's N = {w.seq_len}")
     m = Mapping.of(plan, split, params)
     eb = plan.config.format.element_bytes
-    mem = Memory.of(b, burst_overhead=params.burst_overhead, axi_rate_cap=params.axi_rate_cap)
+    mem = memory or Memory.of(b, burst_overhead=params.burst_overhead,
+                              axi_rate_cap=params.axi_rate_cap)
     blocks = _blocks(plan, n, 1, causal)          # of one head; every head is the same
     per_head = sum(v + 2 * k for v, k in blocks)
     mc = _Machine(m, mem, params, m.d * eb, m.depth, per_head * h, m.d * eb)
@@ -518,11 +548,10 @@ def best_split(plan, *, seq_len=None, heads=None, params=None, tolerance=0.02):
     return s, runs[s]
 
 
-def model_counters(plan, *, seq_len=None, heads=None, params=None):
+def model_counters(plan, *, seq_len=None, heads=None, params=None, memory=None):
     """The CSR counters the RTL should report for a run of `plan` at runtime N and heads.
 
-    Keys: cycles, pe_busy, exp_busy, mem_stall, bytes_read, bytes_written. The
-    RTL-agreement test compares these with the generated design's counters
-    (cycles within 1%, bytes exact, pe_busy and mem_stall within 1% of cycles).
+    Keys: cycles, pe_busy, exp_busy, mem_stall, bytes_read, bytes_written; equal to the
+    generated design's counters on a memory the model describes exactly (`memory`).
     """
-    return simulate(plan, seq_len=seq_len, heads=heads, params=params).counters()
+    return simulate(plan, seq_len=seq_len, heads=heads, params=params, memory=memory).counters()

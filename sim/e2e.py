@@ -12,7 +12,6 @@ Everything is written beside the Verilog: `sim_report.json` and `sim_outputs.npz
 (the RTL's output, the golden output and the float64 reference).
 """
 
-import dataclasses
 import hashlib
 import json
 import time
@@ -26,6 +25,8 @@ from attenio.plan import make_plan
 from attenio.regmap import ErrorCode, register_map
 
 from . import golden
+from .cyclemodel import RtlParams, model_counters
+from .memmodel import Memory
 from .runner import run_bench
 
 __all__ = ["Layout", "E2EOptions", "run_e2e", "load_inputs"]
@@ -117,9 +118,26 @@ def load_inputs(path, *, head_dim):
 
 SIM_TOP_NAME = "attenio_sim_top"
 
-#: cocotbext-axi's AxiRam answers a read burst this many cycles after its AR handshake
-#: (measured); the cycle model is given this latency for runs on AxiRam.
-AXIRAM_READ_LATENCY = 6
+#: cocotbext-axi's AxiRam answers a read burst this many cycles after its AR handshake,
+#: and a write this many after its last data (measured on the bench)
+AXIRAM_READ_LATENCY = 2
+AXIRAM_WRITE_LATENCY = 2
+
+
+def simulated_memory(plan, memory):
+    """The memory a simulation runs on, as the cycle model sees it: one beat per cycle
+    each way on the Plan's AXI port, with the latencies of the in-design model
+    (`memory` "model") or of AxiRam ("axiram")."""
+    from attenio.hdl.sim_memory import SimAXIMemory
+
+    beat = plan.budget.axi_data_bits // 8
+    if memory == "model":
+        read = SimAXIMemory.first_beat_latency(plan.budget.latency_cycles)
+        write = SimAXIMemory.write_response_latency
+    else:
+        read, write = AXIRAM_READ_LATENCY, AXIRAM_WRITE_LATENCY
+    return Memory(bw_bytes=beat, latency=read, axi_bytes=beat, axi_rate_cap=True,
+                  write_latency=write)
 
 
 def model_depth(plan):
@@ -295,19 +313,10 @@ def _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s,
         report["compute_bound_cycles"] = compute
         report["memory_bound_cycles"] = round(memory)
         report["cycles_over_bound"] = cyc / max(compute, memory)
-        try:
-            from .cyclemodel import model_counters
-            model_plan = plan
-            if opts.memory == "axiram":
-                # the same Plan (a, staging depth) on a memory with AxiRam's latency
-                b = dataclasses.replace(plan.budget, latency_cycles=AXIRAM_READ_LATENCY)
-                model_plan = dataclasses.replace(plan, config=dataclasses.replace(plan.config,
-                                                                                  budget=b))
-            model = model_counters(model_plan, seq_len=n, heads=heads)
-            report["model"] = model
-            report["cycles_vs_model"] = cyc / model["cycles"]
-        except ImportError:
-            report["model"] = None
+        model = model_counters(plan, seq_len=n, heads=heads, params=RtlParams.of(plan),
+                               memory=simulated_memory(plan, opts.memory))
+        report["model"] = model
+        report["cycles_vs_model"] = cyc / model["cycles"]
     (out_dir / "sim_report.json").write_text(json.dumps(report, indent=2) + "\n")
     if last_o is not None:
         np.savez(out_dir / "sim_outputs.npz", rtl=last_o, golden=expect, reference=ref,

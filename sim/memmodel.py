@@ -50,6 +50,7 @@ class Memory:
                       `axi_rate_cap` caps the rate at one beat per cycle
     burst_overhead    idle cycles on the data bus per AXI burst (address phase,
                       turnaround); 0 for a memory that pipelines bursts back to back
+    write_latency     cycles from a write's last data to its response (None: `latency`)
     axi_rate_cap      True: one AXI port moves at most one beat per cycle, so the
                       rate is min(bw_bytes, axi_bytes); False (default): the memory
                       system delivers bw_bytes whatever the port width (several ports
@@ -61,10 +62,14 @@ class Memory:
     axi_bytes: int = 64
     burst_overhead: int = 0
     axi_rate_cap: bool = False
+    write_latency: int = None
 
     def __post_init__(self):
         validate.positive("memory", bw_bytes=self.bw_bytes, axi_bytes=self.axi_bytes)
         validate.non_negative("memory", latency=self.latency, burst_overhead=self.burst_overhead)
+        if self.write_latency is None:
+            object.__setattr__(self, "write_latency", self.latency)
+        validate.non_negative("memory", write_latency=self.write_latency)
 
     @classmethod
     def of(cls, budget, **overrides):

@@ -55,7 +55,7 @@ def test_fast_walk_equals_event_walk(kw, variant):
 def test_fast_walk_equals_event_walk_with_rtl_knobs():
     plan = make_plan(config(seq_len=600, bw_bytes_per_cycle=2))
     params = RtlParams(lane_latency=30, line_skew=7, normalizer_latency=9, block_gap=5,
-                       start_latency=3, done_latency=2, burst_overhead=3, axi_rate_cap=True,
+                       read_start=3, feed_start=2, write_tail=2, burst_overhead=3, axi_rate_cap=True,
                        feed_pad_rows=False, kv_fill=False)
     assert simulate(plan, params=params).counters() == \
         simulate(plan, params=params, fast=False).counters()
@@ -100,18 +100,22 @@ def test_compute_bound_blocks_take_2rdN_plus_qload():
     bw, lat = plan.budget.bw_bytes_per_cycle, plan.budget.latency_cycles
     # the first Q row: its first byte after the latency, then d cycles into the KV buffer
     first = max(lat + ceil(d / bw), lat + 1 + d - 1)
-    start = p.start_latency                     # the RTL's own pipeline on the first access
+    start = p.read_start                        # the RTL's own pipeline on the first access
     last_rows = n - (blocks - 1) * a
-    drain = m.skew + p.o_update_latency + last_rows * d + p.normalizer_latency
+    # the last block's drain: its reads, the normalizer, the write's response, the tail
+    drain = (m.skew + p.drain_start + last_rows * d - 1 + p.normalizer_latency
+             + plan.budget.latency_cycles + p.write_tail)
     assert res.pe_busy == 2 * r * d * n * blocks
-    # S_0 of a block waits for the previous drain's reads, which began skew +
-    # o_update_latency cycles after its Qload (the last MAC's last O written) and last
-    # a*d cycles like a full Qload; the last block loads only its valid rows, so it
-    # waits the difference too
-    wait = (blocks - 1) * (m.skew + p.o_update_latency) + (a - last_rows) * d * (blocks > 1)
+    # S_0 of a block waits for the previous drain's reads, which began skew + drain_start
+    # cycles after its Qload (the last MAC's last O written) and last a*d cycles like a
+    # full Qload, and for the replay's issue after them; the last block loads only its
+    # valid rows, so it waits the difference too
+    wait = ((blocks - 1) * (m.skew + p.drain_start + p.drain_release)
+            + (a - last_rows) * d * (blocks > 1))
     qload = (blocks - 1) * a * d + last_rows * d
     assert res.cycles == start + first + qload + blocks * 2 * r * d * n + wait + drain
-    assert res.mem_stall == first and res.drain_wait == wait and res.interlock_stall == 0
+    assert res.mem_stall == start + first - p.feed_start
+    assert res.drain_wait == wait and res.interlock_stall == 0
 
 
 def test_interlock_stalls_the_feed_when_the_lanes_are_slower():
@@ -257,21 +261,20 @@ def test_fa2_causal_skips_blocks_past_the_diagonal():
         simulate_baseline(c, all_baselines(c)["flat"], causal=True)
 
 
-@pytest.mark.parametrize("preset_name", ["small"])
-def test_rtl_params_are_the_rtl_latencies(preset_name):
-    """The model's named RTL constants are the pipeline depths hdl/ computes (a change of
-    a pipeline there must show up here, not as a slow drift of the agreement tests)."""
-    from attenio.hdl.core import AttentionCore
-    from attenio.hdl.pe_array import MAC
-    from attenio.hdl.softmax import lane_bus_stage, lane_stages
-    cfg = preset(preset_name)
-    b = cfg.budget
-    core = AttentionCore(mac_lines=b.mac_lines, macs_per_line=b.macs_per_line, rows_per_mac=2,
-                         head_dim=cfg.workload.head_dim, exp_units=b.exp_units,
-                         max_seq_len=cfg.workload.seq_len, fmt=cfg.format)
-    p, a = RtlParams(), core.arith
-    assert p.lane_latency == lane_bus_stage(a) + MAC.score_latency + 2
-    assert core.sm_latency == b.macs_per_line + 2 * core.macs_per_lane + p.lane_latency - 1
-    assert p.lane_busy_tail == lane_stages(a)
-    assert p.o_update_latency == MAC.update_latency(a)
-    assert p.normalizer_latency == core.drain_latency
+def test_rtl_params_are_the_hardware_latencies():
+    """`RtlParams.of` reads the latencies the blocks publish: the defaults are the small
+    preset's, and the normalizer follows the reciprocal's Newton steps (6 stages each);
+    tests/test_rtl_timing.py holds the result to the RTL's counters exactly."""
+    import dataclasses
+
+    from attenio.formats import Int8Format
+    small = make_plan(preset("small"))
+    assert RtlParams.of(small) == RtlParams(line_skew=small.budget.macs_per_line - 1)
+    drains = []
+    for iters in range(4):
+        fmt = Int8Format(p_frac=16, recip_iters=iters)
+        plan = make_plan(dataclasses.replace(preset("small"), format=fmt))
+        drains.append(RtlParams.of(plan).normalizer_latency)
+    assert drains == [11, 17, 23, 29]
+    assert RtlParams.of(small, write_tail=0).write_tail == 0            # overrides
+    assert RtlParams.of(make_plan(preset("paper"))).line_skew == 31     # fp16: int8 stands in

@@ -1,0 +1,94 @@
+"""The cycle model against the RTL's counters, exactly, on a deterministic memory.
+
+`RtlParams.of(plan)` takes every latency from the blocks the Plan generates (the
+format's pipelines, the MAC, the lanes, the replay, the normalizer, the path
+around the core), so the model must predict each counter of the generated
+design to the cycle: on the in-design memory model (fixed latency, one beat per
+cycle), with a partial last block and two heads. The configurations differ in
+array shape, lanes per line, head dimension, the reciprocal's Newton steps (the
+normalizer's latency), p_frac and the memory latency; one of them is bound by
+the softmax interlock rather than by the feed.
+"""
+
+import dataclasses
+
+import pytest
+
+from attenio import preset
+from attenio.formats import Int8Format
+from attenio.plan import make_plan
+from attenio.sim.cyclemodel import COUNTER_KEYS, RtlParams
+from attenio.sim.e2e import E2EOptions, run_e2e
+from attenio.sim.runner import simulator_available
+
+
+def _config(name, *, macs, exp_units, head_dim, recip_iters, p_frac=16, latency=20,
+            cache_bytes=4096):
+    base = preset("small")
+    return dataclasses.replace(
+        base, name=f"timing_{name}",
+        workload=dataclasses.replace(base.workload, seq_len=64, head_dim=head_dim, heads=2),
+        budget=dataclasses.replace(base.budget, mac_lines=macs[0], macs_per_line=macs[1],
+                                   exp_units=exp_units, latency_cycles=latency,
+                                   cache_bytes=cache_bytes),
+        format=Int8Format(p_frac=p_frac, recip_iters=recip_iters))
+
+
+CONFIGS = {
+    # the small preset's array and format
+    "4x4_e4_d16_it2": _config("a", macs=(4, 4), exp_units=4, head_dim=16, recip_iters=2),
+    # another array, no Newton step (the shortest normalizer)
+    "2x4_e2_d16_it0": _config("b", macs=(2, 4), exp_units=2, head_dim=16, recip_iters=0),
+    # d = 8, one row per MAC (a = 16) and one lane for 8 MACs: every U_j waits for the
+    # lanes (interlock-bound)
+    "2x8_e2_d8_it1": _config("c", macs=(2, 8), exp_units=2, head_dim=8, recip_iters=1,
+                             cache_bytes=1024),
+    # two lanes per line, three Newton steps, wider P, a slower memory
+    "4x4_e8_d16_it3": _config("d", macs=(4, 4), exp_units=8, head_dim=16, recip_iters=3,
+                              p_frac=20, latency=40),
+}
+SEQ_LEN, HEADS = 45, 2          # at a = 32 (16) two (three) blocks a head, the last partial
+
+
+@pytest.fixture(scope="module", params=sorted(CONFIGS))
+def run(request, tmp_path_factory):
+    if not simulator_available("verilator"):
+        pytest.skip("verilator is not installed on this machine")
+    config = CONFIGS[request.param]
+    out = tmp_path_factory.mktemp(f"timing_{request.param}")
+    report = run_e2e(config, out, E2EOptions(simulator="verilator", seed=7, quick_build=True,
+                                             seq_len=SEQ_LEN, heads=HEADS, memory="model"),
+                     log=lambda line: None)
+    return request.param, config, report
+
+
+def test_the_interlock_binds_in_one_configuration():
+    """The set covers both regimes: a feed-bound array and an interlock-bound one."""
+    slack, drain = {}, set()
+    for name, config in CONFIGS.items():
+        plan = make_plan(config)
+        b, t = plan.budget, RtlParams.of(plan)
+        lane_rows = plan.rows_per_mac * b.macs_per_line * b.mac_lines // b.exp_units
+        sm_latency = t.line_skew + lane_rows + t.lane_latency
+        slack[name] = 2 * plan.rows_per_mac * config.workload.head_dim - sm_latency
+        drain.add(t.normalizer_latency)
+    assert drain == {11, 17, 23, 29}            # 0..3 Newton steps of 6 stages each
+    assert min(slack.values()) < 0 < max(slack.values()), slack
+
+
+def test_output_is_bit_exact_and_bytes_equal_the_plan(run):
+    name, config, report = run
+    (result,) = report["runs"]
+    assert result["bit_exact"], f"{name}: {result['mismatches']} bytes differ from the golden model"
+    c = result["counters"]
+    assert (c["BYTES_READ"], c["BYTES_WRITTEN"]) == (report["plan_bytes_read"],
+                                                   report["plan_bytes_written"])
+
+
+@pytest.mark.parametrize("counter", COUNTER_KEYS)
+def test_counter_equals_the_model(run, counter):
+    name, config, report = run
+    (result,) = report["runs"]
+    rtl, model = result["counters"][counter.upper()], report["model"][counter]
+    print(f"{name}: {counter} RTL {rtl}, model {model}")
+    assert rtl == model, f"{name}: {counter} RTL {rtl} != model {model}"
