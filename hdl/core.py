@@ -84,6 +84,9 @@ class CoreTiming:
                       `ready` the replay's launch sees at once), the replay's issue
     lane_busy_tail    a lane still has a row in flight this long after issuing its
                       last one (what `exp_active` shows)
+    lane_start        the lanes' first row in flight, after the cycle at which S_j's
+                      last word reaches the last MAC plus one (the line's start
+                      register, the lane's run register)
     o_update_latency  the last V word at the last MAC to its O element written
     drain_start       the block's last V word at the last MAC to the drain's first issue
     normalizer_latency  a drain issue to its byte in the output FIFO
@@ -95,6 +98,7 @@ class CoreTiming:
     lane_rows: int
     lane_latency: int
     lane_busy_tail: int
+    lane_start: int
     o_update_latency: int
     drain_start: int
     normalizer_latency: int
@@ -115,6 +119,7 @@ class CoreTiming:
             lane_rows=rows_per_mac * (macs_per_line // lanes),
             lane_latency=MAC.score_latency + SoftmaxLane.bus_stage(arith) + issue,
             lane_busy_tail=SoftmaxLane.stages(arith),
+            lane_start=MAC.score_latency + SoftmaxLane.start_latency,
             o_update_latency=MAC.update_latency(arith),
             drain_start=Normalizer.trigger_latency(arith),
             normalizer_latency=Normalizer.latency(arith),

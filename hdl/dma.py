@@ -139,6 +139,9 @@ class DMAReader(_BurstMaster):
     #: cycles from a beat on R to its offer on `data` (`SyncFIFOBuffered`: the FIFO,
     #: then its output register)
     response_latency = 2
+    #: cycles from a beat taken off `data` to the room it frees counting for a new
+    #: burst (the free-entry count is a register)
+    room_latency = 1
 
     def __init__(self, *, addr_width=32, data_width=64, id_width=1, max_outstanding=4,
                  max_burst_beats=None, fifo_depth=None):

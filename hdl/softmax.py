@@ -96,6 +96,9 @@ class SoftmaxLane(wiring.Component):
     def rows(self):
         return self._ql * self._r
 
+    #: cycles from a start pulse to the pass's first row in flight (the run register)
+    start_latency = 1
+
     @staticmethod
     def stages(arith):
         """S, the valid stages after a row's issue (stage 1, scale, exp2, l's update, the

@@ -42,36 +42,47 @@ ADDR_WIDTH = 32
 
 @dataclass(frozen=True)
 class TopTiming:
-    """The latencies of the path around the core, from the blocks on it (cycles from the
-    controller's LAUNCH cycle, on the cycle model's clock: a row's time is when its
-    first word enters the array; see `attenio.sim.cyclemodel.RtlParams`).
+    """The latencies of the path around the core, from the blocks on it, in cycles on the
+    cycle model's clock (cycle 0: the controller's LAUNCH; a row's time: its first word
+    at the array; see `attenio.sim.cyclemodel.RtlParams` for each term's use).
 
-    read_start   the model's issue time of the first reads: the sequencer's first
-                 command, the burst splitter, and, after the memory, the reader's
-                 FIFO, the unpacker and the replay's issue (less the one cycle the
-                 model's link counts after a transfer's last beat)
-    feed_start   the first cycle a starved array counts as a memory stall: the
-                 sequencer's first block, the KV buffer's `filling`, and the replay's
-                 issue (the model's clock runs at the array's entry)
-    write_tail   the last byte in the normalizer's FIFO to `done`, besides the memory's
-                 write response: the FIFO's output, the packer, the writer's W and B
-                 paths, the write sequencer's `finished`, the controller
+    The model issues a read `read_offset` cycles after its AR handshake, so that the
+    link's arrival time (the cycle after the last beat, plus that offset) is on the
+    array's clock: a beat on R reaches the KV buffer through the reader's FIFO and
+    the unpacker, and its row reaches the array through the replay's issue.
     """
 
+    read_offset: int
     read_start: int
     feed_start: int
     write_tail: int
+    row_issue: int
+    room_issue: int
+    beat_leave: int
+    block_command: int
+    block_fill: int
 
     @classmethod
     def of(cls, plan):
         issue = RowReplay.issue_latency
+        beat_to_element = DMAReader.response_latency + BeatUnpacker.latency
+        offset = beat_to_element + issue - 1
         return cls(
-            read_start=(ReadSequencer.command_latency + BurstSplitter.latency
-                        + DMAReader.response_latency + BeatUnpacker.latency + issue - 1),
-            feed_start=ReadSequencer.block_latency + KVBuffer.start_latency + issue,
+            read_offset=offset,
+            # the sequencer's first command, through the burst splitter to AR
+            read_start=ReadSequencer.command_latency + BurstSplitter.latency + offset,
+            # the sequencer's first block, taken by the KV buffer
+            feed_start=ReadSequencer.block_latency + KVBuffer.start_latency,
             write_tail=(Normalizer.output_latency + BeatPacker.latency + DMAWriter.data_latency
                         + DMAWriter.response_latency + WriteSequencer.finish_latency
                         + Controller.done_latency),
+            row_issue=issue,
+            room_issue=DMAReader.room_latency + offset,
+            beat_leave=BeatUnpacker.latency + issue,
+            # the sequencer moves from a block's command to its first read command
+            block_command=(ReadSequencer.command_latency - ReadSequencer.block_latency
+                           + BurstSplitter.latency + offset),
+            block_fill=KVBuffer.start_latency,
         )
 
 

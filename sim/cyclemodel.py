@@ -24,11 +24,13 @@ Q block of every head, on the memory of `attenio.sim.memmodel`:
   the last O and l (SM_0 and U_0 would overwrite them), as the replay does.
 * **Memory**: the DMA reads the rows in the order the feed consumes them (Q
   rows, K0, K1, V0, K2, V1, ..., V(N-1), next block's Q rows, ...), at most
-  `Plan.kv_depth` rows ahead: row k is requested when row k - depth enters the
-  KV buffer. A phase starts when its row is in the KV buffer: fully arrived and,
-  with `kv_fill`, filled one element per cycle from its first byte on; the
-  cycles it waits for memory while no lane computes are `mem_stall`. O is written through the
-  link's idle time (`attenio.sim.memmodel.Link`).
+  `Plan.kv_depth` rows ahead: row k is requested when row k - depth has left the
+  read FIFO, and a block's first rows not before the core has taken the block's
+  command (`_Machine._row`). A row fills the KV buffer one element per cycle
+  once its first beat is through and its half of the buffer is free; a phase
+  starts when its row is in; the cycles it waits for memory while no lane
+  computes are `mem_stall`. O is written through the link's idle time
+  (`attenio.sim.memmodel.Link`).
 
 Counters (the CSR block's): `cycles`, `pe_busy` (feed cycles of S and U; Qload
 excluded), `exp_busy` (cycles in which at least one lane has a row in flight),
@@ -70,109 +72,16 @@ Beyond the paper (model only, the RTL does neither):
 """
 
 from collections import deque
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from math import ceil, log2
 
-from attenio import validate
-
 from .memmodel import Link, Memory
+from .rtl_params import RtlParams
 
 __all__ = ["RtlParams", "Mapping", "Result", "simulate", "model_counters", "best_split",
            "COUNTER_KEYS"]
 
 COUNTER_KEYS = ("cycles", "pe_busy", "exp_busy", "mem_stall", "bytes_read", "bytes_written")
-
-
-@dataclass(frozen=True)
-class RtlParams:
-    """The latencies of the RTL that the schedule leaves open, as named knobs.
-
-    `RtlParams.of(plan)` takes them from the hardware the Plan generates (each
-    block publishes the latencies of the stages it builds); the defaults are the
-    small preset's, for what-if runs of the model alone.
-
-    lane_latency        U_j may enter line_skew + r*q/L + lane_latency cycles after
-                        the cycle following S_j's last word at the array's entry (the
-                        score's product register, the lane's stages to its bus, the
-                        replay's reaction and entry register)
-    lane_busy_tail      cycles a lane still has a row in flight after issuing its last
-                        one (what `exp_busy` counts)
-    line_skew           cycles from MAC 0 to the last MAC of a line (None: q - 1)
-    drain_start         cycles from the block's last V word at the last MAC to the
-                        normalizer's first read (the O update written, the start)
-    drain_release       cycles from the drain's last read to the earliest entry of the
-                        next block's first K word (the replay's reaction and entry)
-    normalizer_latency  cycles from a drain read to its byte in the output FIFO
-    read_start          cycles from START to the first read request reaching the
-                        memory, plus the read data's path from the memory to the KV
-                        buffer: the controller, the sequencer, the DMA's request and
-                        response pipelines, the unpacker
-    feed_start          cycles from START to the core accepting the first block (from
-                        then on a starved array counts as `mem_stall`)
-    write_tail          cycles from the last O byte entering the normalizer's FIFO to
-                        `done`, beyond the memory's write response (`Memory.write_latency`)
-    feed_pad_rows       True: the last, partial Q block would feed its rows past N as
-                        zeros (Qload always a*d cycles); the core feeds only the valid
-                        rows (rows_valid*d cycles), hence False
-    kv_fill             a row enters the KV buffer one element per cycle (ceil(d/s) cycles
-                        with split rows) while the previous one replays, and may replay
-                        in the cycle its last element enters, so a row is usable
-                        max(last byte, first byte + its fill time) after it is
-                        requested; False: usable when its last byte arrives
-    block_gap           controller bubble cycles between U(N-1) and the next Qload
-    burst_overhead      idle data-bus cycles per AXI burst (the DMA's per-burst cost)
-    axi_rate_cap        a single AXI port moves one beat per cycle: the link rate is
-                        min(bw, axi_data_bits / 8) (see `attenio.sim.memmodel.Memory`)
-    """
-
-    lane_latency: int = 14
-    lane_busy_tail: int = 13
-    line_skew: int | None = None
-    drain_start: int = 4
-    drain_release: int = 2
-    normalizer_latency: int = 23
-    read_start: int = 10
-    feed_start: int = 5
-    write_tail: int = 9
-    feed_pad_rows: bool = False
-    kv_fill: bool = True
-    block_gap: int = 0
-    burst_overhead: int = 0
-    axi_rate_cap: bool = False
-
-    def __post_init__(self):
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if f.type is bool or f.type == "bool":
-                validate.flag("RtlParams", f.name, v)
-            elif v is not None:
-                validate.integer("RtlParams", f.name, v, lo=0)
-
-    @classmethod
-    def of(cls, plan, **overrides):
-        """The latencies of the RTL generated for `plan`, from its blocks.
-
-        The RTL is int8; for a Plan in another format the int8 pipeline's latencies
-        at the Plan's N and d stand in (the cycle model's projection of that format)."""
-        from attenio.formats import Int8Format
-        from attenio.hdl.core import CoreTiming
-        from attenio.hdl.formats import Int8Arith
-        from attenio.hdl.top import TopTiming
-
-        b, w = plan.budget, plan.workload
-        fmt = plan.config.format if isinstance(plan.config.format, Int8Format) else Int8Format()
-        arith = Int8Arith(fmt, max_seq_len=w.seq_len, head_dim=w.head_dim)
-        lanes = max(1, b.exp_units // b.mac_lines)
-        core = CoreTiming.of(arith, macs_per_line=b.macs_per_line,
-                             rows_per_mac=plan.rows_per_mac, lanes=lanes)
-        top = TopTiming.of(plan)
-        kw = dict(lane_latency=core.lane_latency, lane_busy_tail=core.lane_busy_tail,
-                  line_skew=core.line_skew, drain_start=core.drain_start,
-                  drain_release=core.drain_release, normalizer_latency=core.normalizer_latency,
-                  read_start=top.read_start, feed_start=top.feed_start,
-                  write_tail=top.write_tail)
-        kw.update(overrides)
-        return cls(**kw)
 
 
 @dataclass(frozen=True)
@@ -292,29 +201,63 @@ class _Machine:
         t0 = params.feed_start
         self.t = t0                         # first cycle the feed is free
         self.link = Link(mem, start=params.read_start)
-        self.arr = deque()                  # when issued, unconsumed rows are usable
         self.k_cons = 0
-        self.k_issue = 0
         self.sm = [(t0, t0), (t0, t0)]      # the last two lane-busy intervals [start, end)
         self.sm_read_end = t0               # a lane may start the next SM from here
         self.pending = t0                   # SM done of the row U waits for next
         self.drain_end = t0                 # the drain has read the last O and l
         self.done_floor = t0
-        # a row is usable this long after its last byte when its KV-buffer fill (one
-        # element a cycle, from its first byte) ends later than the transfer
+        # The feed path (see `_row`): when the last `depth` rows' last beats left the
+        # read FIFO, when the last two rows' phases ended, when the KV buffer may take
+        # the next row's first element, and the sequencer's command bound
+        self.pops = deque()
+        self.ends = deque([t0, t0], maxlen=2)
+        self.fill_free = t0
+        self.cmd = [params.read_start, depth]    # [next command's earliest issue, left]
         mem = self.link.mem
-        xfer = mem.transfer_cycles(row_bytes)
-        first = -(-min(mem.axi_bytes, row_bytes) // mem.rate)
-        self.fill_lag = max(0, first + m.feed_row - 1 - xfer) if params.kv_fill else 0
+        self.xfer = mem.transfer_cycles(row_bytes)
+        self.first_beat = -(-min(mem.axi_bytes, row_bytes) // mem.rate)
+        beat_elems = min(mem.axi_bytes, row_bytes) * m.feed_row // row_bytes
+        self.beat_fill = max(1, beat_elems)      # fill cycles of one beat
+        self.beats = -(-row_bytes // mem.axi_bytes)
         self.c = dict.fromkeys(_COUNT, 0)
-        for _ in range(min(depth, total_rows)):
-            self._issue(params.read_start)
 
-    # --- memory -----------------------------------------------------------------
-    def _issue(self, t):
-        self.arr.append(self.link.read(t, self.row_bytes) + self.fill_lag)
-        self.k_issue += 1
+    # --- the feed path -----------------------------------------------------------
+    def _row(self):
+        """The next row's read, fill and usable time, as the RTL moves it.
+
+        The DMA requests a row when the read FIFO has room for it (`depth` rows): when
+        the row `depth` before it has left the FIFO, or, for the first rows of a run
+        or of a block, when the read sequencer has its command out (the sequencer
+        hands the core a block's command before its reads, and the core takes it when
+        the previous block's feed is complete). The row fills the KV buffer one
+        element a cycle once its first beat is through and its half of the buffer is
+        free (the row two before it has been replayed), and it is usable `row_issue`
+        cycles after its last element (the replay may launch it in that very cycle).
+        Times: the model's clock, on which a read issued at t has its last byte at
+        the link's arrival time (`attenio.sim.memmodel.Link`)."""
+        p, fill = self.params, self.m.feed_row
+        issue = self.cmd[0] if self.cmd[1] else 0
+        if len(self.pops) == self.depth:
+            issue = max(issue, self.pops.popleft() + p.room_issue)
+        if self.cmd[1]:
+            self.cmd = [self.cmd[0] + 1, self.cmd[1] - 1]
+        arrival = self.link.read(issue, self.row_bytes)
         self.c["bytes_read"] += self.row_bytes
+        first_elem = arrival - self.xfer + self.first_beat - p.row_issue
+        start = max(first_elem, self.ends[0] - p.row_issue + 1, self.fill_free)
+        self.fill_free = start + fill
+        self.pops.append(max(start + (self.beats - 1) * self.beat_fill - 1,
+                             arrival - p.beat_leave))
+        return max(start + fill - 1, arrival + self.beat_fill - p.row_issue - 1) + p.row_issue
+
+    def _new_block(self):
+        """A block's last V row is in the KV buffer: the core takes the next block's
+        command, and the sequencer issues that block's commands from then on."""
+        p = self.params
+        accepted = self.fill_free
+        self.fill_free = accepted + p.block_fill
+        self.cmd = [accepted + p.block_command, self.depth]
 
     def _lane_free(self, a, b):
         """Cycles of [a, b) in which no lane is busy."""
@@ -333,18 +276,19 @@ class _Machine:
         t = self.t
         ready = max(t, interlock)
         if row:
-            arr = self.arr.popleft()
+            arr = self._row()
             start = max(ready, arr)
-            if arr > t:
-                self.c["mem_stall"] += self._lane_free(t, arr)
+            # the replay waits for the row until it launches it, `row_issue` before its
+            # first word reaches the array
+            self.c["mem_stall"] += self._lane_free(t, arr - self.params.row_issue)
             self.k_cons += 1
-            if self.k_issue < self.total:
-                self._issue(start)
         else:
             start = ready
         if interlock > t:
             self.c[wait] += min(interlock, start) - t
         self.t = start + length
+        if row:
+            self.ends.append(self.t)
         if busy:
             self.c["pe_busy"] += length
 
@@ -353,9 +297,11 @@ class _Machine:
         m = self.m
         s = max(self.t + m.skew, self.sm_read_end, self.drain_end)
         done = s + m.lane_rows + self.params.lane_latency
-        busy_end = s + m.lane_rows + self.params.lane_busy_tail
-        self.c["exp_busy"] += max(0, busy_end - max(s, self.sm[1][1]))
-        self.sm = [self.sm[1], (s, max(busy_end, self.sm[1][1]))]
+        # the lanes show busy from their first row's issue
+        busy = s + self.params.lane_start
+        busy_end = busy + m.lane_rows + self.params.lane_busy_tail
+        self.c["exp_busy"] += max(0, busy_end - max(busy, self.sm[1][1]))
+        self.sm = [self.sm[1], (busy, max(busy_end, self.sm[1][1]))]
         # the next pass may start when this one has issued its rows, and lane_busy_tail + 1
         # cycles after this one at the earliest (it reads the m and l this one writes)
         self.sm_read_end = s + max(m.lane_rows, self.params.lane_busy_tail + 1)
@@ -382,6 +328,7 @@ class _Machine:
 
     def u_last(self):
         self._phase(self.m.phase, True, self.pending, True)
+        self._new_block()
 
     def block_end(self, valid):
         m, p = self.m, self.params
@@ -410,11 +357,12 @@ class _Machine:
         free, debt = self.link.snapshot(t)
         if not debt:    # every later read is issued at >= t: max(t + latency, free)
             free = max(free, self.link.mem.latency)
-        return (free, debt, tuple(clamp(x) for x in self.arr),
+        return (free, debt, tuple(x - t for x in self.pops), tuple(x - t for x in self.ends),
+                self.fill_free - t, self.cmd[0] - t if self.cmd[1] else None,
                 tuple((clamp(s), clamp(e)) for s, e in self.sm),
                 clamp(self.sm_read_end), clamp(self.pending),
                 None if frozen else clamp(self.drain_end),
-                None if frozen else clamp(self.done_floor), self.k_issue - self.k_cons)
+                None if frozen else clamp(self.done_floor))
 
     def mark(self, frozen=False):
         return self.snapshot(frozen), self.t, dict(self.c), self.k_cons
@@ -425,7 +373,10 @@ class _Machine:
         dk = (new[3] - old[3]) * times
         self.t += dt
         self.link.shift(dt)
-        self.arr = deque(x + dt for x in self.arr)
+        self.pops = deque(x + dt for x in self.pops)
+        self.ends = deque((x + dt for x in self.ends), maxlen=2)
+        self.fill_free += dt
+        self.cmd = [self.cmd[0] + dt, self.cmd[1]]
         self.sm = [(s + dt, e + dt) for s, e in self.sm]
         self.sm_read_end += dt
         self.pending += dt
@@ -433,7 +384,6 @@ class _Machine:
             self.drain_end += dt
             self.done_floor += dt
         self.k_cons += dk
-        self.k_issue += dk
         for k in _COUNT:
             self.c[k] += (new[2][k] - old[2][k]) * times
 
@@ -454,7 +404,7 @@ def _repeat(mc, count, step, fast, rows_per_step, frozen=False):
         for p in (1, 2, 3, 4):
             if len(hist) > p and hist[-1][0] == hist[-1 - p][0]:
                 # leave the stream's end (no more reads to issue) to the exact walk
-                room = mc.total - mc.k_issue - rows_per_step * (p + 2) - mc.depth
+                room = mc.total - mc.k_cons - rows_per_step * (p + 2) - mc.depth
                 per_period = rows_per_step * p
                 times = (count - i - 1) // p
                 if per_period:

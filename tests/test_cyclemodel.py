@@ -56,7 +56,7 @@ def test_fast_walk_equals_event_walk_with_rtl_knobs():
     plan = make_plan(config(seq_len=600, bw_bytes_per_cycle=2))
     params = RtlParams(lane_latency=30, line_skew=7, normalizer_latency=9, block_gap=5,
                        read_start=3, feed_start=2, write_tail=2, burst_overhead=3, axi_rate_cap=True,
-                       feed_pad_rows=False, kv_fill=False)
+                       feed_pad_rows=False, room_issue=9, block_command=3)
     assert simulate(plan, params=params).counters() == \
         simulate(plan, params=params, fast=False).counters()
 
@@ -114,7 +114,8 @@ def test_compute_bound_blocks_take_2rdN_plus_qload():
             + (a - last_rows) * d * (blocks > 1))
     qload = (blocks - 1) * a * d + last_rows * d
     assert res.cycles == start + first + qload + blocks * 2 * r * d * n + wait + drain
-    assert res.mem_stall == start + first - p.feed_start
+    # the replay waits from the KV buffer's first fill until it launches the first row
+    assert res.mem_stall == start + first - p.row_issue - p.feed_start
     assert res.drain_wait == wait and res.interlock_stall == 0
 
 
@@ -162,7 +163,9 @@ def test_memory_bound_run_is_bound_by_the_link():
     res = simulate(plan)
     link = plan.traffic.bytes       # 1 byte per cycle
     assert link <= res.cycles < link * 1.05
-    assert res.stall_fraction > 0.3
+    # a K/V row takes 2 d cycles to arrive and d to use: the array waits about half the
+    # time, less what the lanes overlap (the stall counter counts only idle cycles)
+    assert res.stall_fraction > 0.25
     assert res.counters() == simulate(plan, fast=False).counters()
 
 

@@ -24,7 +24,10 @@ def need(simulator):
         pytest.skip(f"{simulator} is not installed on this machine")
 
 
-def check_good(report, n, heads):
+def check_good(report, n, heads, *, exact):
+    """Every good run: bit-exact, bytes equal to the Plan, counters against the cycle model:
+    equal when the memory is deterministic (`exact`), within 1 % of the cycles when it
+    stalls at random (the model cannot know the draws)."""
     for run in report["runs"]:
         if run["bad"]:
             continue
@@ -35,13 +38,13 @@ def check_good(report, n, heads):
         assert c["BYTES_WRITTEN"] == report["plan_bytes_written"]
         assert c["PE_BUSY"] >= heads * -(-n // report["a"]) * n * 2 * 2 * 16   # 2 r d per row
         assert c["CYCLES"] > c["PE_BUSY"]
-        # the cycle model, held to the RTL (issue 7): cycles within 1 %, bytes exact,
-        # PE-busy and stall cycles within 1 % of the total
         model = report["model"]
-        assert abs(c["CYCLES"] - model["cycles"]) <= 0.01 * c["CYCLES"], (c, model)
         assert (c["BYTES_READ"], c["BYTES_WRITTEN"]) == (model["bytes_read"], model["bytes_written"])
-        assert abs(c["PE_BUSY"] - model["pe_busy"]) <= 0.01 * c["CYCLES"], (c, model)
-        assert abs(c["MEM_STALL"] - model["mem_stall"]) <= 0.01 * c["CYCLES"], (c, model)
+        for key in ("cycles", "pe_busy", "exp_busy", "mem_stall"):
+            if exact:
+                assert c[key.upper()] == model[key], (key, c, model)
+            else:
+                assert abs(c[key.upper()] - model[key]) <= 0.01 * c["CYCLES"], (key, c, model)
     assert (report["seq_len"], report["heads"]) == (n, heads)
 
 
@@ -53,7 +56,7 @@ def test_two_heads_with_latency_and_backpressure_twice_without_reset(tmp_path_fa
     opts = E2EOptions(simulator=simulator, seed=seed, quick_build=True, seq_len=45, heads=2, runs=2,
                       latency=(0.2, 8), backpressure=0.3, random_layout=True)
     report = run_e2e(HW, out, opts)
-    check_good(report, 45, 2)       # 45 = 32 + 13: the last block is partial
+    check_good(report, 45, 2, exact=False)     # 45 = 32 + 13: the last block is partial
     assert len(report["runs"]) == 2
 
 
@@ -73,7 +76,7 @@ def test_bad_runs_set_an_error_write_nothing_and_leave_the_machine_usable(tmp_pa
         assert run["status"] == 2                       # done, not busy
         assert run["o_untouched"]
         assert run["counters"]["BYTES_WRITTEN"] == 0 and run["counters"]["BYTES_READ"] == 0
-    check_good(report, 20, 1)
+    check_good(report, 20, 1, exact=True)
 
 
 @pytest.mark.parametrize("n", [1, 32, 96])
@@ -82,7 +85,7 @@ def test_sequence_lengths_at_the_edges(tmp_path_factory, n, seed):
     out = tmp_path_factory.getbasetemp() / "e2e_verilator"
     report = run_e2e(HW, out, E2EOptions(simulator="verilator", seed=seed, quick_build=True, seq_len=n, heads=1,
                                          input_kind="spread"))
-    check_good(report, n, 1)
+    check_good(report, n, 1, exact=True)
 
 
 def test_memory_model_inside_the_design(tmp_path_factory, seed):
@@ -92,7 +95,7 @@ def test_memory_model_inside_the_design(tmp_path_factory, seed):
     report = run_e2e(HW, out, E2EOptions(simulator="verilator", seed=seed, quick_build=True,
                                          seq_len=70, heads=1, memory="model"))
     assert report["memory"] == "model"
-    check_good(report, 70, 1)
+    check_good(report, 70, 1, exact=True)
 
 
 def test_generated_verilog_is_reused_only_for_the_same_plan_and_rtl(tmp_path, monkeypatch):

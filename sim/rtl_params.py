@@ -1,0 +1,124 @@
+"""`RtlParams`: the latencies of the generated RTL that the cycle model's schedule leaves open.
+
+The schedule of docs/microarchitecture.md fixes the order of everything; how
+many cycles each hand-over takes is the hardware's to say. `RtlParams.of(plan)`
+asks the blocks the Plan generates (`attenio.hdl.core.CoreTiming`,
+`attenio.hdl.top.TopTiming`), so the model follows any change of a pipeline
+without a number to update here.
+"""
+
+from dataclasses import dataclass, fields
+
+from attenio import validate
+
+__all__ = ["RtlParams"]
+
+
+@dataclass(frozen=True)
+class RtlParams:
+    """The latencies of the RTL that the schedule leaves open, as named knobs.
+
+    `RtlParams.of(plan)` takes them from the hardware the Plan generates (each
+    block publishes the latencies of the stages it builds); the defaults are the
+    small preset's, for what-if runs of the model alone.
+
+    lane_latency        U_j may enter line_skew + r*q/L + lane_latency cycles after
+                        the cycle following S_j's last word at the array's entry (the
+                        score's product register, the lane's stages to its bus, the
+                        replay's reaction and entry register)
+    lane_busy_tail      cycles a lane still has a row in flight after issuing its last
+                        one (what `exp_busy` counts)
+    lane_start          cycles from the lanes' earliest read of S_j's scores (the model's
+                        SM start) to their first row in flight (the start pulse's register,
+                        the lane's run register)
+    line_skew           cycles from MAC 0 to the last MAC of a line (None: q - 1)
+    drain_start         cycles from the block's last V word at the last MAC to the
+                        normalizer's first read (the O update written, the start)
+    drain_release       cycles from the drain's last read to the earliest entry of the
+                        next block's first K word (the replay's reaction and entry)
+    normalizer_latency  cycles from a drain read to its byte in the output FIFO
+    read_start          the model's issue time of the first read (`TopTiming`: the
+                        sequencer's first command through the burst splitter to AR,
+                        plus the read path's offset to the array's clock)
+    feed_start          cycles from LAUNCH to the KV buffer taking the first block (from
+                        then on a starved array counts as `mem_stall`)
+    write_tail          cycles from the last O byte entering the normalizer's FIFO to
+                        `done`, beyond the memory's write response (`Memory.write_latency`)
+    feed_pad_rows       True: the last, partial Q block would feed its rows past N as
+                        zeros (Qload always a*d cycles); the core feeds only the valid
+                        rows (rows_valid*d cycles), hence False
+    row_issue           cycles from a row's launch to its first word at the array (the
+                        replay's); a row may launch in the cycle its last element
+                        enters the KV buffer
+    room_issue          cycles from a row's last beat leaving the read FIFO to the model's
+                        issue of the row `depth` later (the reader's room register, then
+                        the read path's offset: `TopTiming.read_offset`)
+    beat_leave          a row's last beat leaves the read FIFO at the earliest this many
+                        cycles before the model's arrival time of the row
+    block_command       cycles from the core taking a block's command (the cycle after
+                        the previous block's last element entered the KV buffer) to the
+                        model's issue of the block's first read
+    block_fill          cycles from the core taking a block's command to the KV buffer
+                        taking its first element
+    block_gap           controller bubble cycles between U(N-1) and the next Qload
+    burst_overhead      idle data-bus cycles per AXI burst (the DMA's per-burst cost)
+    axi_rate_cap        a single AXI port moves one beat per cycle: the link rate is
+                        min(bw, axi_data_bits / 8) (see `attenio.sim.memmodel.Memory`)
+    """
+
+    lane_latency: int = 14
+    lane_busy_tail: int = 13
+    line_skew: int | None = None
+    drain_start: int = 4
+    drain_release: int = 2
+    normalizer_latency: int = 23
+    read_start: int = 10
+    feed_start: int = 3
+    write_tail: int = 9
+    feed_pad_rows: bool = False
+    lane_start: int = 2
+    row_issue: int = 2
+    room_issue: int = 5
+    beat_leave: int = 3
+    block_command: int = 8
+    block_fill: int = 1
+    block_gap: int = 0
+    burst_overhead: int = 0
+    axi_rate_cap: bool = False
+
+    def __post_init__(self):
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.type is bool or f.type == "bool":
+                validate.flag("RtlParams", f.name, v)
+            elif v is not None:
+                validate.integer("RtlParams", f.name, v, lo=0)
+
+    @classmethod
+    def of(cls, plan, **overrides):
+        """The latencies of the RTL generated for `plan`, from its blocks.
+
+        The RTL is int8; for a Plan in another format the int8 pipeline's latencies
+        at the Plan's N and d stand in (the cycle model's projection of that format)."""
+        from attenio.formats import Int8Format
+        from attenio.hdl.core import CoreTiming
+        from attenio.hdl.formats import Int8Arith
+        from attenio.hdl.top import TopTiming
+
+        b, w = plan.budget, plan.workload
+        fmt = plan.config.format if isinstance(plan.config.format, Int8Format) else Int8Format()
+        arith = Int8Arith(fmt, max_seq_len=w.seq_len, head_dim=w.head_dim)
+        lanes = max(1, b.exp_units // b.mac_lines)
+        core = CoreTiming.of(arith, macs_per_line=b.macs_per_line,
+                             rows_per_mac=plan.rows_per_mac, lanes=lanes)
+        top = TopTiming.of(plan)
+        kw = dict(lane_latency=core.lane_latency, lane_busy_tail=core.lane_busy_tail,
+                  lane_start=core.lane_start,
+                  line_skew=core.line_skew, drain_start=core.drain_start,
+                  drain_release=core.drain_release, normalizer_latency=core.normalizer_latency,
+                  read_start=top.read_start, feed_start=top.feed_start,
+                  write_tail=top.write_tail, row_issue=top.row_issue,
+                  room_issue=top.room_issue, beat_leave=top.beat_leave,
+                  block_command=top.block_command, block_fill=top.block_fill)
+        kw.update(overrides)
+        return cls(**kw)
