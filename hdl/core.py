@@ -115,7 +115,7 @@ class CoreTiming:
         `macs_per_line` MACs, `rows_per_mac` rows each (nothing is elaborated)."""
         issue = RowReplay.issue_latency
         return cls(
-            line_skew=macs_per_line - 1,
+            line_skew=macs_per_line - 1,                 # one MAC a cycle along a line
             lane_rows=rows_per_mac * (macs_per_line // lanes),
             lane_latency=MAC.score_latency + SoftmaxLane.bus_stage(arith) + issue,
             lane_busy_tail=SoftmaxLane.stages(arith),

@@ -90,11 +90,6 @@ class MacLine(wiring.Component):
     #: synchronous read, then the MAC and lane selects registered
     drain_read_latency = 2
 
-    @property
-    def skew(self):
-        """Cycles from a word at MAC 0 to the same word at the last MAC."""
-        return self._q - 1
-
     def elaborate(self, platform):
         m = Module()
         A, q, r, L = self._arith, self._q, self._r, self._lanes
@@ -179,11 +174,6 @@ class PEArray(wiring.Component):
     @property
     def lanes_per_line(self):
         return self._lanes
-
-    @property
-    def skew(self):
-        """Cycles from a word entering the array (at MAC 0 of every line) to the last MAC."""
-        return self._q - 1
 
     def elaborate(self, platform):
         m = Module()
