@@ -44,8 +44,13 @@ class HostPortSignature(wiring.Signature):
 class AXIRam(wiring.Component):
     """AXI4 slave (`axi`) over `size_bytes` of block RAM, plus `host` (a `HostPortSignature`)."""
 
-    def __init__(self, *, size_bytes, addr_width=32, data_width=64, id_width=1):
-        self._MustUse__silence = True       # a rejected parameter is no unused design
+    def __new__(cls, **params):
+        # Checked before the object exists: a refused RAM is no unused elaboratable.
+        cls._signature(**params)
+        return super().__new__(cls)
+
+    @staticmethod
+    def _signature(*, size_bytes, addr_width=32, data_width=64, id_width=1):
         validate.power_of_two("AXIRam", "size_bytes", size_bytes)
         if size_bytes > MAX_BYTES:
             raise ValueError(f"AXIRam: size_bytes {size_bytes} is above {MAX_BYTES} (block RAM)")
@@ -53,9 +58,13 @@ class AXIRam(wiring.Component):
         if size_bytes < sig.bytes_per_beat or size_bytes > 1 << addr_width:
             raise ValueError(f"AXIRam: size_bytes {size_bytes} must hold at least one "
                              f"{data_width}-bit word and fit {addr_width} address bits")
+        return sig
+
+    def __init__(self, *, size_bytes, addr_width=32, data_width=64, id_width=1):
+        sig = self._signature(size_bytes=size_bytes, addr_width=addr_width,
+                              data_width=data_width, id_width=id_width)
         self._size = size_bytes
         super().__init__({"axi": In(sig), "host": In(HostPortSignature(addr_width=addr_width))})
-        self._MustUse__silence = False
 
     @property
     def size_bytes(self):

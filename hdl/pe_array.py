@@ -38,6 +38,22 @@ def drain_signature(*, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, 
     })
 
 
+def _line_signature(*, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, lanes):
+    """The ports of a MAC line, and of the array of lines (see `MacLine`)."""
+    word = word_layout(mac_lines=mac_lines, macs_per_line=macs_per_line,
+                       rows_per_mac=rows_per_mac, head_dim=head_dim)
+    return {
+        "wi": In(word),
+        "tail": Out(word),
+        "c": In(arith.c_shape),
+        "ready": Out(2),
+        "consume": In(2),
+        "exp_active": Out(1),
+        "drain": In(drain_signature(arith=arith, mac_lines=mac_lines, macs_per_line=macs_per_line,
+                                    rows_per_mac=rows_per_mac, head_dim=head_dim, lanes=lanes)),
+    }
+
+
 def _and_all(values):
     out = 1
     for v in values:
@@ -72,19 +88,9 @@ class MacLine(wiring.Component):
         self._arith = arith
         self._p, self._q, self._r, self._d = mac_lines, macs_per_line, rows_per_mac, head_dim
         self._lanes, self._line = lanes, line
-        word = word_layout(mac_lines=mac_lines, macs_per_line=macs_per_line,
-                           rows_per_mac=rows_per_mac, head_dim=head_dim)
-        super().__init__({
-            "wi": In(word),
-            "tail": Out(word),
-            "c": In(arith.c_shape),
-            "ready": Out(2),
-            "consume": In(2),
-            "exp_active": Out(1),
-            "drain": In(drain_signature(arith=arith, mac_lines=mac_lines,
-                                        macs_per_line=macs_per_line, rows_per_mac=rows_per_mac,
-                                        head_dim=head_dim, lanes=lanes)),
-        })
+        super().__init__(_line_signature(arith=arith, mac_lines=mac_lines,
+                                         macs_per_line=macs_per_line, rows_per_mac=rows_per_mac,
+                                         head_dim=head_dim, lanes=lanes))
 
     #: cycles from a drain address to its O and l on the line's outputs: the memories'
     #: synchronous read, then the MAC and lane selects registered
@@ -154,19 +160,9 @@ class PEArray(wiring.Component):
         self._arith = arith
         self._p, self._q, self._r, self._d, self._lanes = (mac_lines, macs_per_line, rows_per_mac,
                                                           head_dim, lanes)
-        word = word_layout(mac_lines=mac_lines, macs_per_line=macs_per_line,
-                           rows_per_mac=rows_per_mac, head_dim=head_dim)
-        super().__init__({
-            "wi": In(word),
-            "tail": Out(word),
-            "c": In(arith.c_shape),
-            "ready": Out(2),
-            "consume": In(2),
-            "exp_active": Out(1),
-            "drain": In(drain_signature(arith=arith, mac_lines=mac_lines,
-                                        macs_per_line=macs_per_line, rows_per_mac=rows_per_mac,
-                                        head_dim=head_dim, lanes=lanes)),
-        })
+        super().__init__(_line_signature(arith=arith, mac_lines=mac_lines,
+                                         macs_per_line=macs_per_line, rows_per_mac=rows_per_mac,
+                                         head_dim=head_dim, lanes=lanes))
 
     #: cycles from a drain address to its O and l: the line's, then the line select
     drain_read_latency = MacLine.drain_read_latency + 1

@@ -27,13 +27,12 @@ class _Converter(wiring.Component):
     with the index of its current element and whether it holds data (`_beat_state`).
     """
 
+    def __new__(cls, *, data_width):
+        # Checked before the object exists: a refused converter is no unused elaboratable.
+        validate.one_of(cls.__name__, "data_width", data_width, validate.AXI_DATA_WIDTHS)
+        return super().__new__(cls)
+
     def __init__(self, *, data_width):
-        try:
-            validate.one_of(type(self).__name__, "data_width", data_width,
-                            validate.AXI_DATA_WIDTHS)
-        except ValueError:
-            self._MustUse__silence = True       # a refused component is no unused design
-            raise
         self._data_width = data_width
         i, o = self._payloads(data_width)
         super().__init__({"i": In(stream.Signature(i)), "o": Out(stream.Signature(o))})
