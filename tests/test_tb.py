@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from attenio.config import resolve
-from attenio.hdl.core import Kind, feed_layout, out_layout
+from attenio.hdl.core import Kind, feed_layout
 from attenio.hdl.dma import command_layout, error_layout
+from attenio.hdl.widthconv import element_layout
 from attenio.plan import make_plan
 from attenio.regmap import Access, register_map
 from attenio.sim.tb.counters import counter_names, counter_registers
@@ -60,8 +61,8 @@ def test_pack_follows_the_hardware_layout(kind, value):
 
 
 def test_unpack_signed_and_flags():
-    o = unpack(out_layout(), 0x1FD)
-    assert (o.data, o.last) == (-3, 1)
+    o = unpack(element_layout(), 0x1FD)
+    assert (o.value, o.last) == (-3, 1)
     e = unpack(error_layout(), 0b100)
     assert (e.read, e.write, e.command) == (0, 0, 1)
     assert unpack(command_layout(32), pack(command_layout(32), addr=0x1000, length=64)).length == 64

@@ -22,8 +22,9 @@ import numpy as np
 from cocotb.triggers import RisingEdge
 
 from attenio.formats import Int8Format
-from attenio.hdl.core import Kind, feed_layout, out_layout, start_layout
+from attenio.hdl.core import Kind, feed_layout, start_layout
 from attenio.hdl.formats import Int8Arith
+from attenio.hdl.widthconv import element_layout
 from attenio.sim.golden import attention
 from attenio.sim.runner import bench_params
 from attenio.sim.tb.clock import reset, start_clock
@@ -42,7 +43,7 @@ ROWS = R * LINES * QM
 ARITH = Int8Arith(Int8Format(), max_seq_len=NMAX, head_dim=D)
 FEED = feed_layout()
 START = start_layout(rows=ROWS, max_seq_len=NMAX)
-OUT = out_layout()
+OUT = element_layout()
 
 
 def test_rng(name):
@@ -143,7 +144,7 @@ async def run_blocks(dut, blocks, rng, *, gap=0.0, pause=0.0):
         await RisingEdge(dut.clk)
     assert not dut.busy.value, "busy after the last byte"
     out = [unpack(OUT, word) for word in sink.items]
-    got = np.array([o.data for o in out], dtype=int)
+    got = np.array([o.value for o in out], dtype=int)
     assert len(got) == total, f"got {len(got)} bytes, expected {total}"
     off = 0
     for i, b in enumerate(blocks):
