@@ -44,7 +44,7 @@ class Int8Format:
 
     Fields are the free parameters of the arithmetic; integer widths follow from
     the largest N and d the hardware is generated for (see `datapath`). The error
-    analysis behind the defaults is in the docstring of `attenio.hdl.formats`;
+    analysis behind the defaults is in docs/accuracy.md (made by bench/bench_accuracy.py);
     in short they keep the int8 output equal to the correctly rounded float64
     result for >= 99% of elements and within 1 LSB always, up to N = 16384.
 
