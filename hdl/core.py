@@ -90,8 +90,9 @@ class CoreTiming:
     o_update_latency  the last V word at the last MAC to its O element written
     drain_start       the block's last V word at the last MAC to the drain's first issue
     normalizer_latency  a drain issue to its byte in the output FIFO
-    drain_release     the cycle after the drain's last issue to the earliest entry of
-                      the next block's first K word (the replay's issue)
+    row_issue         a row's launch to its first word at the array (the replay's issue):
+                      also the cycle after the drain's last issue to the earliest entry
+                      of the next block's first K word
     """
 
     line_skew: int
@@ -102,7 +103,7 @@ class CoreTiming:
     o_update_latency: int
     drain_start: int
     normalizer_latency: int
-    drain_release: int
+    row_issue: int
 
     @property
     def sm_latency(self):
@@ -123,7 +124,7 @@ class CoreTiming:
             o_update_latency=MAC.update_latency(arith),
             drain_start=Normalizer.trigger_latency(arith),
             normalizer_latency=Normalizer.latency(arith),
-            drain_release=issue,
+            row_issue=issue,
         )
 
 

@@ -86,12 +86,13 @@ class KVBuffer(wiring.Component):
                          hi=rows_per_mac * mac_lines * macs_per_line)
         self._p, self._q, self._r, self._d = mac_lines, macs_per_line, rows_per_mac, head_dim
         self._n, self._rows = max_seq_len, block_rows
-        rows = block_rows
-        self._row_layout = row_layout(rows=rows, mac_lines=mac_lines, macs_per_line=macs_per_line,
+        self._row_layout = row_layout(rows=block_rows, mac_lines=mac_lines,
+                                      macs_per_line=macs_per_line,
                                       rows_per_mac=rows_per_mac, head_dim=head_dim,
                                       c_shape=c_shape)
         super().__init__({
-            "start": In(stream.Signature(start_layout(rows=rows, max_seq_len=max_seq_len))),
+            "start": In(stream.Signature(start_layout(rows=block_rows,
+                                                      max_seq_len=max_seq_len))),
             "c": In(c_shape),
             "feed": In(stream.Signature(feed_layout())),
             "row": Out(stream.Signature(self._row_layout)),

@@ -51,7 +51,6 @@ class RowReplay(wiring.Component):
         validate.positive("RowReplay", mac_lines=mac_lines, macs_per_line=macs_per_line,
                           rows_per_mac=rows_per_mac, block_rows=block_rows, head_dim=head_dim)
         self._r, self._d = rows_per_mac, head_dim
-        rows = block_rows
         super().__init__({
             "row": In(stream.Signature(row_layout)),
             "release": Out(1),
@@ -61,7 +60,7 @@ class RowReplay(wiring.Component):
                                     rows_per_mac=rows_per_mac, head_dim=head_dim)),
             "lanes_ready": In(2),
             "consume": Out(2),
-            "drain": Out(stream.Signature(drain_layout(rows=rows))),
+            "drain": Out(stream.Signature(drain_layout(rows=block_rows))),
             "c": Out(c_shape),
             "pe_active": Out(1),
             "starved": Out(1),

@@ -56,7 +56,6 @@ class TopTiming:
     read_start: int
     feed_start: int
     write_tail: int
-    row_issue: int
     room_issue: int
     beat_leave: int
     block_command: int
@@ -76,7 +75,6 @@ class TopTiming:
             write_tail=(Normalizer.output_latency + BeatPacker.latency + DMAWriter.data_latency
                         + DMAWriter.response_latency + WriteSequencer.finish_latency
                         + Controller.done_latency),
-            row_issue=issue,
             room_issue=DMAReader.room_latency + offset,
             beat_leave=BeatUnpacker.latency + issue,
             # the sequencer moves from a block's command to its first read command

@@ -334,7 +334,7 @@ class _Machine:
         m, p = self.m, self.params
         drain_start = self.t + m.skew + p.drain_start
         drain_last = drain_start + valid * m.d - 1          # its last read of O and l
-        self.drain_end = drain_last + 1 + p.drain_release   # the next S_0 may enter
+        self.drain_end = drain_last + 1 + p.row_issue       # the next S_0 may enter
         self.link.write(drain_start, valid * self.out_bytes)
         self.c["bytes_written"] += valid * self.out_bytes
         self.done_floor = max(self.done_floor, drain_last + p.normalizer_latency

@@ -34,8 +34,6 @@ class RtlParams:
     line_skew           cycles from MAC 0 to the last MAC of a line (None: q - 1)
     drain_start         cycles from the block's last V word at the last MAC to the
                         normalizer's first read (the O update written, the start)
-    drain_release       cycles from the drain's last read to the earliest entry of the
-                        next block's first K word (the replay's reaction and entry)
     normalizer_latency  cycles from a drain read to its byte in the output FIFO
     read_start          the model's issue time of the first read (`TopTiming`: the
                         sequencer's first command through the burst splitter to AR,
@@ -49,7 +47,8 @@ class RtlParams:
                         rows (rows_valid*d cycles), hence False
     row_issue           cycles from a row's launch to its first word at the array (the
                         replay's); a row may launch in the cycle its last element
-                        enters the KV buffer
+                        enters the KV buffer, and the next block's first K row in the
+                        cycle after the drain's last read of O and l
     room_issue          cycles from a row's last beat leaving the read FIFO to the model's
                         issue of the row `depth` later (the reader's room register, then
                         the read path's offset: `TopTiming.read_offset`)
@@ -70,7 +69,6 @@ class RtlParams:
     lane_busy_tail: int = 13
     line_skew: int | None = None
     drain_start: int = 4
-    drain_release: int = 2
     normalizer_latency: int = 23
     read_start: int = 10
     feed_start: int = 3
@@ -112,13 +110,9 @@ class RtlParams:
         core = CoreTiming.of(arith, macs_per_line=b.macs_per_line,
                              rows_per_mac=plan.rows_per_mac, lanes=lanes)
         top = TopTiming.of(plan)
-        kw = dict(lane_latency=core.lane_latency, lane_busy_tail=core.lane_busy_tail,
-                  lane_start=core.lane_start,
-                  line_skew=core.line_skew, drain_start=core.drain_start,
-                  drain_release=core.drain_release, normalizer_latency=core.normalizer_latency,
-                  read_start=top.read_start, feed_start=top.feed_start,
-                  write_tail=top.write_tail, row_issue=top.row_issue,
-                  room_issue=top.room_issue, beat_leave=top.beat_leave,
-                  block_command=top.block_command, block_fill=top.block_fill)
+        # every field of the two timings that is a knob here, by name
+        knobs = {f.name for f in fields(cls)}
+        kw = {f.name: getattr(timing, f.name) for timing in (core, top) for f in fields(timing)
+              if f.name in knobs}
         kw.update(overrides)
         return cls(**kw)

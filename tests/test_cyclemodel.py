@@ -110,7 +110,7 @@ def test_compute_bound_blocks_take_2rdN_plus_qload():
     # cycles after its Qload (the last MAC's last O written) and last a*d cycles like a
     # full Qload, and for the replay's issue after them; the last block loads only its
     # valid rows, so it waits the difference too
-    wait = ((blocks - 1) * (m.skew + p.drain_start + p.drain_release)
+    wait = ((blocks - 1) * (m.skew + p.drain_start + p.row_issue)
             + (a - last_rows) * d * (blocks > 1))
     qload = (blocks - 1) * a * d + last_rows * d
     assert res.cycles == start + first + qload + blocks * 2 * r * d * n + wait + drain
