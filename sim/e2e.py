@@ -25,7 +25,7 @@ from attenio.plan import make_plan
 from attenio.regmap import ErrorCode, register_map
 
 from . import golden
-from .cyclemodel import RtlParams, model_counters
+from .cyclemodel import model_counters
 from .memmodel import Memory
 from .runner import run_bench
 
@@ -313,7 +313,7 @@ def _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s,
         report["compute_bound_cycles"] = compute
         report["memory_bound_cycles"] = round(memory)
         report["cycles_over_bound"] = cyc / max(compute, memory)
-        model = model_counters(plan, seq_len=n, heads=heads, params=RtlParams.of(plan),
+        model = model_counters(plan, seq_len=n, heads=heads,
                                memory=simulated_memory(plan, opts.memory))
         report["model"] = model
         report["cycles_vs_model"] = cyc / model["cycles"]
