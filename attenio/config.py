@@ -75,16 +75,23 @@ class Budget:
 
 @dataclass(frozen=True)
 class Config:
-    """One workload on one budget in one number format; `name` names build/<name>/."""
+    """One workload on one budget in one number format; `name` names build/<name>/.
+
+    `split` is the number s of MACs that share one Q row (`attenio.plan`): None lets
+    the planner choose it (`attenio.sim.planner.choose_plan`), an int forces it.
+    """
 
     workload: Workload
     budget: Budget
     format: object = field(default_factory=Int8Format)
     name: str = "custom"
+    split: int | None = None
 
     def __post_init__(self):
         if not isinstance(self.format, (Int8Format, FP16Format)):
             raise ConfigError(f"config: format must be a format object, not {self.format!r}")
+        if self.split is not None:
+            validate.integer("config", "split", self.split, lo=1, error=ConfigError)
 
 
 def _preset(name, fmt, *, seq_len, head_dim, **budget):
@@ -117,11 +124,15 @@ def preset(name):
             f"unknown preset {name!r}; choose one of {', '.join(sorted(PRESETS))}") from None
 
 
-_SECTIONS = {"workload": Workload, "budget": Budget}
+_SECTIONS = {"workload": fields(Workload), "budget": fields(Budget), "mapping": ("split",)}
 
 
 def load_toml(path):
-    """Read a TOML file into a dict of overrides: {preset?, name?, workload, budget, format}."""
+    """Read a TOML file into a dict of overrides: {preset?, name?, workload, budget, format,
+    mapping}.
+
+    `[mapping]` holds `split`: a positive integer forces s, "auto" leaves it to the planner.
+    """
     path = Path(path)
     try:
         raw = tomllib.loads(path.read_text())
@@ -131,20 +142,24 @@ def load_toml(path):
         raise ConfigError(f"config file {str(path)!r} cannot be read: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {str(path)!r} is not valid TOML: {exc}") from None
-    allowed = {"preset", "name", "workload", "budget", "format"}
+    allowed = {"preset", "name", "workload", "budget", "format", "mapping"}
     unknown = set(raw) - allowed
     if unknown:
         raise ConfigError(f"config file {str(path)!r}: unknown key(s) {', '.join(sorted(unknown))}; "
                           f"expected {', '.join(sorted(allowed))}")
-    for section, cls in _SECTIONS.items():
+    for section, keys in _SECTIONS.items():
         table = raw.get(section, {})
         if not isinstance(table, dict):
             raise ConfigError(f"config file {str(path)!r}: [{section}] must be a table")
-        names = {f.name for f in fields(cls)}
+        names = {getattr(k, "name", k) for k in keys}
         bad = set(table) - names
         if bad:
             raise ConfigError(f"config file {str(path)!r}: [{section}] has unknown key(s) "
                               f"{', '.join(sorted(bad))}; expected {', '.join(sorted(names))}")
+    split = raw.get("mapping", {}).get("split", "auto")
+    if split != "auto" and (isinstance(split, bool) or not isinstance(split, int) or split < 1):
+        raise ConfigError(f"config file {str(path)!r}: [mapping] split must be a positive integer "
+                          f"or \"auto\", not {split!r}")
     fmt = raw.get("format", {})
     if isinstance(fmt, str):
         raw["format"] = {"name": fmt}
@@ -154,10 +169,11 @@ def load_toml(path):
 
 
 def resolve(*, preset_name=None, config_file=None, workload=None, budget=None, format_name=None,
-            name=None):
+            name=None, split=None):
     """Merge preset < TOML file < explicit overrides into one `Config`.
 
-    `workload` and `budget` are dicts of field overrides (None values ignored).
+    `workload` and `budget` are dicts of field overrides (None values ignored);
+    `split` is an int (forced), "auto" (the planner chooses) or None (not given).
     """
     file = load_toml(config_file) if config_file else {}
     base = preset(preset_name or file.get("preset") or "small")
@@ -174,8 +190,9 @@ def resolve(*, preset_name=None, config_file=None, workload=None, budget=None, f
         fmt = base.format
     else:
         fmt = format_by_name(fmt_name, **fmt_table)
+    s = file.get("mapping", {}).get("split", base.split) if split is None else split
     try:
         return Config(workload=Workload(**w), budget=Budget(**b), format=fmt,
-                      name=name or file.get("name") or base.name)
+                      name=name or file.get("name") or base.name, split=None if s == "auto" else s)
     except TypeError as exc:
         raise ConfigError(f"configuration: {exc}") from None

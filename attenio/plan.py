@@ -21,13 +21,27 @@ not fit there is taken from the cache and reported. The next Q block is loaded
 straight into the PE-local Q storage once the last scores of the current block
 are done (overlap level 3), so it needs no second Q buffer.
 
-The a that fits is then rounded to suit the MAC array: with P = p x q MACs, a is
-a multiple r x P of the array (r rows per MAC) when a >= P, else every row gets
-a MAC of its own and P - a MACs idle. What the rounding costs in traffic is kept
-beside the plan (`traffic_unrounded`).
+The mapping. A Q row lives in a group of s adjacent MACs of a line (`split`; s = 1
+is one MAC a row): for Q K_j^T each MAC of the group accumulates d/s products and
+the group adds its s partial sums into the row's score; for P V_j each owns d/s
+columns of the row's O. The P = p x q MACs make G = P / s groups, each holding r
+rows (`rows_per_mac`, its slots). A K/V row then takes r d / s cycles a pass, so
+rows are consumed s times faster and the K/V staging deepens with s.
+
+The a that fits is then rounded to suit the groups: a is a multiple r x G when
+a >= G (rounded up if that still fits, else down), else every row gets a group of
+its own and G - a groups idle. What the rounding costs in traffic is kept beside
+the plan (`traffic_unrounded`), and so is what a split's a costs against the a of
+s = 1 (`traffic_unsplit`): a wide split may round a well below the I/O optimum, and
+the planner (`attenio.sim.planner`) weighs that against the MACs it fills.
+
+Which s are possible is `split_problem`'s to say: s divides d (each MAC of a group
+takes d/s of the row), s divides the MACs of one EXP lane (a group never
+straddles two lanes, so each row's score reaches one lane), and a chunk of s
+elements, what the feed carries a cycle, fits in one AXI beat.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from math import ceil
 
 from . import validate
@@ -36,7 +50,8 @@ from .config import Config, Workload
 from .errors import ConfigError
 from .traffic import Traffic, Transfer
 
-__all__ = ["Reservation", "Plan", "make_plan", "attenio_traffic", "kv_prefetch_depth"]
+__all__ = ["Reservation", "Candidate", "MappingChoice", "Plan", "make_plan", "attenio_traffic",
+           "kv_prefetch_depth", "split_problem", "check_split", "valid_splits"]
 
 
 @dataclass(frozen=True)
@@ -54,17 +69,59 @@ class Reservation:
         return ceil(self.count * self.bits / 8)
 
 
-def kv_prefetch_depth(config):
+def split_problem(config, split):
+    """Why `split` MACs cannot share a Q row on this configuration, or None if they can."""
+    w, b, fmt = config.workload, config.budget, config.format
+    try:
+        validate.integer("mapping", "split", split, lo=1, error=ConfigError)
+    except ConfigError as exc:
+        return str(exc)
+    d, q = w.head_dim, b.macs_per_line
+    if d % split:
+        return f"mapping: split {split} must divide the head dimension d = {d}"
+    if split > 1:
+        try:
+            lanes = validate.lanes_per_line(exp_units=b.exp_units, mac_lines=b.mac_lines,
+                                            macs_per_line=q, owner=f"mapping: split {split}",
+                                            error=ConfigError)
+        except ConfigError as exc:
+            return str(exc)
+        if (q // lanes) % split:
+            return (f"mapping: split {split} must divide the {q // lanes} MACs of one EXP lane "
+                    f"({q} MACs a line over {lanes} lane(s)), so no MAC group straddles two lanes")
+    beat = b.axi_data_bits // 8
+    if split * fmt.element_bytes > beat:
+        return (f"mapping: split {split} feeds {split * fmt.element_bytes} bytes of {fmt.name} a "
+                f"cycle, more than one {b.axi_data_bits}-bit AXI beat ({beat} bytes)")
+    return None
+
+
+def check_split(config, split):
+    """`split` if it is a possible s for `config`; raises ConfigError naming the rule if not."""
+    problem = split_problem(config, split)
+    if problem:
+        raise ConfigError(problem)
+    return split
+
+
+def valid_splits(config):
+    """Every possible s of `config`, smallest first (1 always is)."""
+    d = config.workload.head_dim
+    return tuple(s for s in range(1, d + 1) if split_problem(config, s) is None)
+
+
+def kv_prefetch_depth(config, split=1):
     """Rows of K or V staged in the cache so the array never waits for a row.
 
-    A row is consumed in d cycles at the fastest (one row per MAC); a request
-    takes `latency_cycles` plus the row's transfer time to arrive, so that many
-    rows must be in flight ahead of the one in use. Never below 2 (double buffer).
+    A row is consumed in d/s cycles at the fastest (one row per MAC group); a
+    request takes `latency_cycles` plus the row's transfer time to arrive, so that
+    many rows must be in flight ahead of the one in use. Never below 2 (double buffer).
     """
+    check_split(config, split)
     w, b = config.workload, config.budget
     row_bytes = w.head_dim * config.format.element_bytes
     arrival = b.latency_cycles + ceil(row_bytes / b.bw_bytes_per_cycle)
-    return max(2, 1 + ceil(arrival / w.head_dim))
+    return max(2, 1 + ceil(arrival / (w.head_dim // split)))
 
 
 def reservations(config, a, depth):
@@ -121,13 +178,61 @@ def attenio_traffic(config, a, *, seq_len=None, heads=None):
 
 
 @dataclass(frozen=True)
+class Candidate:
+    """One mapping the planner modelled: s MACs a row, its plan's r and a, and what it gives."""
+
+    split: int
+    groups: int
+    rows_per_mac: int
+    a: int
+    macs_active: int
+    kv_depth: int
+    cycles: int
+    pe_util: float
+    spatial_util: float
+    offchip_bytes: int
+
+    def to_dict(self):
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class MappingChoice:
+    """How the Plan's `split` was chosen: the candidates modelled at `seq_len` and `heads`,
+    the `chosen` s and the `runner_up` s (None when nothing else was modelled).
+
+    `mode` is "auto" (the fewest modelled cycles, the smaller s within `tolerance`) or
+    "forced" (the configuration's split; the one candidate is what it gives).
+    """
+
+    mode: str
+    seq_len: int
+    heads: int
+    tolerance: float
+    candidates: tuple
+    chosen: int
+    runner_up: int | None = None
+
+    def candidate(self, split):
+        return next(c for c in self.candidates if c.split == split)
+
+    def to_dict(self):
+        return {"mode": self.mode, "seq_len": self.seq_len, "heads": self.heads,
+                "tolerance": self.tolerance, "chosen": self.chosen, "runner_up": self.runner_up,
+                "candidates": [c.to_dict() for c in self.candidates]}
+
+
+@dataclass(frozen=True)
 class Plan:
     """The tiling and mapping of one `Config`, and what it costs.
 
-    `a` rows per Q block (b = 1 K/V row at a time), `rows_per_mac` (r) rows per
-    MAC, `q_blocks` blocks per head. `a_ideal` is the analysis' optimum with M
-    counted in stored elements and no hardware reservations; `a_fit` the largest
-    a the real reservations allow; `a` the rounded value the hardware uses.
+    `a` rows per Q block (b = 1 K/V row at a time), `split` (s) MACs per row,
+    `rows_per_mac` (r) rows per MAC group of s MACs (its slots), `q_blocks` blocks
+    per head. `a_ideal` is the analysis' optimum with M counted in stored elements
+    and no hardware reservations; `a_fit` the largest a the real reservations allow;
+    `a` the rounded value the hardware uses; `a_unsplit` the a of the same
+    configuration at s = 1 (`traffic_unsplit` its traffic). `mapping_choice`
+    records how the planner chose s (None for a Plan made directly by `make_plan`).
     """
 
     config: Config
@@ -141,6 +246,10 @@ class Plan:
     traffic: Traffic
     traffic_unrounded: Traffic
     traffic_ideal: Traffic
+    split: int = 1
+    a_unsplit: int | None = None
+    traffic_unsplit: Traffic | None = None
+    mapping_choice: MappingChoice | None = None
 
     @property
     def workload(self):
@@ -155,8 +264,13 @@ class Plan:
         return ceil(self.workload.seq_len / self.a)
 
     @property
+    def groups(self):
+        """G, the MAC groups of s MACs: each holds `rows_per_mac` rows."""
+        return self.budget.macs // self.split
+
+    @property
     def macs_active(self):
-        return min(self.a, self.budget.macs)
+        return min(self.a, self.groups) * self.split
 
     @property
     def cache_used_bytes(self):
@@ -176,16 +290,24 @@ class Plan:
         w = self.workload
         return attention_bound(w.seq_len, w.head_dim, self.m_elements) * w.heads
 
+    @property
+    def split_cost_bytes(self):
+        """Traffic of this plan's a beyond that of s = 1's a (0 at s = 1)."""
+        return self.traffic.bytes - (self.traffic_unsplit or self.traffic).bytes
+
     def traffic_at(self, *, seq_len, heads):
         """The traffic of a run of this hardware at runtime N = `seq_len` and `heads`."""
         validate.integer("plan", "runtime seq_len (at most the generated N)", seq_len,
                          lo=1, hi=self.workload.seq_len, error=ConfigError)
         return attenio_traffic(self.config, self.a, seq_len=seq_len, heads=heads)
 
-    def row_of(self, line, mac, slot):
-        """Q-block row owned by MAC `mac` of line `line` in its `slot`-th slot (< r)."""
-        q = self.budget.macs_per_line
-        return slot * self.budget.macs + line * q + mac
+    def row_of(self, line, group, slot):
+        """Q-block row owned by MAC group `group` of line `line` in its `slot`-th slot (< r).
+
+        Group g of a line is its MACs g*s .. g*s + s - 1; a line holds q/s groups.
+        """
+        per_line = self.budget.macs_per_line // self.split
+        return slot * self.groups + line * per_line + group
 
     def to_dict(self):
         w, b = self.workload, self.budget
@@ -194,10 +316,12 @@ class Plan:
             "format": self.config.format.name,
             "seq_len": w.seq_len, "head_dim": w.head_dim, "heads": w.heads,
             "mac_lines": b.mac_lines, "macs_per_line": b.macs_per_line,
-            "a": self.a, "b": self.b, "rows_per_mac": self.rows_per_mac,
+            "a": self.a, "b": self.b, "split": self.split, "groups": self.groups,
+            "rows_per_mac": self.rows_per_mac,
             "macs_active": self.macs_active, "q_blocks": self.q_blocks,
             "kv_prefetch_depth": self.kv_depth,
             "a_ideal": self.a_ideal, "a_fit": self.a_fit,
+            "a_unsplit": self.a if self.a_unsplit is None else self.a_unsplit,
             "m_elements": self.m_elements,
             "cache_bytes": b.cache_bytes, "cache_used_bytes": self.cache_used_bytes,
             "kv_buffer_bytes": b.kv_buffer_bytes, "kv_buffer_used_bytes": self.kv_buffer_used_bytes,
@@ -207,23 +331,24 @@ class Plan:
             "bound_elements": self.bound_elements,
             "rounding_cost_bytes": self.traffic.bytes - self.traffic_unrounded.bytes,
             "reservation_cost_bytes": self.traffic_unrounded.bytes - self.traffic_ideal.bytes,
+            "split_cost_bytes": self.split_cost_bytes,
+            "mapping": None if self.mapping_choice is None else self.mapping_choice.to_dict(),
         }
         d.update(self.traffic.to_dict())
         return d
 
 
-def make_plan(config):
-    """The AttenIO Plan of `config`; raises ConfigError when not even one row fits."""
+def _fit(config, split):
+    """(K/V staging depth, largest a that fits, r, a rounded to the MAC groups) at s = `split`."""
     w, b = config.workload, config.budget
-    n, d = w.seq_len, w.head_dim
-    m = b.cache_bytes // config.format.element_bytes
-    depth = kv_prefetch_depth(config)
+    d = w.head_dim
+    depth = kv_prefetch_depth(config, split)
     if _cache_bytes(config, 1, depth) > b.cache_bytes:
         raise ConfigError(
             f"a cache of {b.cache_bytes} bytes cannot hold one query row with its accumulators, "
-            f"softmax state and {depth} staged K/V rows at d = {d} "
+            f"softmax state and {depth} staged K/V rows at d = {d}"
+            f"{f' and split {split}' if split > 1 else ''} "
             f"(needs {_cache_bytes(config, 1, depth)} bytes)")
-    a_ideal, _ = attention_optimum(n, d, m)
     # Reservations grow linearly in a, up to rounding of bits to bytes; bisect.
     lo, hi = 1, max(1, b.cache_bytes)
     while lo < hi:
@@ -233,19 +358,36 @@ def make_plan(config):
         else:
             hi = mid - 1
     a_fit = lo
-    macs = b.macs
-    a_cap = min(a_fit, n)
-    if a_cap >= macs:
-        r = ceil(a_cap / macs)
-        if r * macs > a_fit:
-            r = a_cap // macs
-        a = r * macs
-    else:
-        r, a = 1, a_cap
+    groups = b.macs // split
+    a_cap = min(a_fit, w.seq_len)
+    if a_cap >= groups:
+        # up to fill the last slot if it still fits, else down to whole slots
+        r = ceil(a_cap / groups)
+        if r * groups > a_fit:
+            r = a_cap // groups
+        return depth, a_fit, r, r * groups
+    return depth, a_fit, 1, a_cap
+
+
+def make_plan(config, split=None):
+    """The AttenIO Plan of `config` with rows split over `split` MACs.
+
+    `split` defaults to `config.split`, and to 1 when that is None (auto: choosing
+    is `attenio.sim.planner.choose_plan`'s, which needs the cycle model). Raises
+    ConfigError for an impossible split (`split_problem`) or when not even one row fits.
+    """
+    s = split if split is not None else config.split if config.split is not None else 1
+    check_split(config, s)
+    w = config.workload
+    m = config.budget.cache_bytes // config.format.element_bytes
+    depth, a_fit, r, a = _fit(config, s)
+    a_unsplit = a if s == 1 else _fit(config, 1)[3]
+    a_ideal, _ = attention_optimum(w.seq_len, w.head_dim, m)
     plan = Plan(config=config, a=a, b=1, rows_per_mac=r, kv_depth=depth, a_ideal=a_ideal,
                 a_fit=a_fit, reservations=tuple(reservations(config, a, depth)),
                 traffic=attenio_traffic(config, a),
-                traffic_unrounded=attenio_traffic(config, min(a_fit, n)),
-                traffic_ideal=attenio_traffic(config, a_ideal))
-    assert plan.cache_used_bytes <= b.cache_bytes
+                traffic_unrounded=attenio_traffic(config, min(a_fit, w.seq_len)),
+                traffic_ideal=attenio_traffic(config, a_ideal), split=s, a_unsplit=a_unsplit,
+                traffic_unsplit=attenio_traffic(config, a_unsplit))
+    assert plan.cache_used_bytes <= config.budget.cache_bytes
     return plan

@@ -2,7 +2,7 @@ import dataclasses
 
 import pytest
 
-from attenio import Budget, ConfigError, FP16Format, Int8Format, Workload, preset, resolve
+from attenio import Budget, Config, ConfigError, FP16Format, Int8Format, Workload, preset, resolve
 
 
 def test_presets_match_the_design():
@@ -44,6 +44,34 @@ def test_budget_rejects_bad_values():
         Budget(**{**good, "exp_units": 0})
 
 
+@pytest.mark.parametrize("split, message", [
+    (0, "config: split must be a positive integer, not 0"),
+    (True, "config: split must be a positive integer, not True"),
+    ("auto", "config: split must be a positive integer, not 'auto'"),
+    (2.0, "config: split must be a positive integer, not 2.0"),
+])
+def test_config_split_is_a_positive_integer_or_none(split, message):
+    small = preset("small")
+    assert small.split is None and preset("paper").split is None     # the planner chooses
+    assert dataclasses.replace(small, split=4).split == 4
+    with pytest.raises(ConfigError, match=message):
+        Config(workload=small.workload, budget=small.budget, split=split)
+
+
+@pytest.mark.parametrize("table, option, split", [
+    ("", None, None),
+    ("[mapping]\nsplit = 2\n", None, 2),
+    ('[mapping]\nsplit = "auto"\n', None, None),
+    ("[mapping]\nsplit = 2\n", "auto", None),       # the option beats the file
+    ("[mapping]\nsplit = 2\n", 4, 4),
+    ("", 4, 4),
+])
+def test_toml_mapping_table_and_the_split_option(tmp_path, table, option, split):
+    f = tmp_path / "c.toml"
+    f.write_text(table)
+    assert resolve(config_file=f, split=option).split == split
+
+
 def test_toml_then_options_override_the_preset(tmp_path):
     f = tmp_path / "c.toml"
     f.write_text('preset = "paper"\nname = "mine"\n[workload]\nseq_len = 8192\nhead_dim = 128\n'
@@ -70,6 +98,11 @@ def test_toml_format_table(tmp_path):
     ('preset = "huge"\n', "unknown preset 'huge'"),
     ('format = "bf16"\n', "unknown format 'bf16'"),
     ("[workload]\nseq_len = -4\n", "seq_len must be a positive integer, not -4"),
+    ("mapping = 2\n", r"\[mapping\] must be a table"),
+    ("[mapping]\ns = 2\n", r"\[mapping\] has unknown key\(s\) s; expected split"),
+    ("[mapping]\nsplit = 0\n", r'\[mapping\] split must be a positive integer or "auto", not 0'),
+    ('[mapping]\nsplit = "wide"\n',
+     r'\[mapping\] split must be a positive integer or "auto", not \'wide\''),
 ])
 def test_toml_errors_are_clear(tmp_path, text, message):
     f = tmp_path / "c.toml"

@@ -1,4 +1,5 @@
-"""The hardware planner and every baseline's closed form, checked against the executor."""
+"""The Plan (its rounding, mapping and refusals), the planner's choice of the mapping, and
+every baseline's closed form, checked against the executor."""
 
 import dataclasses
 
@@ -9,7 +10,11 @@ from attenio import Budget, Config, ConfigError, FP16Format, Int8Format, Workloa
 from attenio.baselines import all_baselines
 from attenio.executor import (reference_attention, run_attenio, run_flashattention2, run_flat,
                               run_standard)
-from attenio.plan import _cache_bytes, kv_prefetch_depth, make_plan
+from attenio.plan import (Candidate, _cache_bytes, check_split, kv_prefetch_depth, make_plan,
+                          valid_splits)
+from attenio.sim import planner
+from attenio.sim.cyclemodel import simulate
+from attenio.sim.planner import choose_plan
 
 
 def config(n, d, cache_bytes, *, fmt=None, heads=1, macs=(2, 2), kv=64, latency=10, bw=8):
@@ -114,17 +119,203 @@ def test_a_is_capped_by_the_sequence_length():
     assert plan.a == 8 and plan.q_blocks == 1 and plan.rows_per_mac == 2
 
 
-def test_mapping_gives_every_row_one_owner():
-    plan = make_plan(preset("small"))
+@pytest.mark.parametrize("split", [1, 2, 4])
+def test_mapping_gives_every_row_one_owner(split):
+    plan = make_plan(preset("small"), split=split)
     b = plan.budget
-    rows = [plan.row_of(line, mac, slot) for slot in range(plan.rows_per_mac)
-            for line in range(b.mac_lines) for mac in range(b.macs_per_line)]
+    rows = [plan.row_of(line, group, slot) for slot in range(plan.rows_per_mac)
+            for line in range(b.mac_lines) for group in range(b.macs_per_line // split)]
     assert sorted(rows) == list(range(plan.a))
+
+
+def test_row_of_a_split_of_two():
+    # small preset at s = 2: G = 8 groups (2 a line), r = 4: row = slot*8 + line*2 + group
+    plan = make_plan(preset("small"), split=2)
+    assert (plan.groups, plan.rows_per_mac, plan.a) == (8, 4, 32)
+    assert [plan.row_of(0, g, 0) for g in range(2)] == [0, 1]
+    assert [plan.row_of(line, 0, 0) for line in range(4)] == [0, 2, 4, 6]
+    assert plan.row_of(1, 1, 2) == 19 and plan.row_of(3, 1, 3) == 31
+
+
+def paper(d, **workload):
+    c = preset("paper")
+    return dataclasses.replace(c, workload=dataclasses.replace(c.workload, head_dim=d, **workload))
+
+
+@pytest.mark.parametrize("d, expect", [
+    # s: (a_fit, r, a); the deeper K/V staging of a wider split takes a few rows of a_fit
+    (64, {1: (1284, 1, 1284), 2: (1283, 1, 1024), 4: (1282, 2, 1024), 8: (1280, 5, 1280),
+          16: (1276, 9, 1152)}),
+    (128, {1: (661, 1, 661), 2: (660, 1, 660), 4: (660, 1, 512), 8: (659, 2, 512),
+           16: (657, 5, 640)}),
+])
+def test_paper_preset_rounds_a_to_the_groups_of_each_split(d, expect):
+    c = paper(d)
+    assert valid_splits(c) == tuple(expect)
+    for s, (a_fit, r, a) in expect.items():
+        plan = make_plan(c, split=s)
+        assert (plan.split, plan.a_fit, plan.rows_per_mac, plan.a) == (s, a_fit, r, a)
+        assert plan.groups == 2048 // s
+        assert plan.macs_active == min(a, 2048 // s) * s
+        assert plan.a_unsplit == expect[1][2]
+        assert _cache_bytes(c, a_fit, plan.kv_depth) <= c.budget.cache_bytes
+        assert _cache_bytes(c, a_fit + 1, plan.kv_depth) > c.budget.cache_bytes
+
+
+def test_small_preset_rounds_a_to_the_groups_of_each_split():
+    # d = 16, 4x4 MACs, one lane a line: s in {1, 2, 4}; depth 1 + ceil(22 / (16/s));
+    # ~101 bytes a row, so a_fit = 40, 39, 39; G = 16, 8, 4
+    c = preset("small")
+    assert valid_splits(c) == (1, 2, 4)
+    got = {s: make_plan(c, split=s) for s in (1, 2, 4)}
+    assert {s: (p.kv_depth, p.a_fit, p.groups, p.rows_per_mac, p.a, p.macs_active)
+            for s, p in got.items()} == {1: (3, 40, 16, 2, 32, 16), 2: (4, 39, 8, 4, 32, 16),
+                                         4: (7, 39, 4, 9, 36, 16)}
+
+
+def test_a_short_sequence_leaves_groups_idle_unless_split():
+    c = dataclasses.replace(preset("small"), workload=Workload(seq_len=8, head_dim=16))
+    got = {s: make_plan(c, split=s) for s in (1, 2, 4)}
+    assert {s: (p.a, p.rows_per_mac, p.macs_active) for s, p in got.items()} == {
+        1: (8, 1, 8), 2: (8, 1, 16), 4: (8, 2, 16)}
+
+
+def test_what_a_split_costs_in_traffic_against_s_1():
+    # d = 64: s = 2 rounds a to 1024 (64 Q blocks instead of 52); s = 8 keeps 52 blocks
+    c = paper(64)
+    two, eight, one = (make_plan(c, split=s) for s in (2, 8, 1))
+    assert two.traffic_unsplit == one.traffic
+    assert two.split_cost_bytes == 2 * 65536 * 64 * 2 * (64 - 52)     # K and V, fp16
+    assert eight.split_cost_bytes == one.split_cost_bytes == 0
+    d = two.to_dict()
+    assert (d["split"], d["groups"], d["a_unsplit"], d["split_cost_bytes"]) == (
+        2, 1024, 1284, two.split_cost_bytes)
+    assert d["mapping"] is None
+
+
+def test_make_plan_takes_the_split_of_the_config_unless_given():
+    c = dataclasses.replace(preset("small"), split=4)
+    assert make_plan(c).split == 4
+    assert make_plan(c, split=2).split == 2
+    assert make_plan(preset("small")).split == 1
 
 
 def test_prefetch_depth_covers_latency():
     assert kv_prefetch_depth(config(64, 16, 4096, latency=0, bw=16)) == 2
     assert kv_prefetch_depth(config(64, 16, 4096, latency=100, bw=16)) == 1 + -(-(100 + 2) // 16)
+
+
+def test_prefetch_depth_follows_the_split():
+    # paper, d = 64: a 128-byte row arrives 100 + 1 cycles after its request and is
+    # consumed in 64/s cycles: 1 + ceil(101 / (64/s))
+    c = paper(64)
+    assert {s: kv_prefetch_depth(c, s) for s in (1, 2, 4, 8, 16)} == {
+        1: 3, 2: 5, 4: 8, 8: 14, 16: 27}
+    assert all(make_plan(c, split=s).kv_depth == kv_prefetch_depth(c, s) for s in (1, 2, 16))
+
+
+def _small(**budget):
+    c = preset("small")
+    return dataclasses.replace(c, budget=dataclasses.replace(c.budget, **budget))
+
+
+@pytest.mark.parametrize("cfg, split, message", [
+    (preset("small"), 0, "mapping: split must be a positive integer, not 0"),
+    (preset("small"), True, "mapping: split must be a positive integer, not True"),
+    (preset("small"), 3, "mapping: split 3 must divide the head dimension d = 16"),
+    (preset("small"), 8, "mapping: split 8 must divide the 4 MACs of one EXP lane (4 MACs a "
+                         "line over 1 lane(s)), so no MAC group straddles two lanes"),
+    (_small(exp_units=8), 4, "mapping: split 4 must divide the 2 MACs of one EXP lane (4 MACs a "
+                             "line over 2 lane(s)), so no MAC group straddles two lanes"),
+    (_small(exp_units=3), 2, "mapping: split 2: the softmax lanes need exp_units (3) to be a "
+                             "multiple of the MAC lines (4)"),
+    (dataclasses.replace(_small(axi_data_bits=32), format=FP16Format()), 4,
+     "mapping: split 4 feeds 8 bytes of fp16 a cycle, more than one 32-bit AXI beat (4 bytes)"),
+    (paper(64), 32, "mapping: split 32 must divide the 16 MACs of one EXP lane"),
+])
+def test_impossible_splits_are_refused_naming_the_rule(cfg, split, message):
+    refusals = [lambda: check_split(cfg, split), lambda: make_plan(cfg, split=split),
+                lambda: kv_prefetch_depth(cfg, split)]
+    if split is not True and split > 0:     # else the Config refuses it (test_config)
+        refusals.append(lambda: choose_plan(dataclasses.replace(cfg, split=split)))
+        assert split not in valid_splits(cfg)
+    for refuse in refusals:
+        with pytest.raises(ConfigError) as info:
+            refuse()
+        assert str(info.value).startswith(message) and "\n" not in str(info.value)
+
+
+def test_a_lane_budget_the_rtl_refuses_still_plans_unsplit():
+    assert valid_splits(_small(exp_units=3)) == (1,)
+    assert make_plan(_small(exp_units=3)).split == 1
+
+
+# --- the planner ---------------------------------------------------------------------------
+
+def cand(split, cycles):
+    return Candidate(split=split, groups=16 // split, rows_per_mac=1, a=16, macs_active=16,
+                     kv_depth=2, cycles=cycles, pe_util=1.0, spatial_util=1.0, offchip_bytes=1)
+
+
+@pytest.mark.parametrize("cycles, chosen, runner_up", [
+    ({1: 1000, 2: 996, 4: 900}, 4, 2),
+    ({1: 1000, 2: 996}, 1, 2),              # 1000 <= 996 * 1.005: a tie, the smaller s
+    ({1: 1000, 2: 994, 4: 994}, 2, 4),      # 1000 > 994 * 1.005; equal cycles: the smaller s
+    ({1: 1000}, 1, None),
+])
+def test_the_fewest_cycles_win_and_near_ties_go_to_the_smaller_split(cycles, chosen, runner_up):
+    assert planner.TOLERANCE == 0.005
+    assert planner._pick([cand(s, c) for s, c in cycles.items()]) == (chosen, runner_up)
+
+
+def test_choose_plan_models_every_possible_split():
+    c = preset("small")
+    plan = choose_plan(c)
+    choice = plan.mapping_choice
+    assert choice.mode == "auto" and (choice.seq_len, choice.heads) == (256, 1)
+    assert [x.split for x in choice.candidates] == [1, 2, 4]
+    for x in choice.candidates:
+        p = make_plan(c, split=x.split)
+        assert (x.groups, x.rows_per_mac, x.a, x.macs_active, x.kv_depth, x.offchip_bytes) == (
+            p.groups, p.rows_per_mac, p.a, p.macs_active, p.kv_depth, p.traffic.bytes)
+        assert x.cycles == simulate(p).cycles
+    assert (choice.chosen, choice.runner_up) == planner._pick(choice.candidates)
+    assert dataclasses.replace(plan, mapping_choice=None) == make_plan(c, split=choice.chosen)
+    d = plan.to_dict()["mapping"]
+    assert (d["mode"], d["chosen"], d["runner_up"]) == ("auto", choice.chosen, choice.runner_up)
+    assert [x["split"] for x in d["candidates"]] == [1, 2, 4]
+    assert set(d["candidates"][0]) == {"split", "groups", "rows_per_mac", "a", "macs_active",
+                                       "kv_depth", "cycles", "pe_util", "spatial_util",
+                                       "offchip_bytes"}
+
+
+def test_choose_plan_keeps_a_forced_split_and_models_it_alone():
+    plan = choose_plan(dataclasses.replace(preset("small"), split=2), seq_len=64, heads=2)
+    choice = plan.mapping_choice
+    assert (plan.split, choice.mode, choice.chosen, choice.runner_up) == (2, "forced", 2, None)
+    assert (choice.seq_len, choice.heads, len(choice.candidates)) == (64, 2, 1)
+    assert choice.candidates[0].cycles == simulate(plan, seq_len=64, heads=2).cycles
+
+
+def test_choose_plan_reports_progress_once_it_is_slow(monkeypatch):
+    heard = []
+    choose_plan(preset("small"), progress=heard.append)
+    assert heard == []                      # well under a second
+    monkeypatch.setattr(planner, "_QUIET_SECONDS", -1.0)
+    choose_plan(preset("small"), progress=heard.append)
+    assert [m.split(":")[0] for m in heard] == ["mapping 1/3", "mapping 2/3", "mapping 3/3"]
+
+
+# Checked by the cycle model's owner: this needs `simulate(plan)` to honour `plan.split`
+# (issue 15). Until then the model times every candidate as one MAC a row and s = 1 wins;
+# once it does, drop the xfail (strict: the first pass fails the run as a reminder).
+@pytest.mark.xfail(strict=True, reason="the cycle model does not honour Plan.split yet")
+@pytest.mark.parametrize("d", [64, 128])
+def test_on_the_paper_preset_the_choice_fills_the_array(d):
+    plan = choose_plan(paper(d, seq_len=8192))
+    choice = plan.mapping_choice
+    assert plan.split > 1 and plan.macs_active == 2048
+    assert choice.candidate(plan.split).cycles < choice.candidate(1).cycles
 
 
 def test_cache_too_small_for_one_row_is_a_clear_error():

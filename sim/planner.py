@@ -1,0 +1,73 @@
+"""The planner: which mapping of Q rows onto the MACs to build, as the cycle model sees it.
+
+`attenio.plan.make_plan(config, split=s)` gives the Plan of one mapping (s MACs a
+row); which s to build needs the cycle model, so the choice lives here, above it.
+`choose_plan(config)` builds the Plan of every possible s (`attenio.plan.valid_splits`),
+times each with `attenio.sim.cyclemodel.simulate`, and returns the one with the
+fewest cycles, its `mapping_choice` recording every candidate, the choice and the
+runner-up. A wider split shortens a K/V pass (r d / s cycles) and fills MACs that
+a small a leaves idle, but it may round a down (more K/V traffic), and it costs a
+wider feed and an adder chain per group; so within `TOLERANCE` of the fewest
+cycles the smaller s wins.
+"""
+
+import time
+from dataclasses import replace
+
+from attenio.plan import Candidate, MappingChoice, make_plan, valid_splits
+
+from .cyclemodel import simulate
+
+__all__ = ["TOLERANCE", "choose_plan", "candidate_of"]
+
+#: Cycles within this fraction of the fewest count as a tie, which the smaller s wins.
+TOLERANCE = 0.005
+
+#: Seconds after which `choose_plan` reports each candidate it has modelled.
+_QUIET_SECONDS = 1.0
+
+
+def candidate_of(plan, result):
+    """The `Candidate` of `plan` as timed by the cycle model's `result`."""
+    return Candidate(split=plan.split, groups=plan.groups, rows_per_mac=plan.rows_per_mac,
+                     a=plan.a, macs_active=plan.macs_active, kv_depth=plan.kv_depth,
+                     cycles=result.cycles, pe_util=result.pe_util,
+                     spatial_util=result.spatial_util, offchip_bytes=plan.traffic.bytes)
+
+
+def _pick(candidates):
+    """(chosen, runner-up) splits: the fewest cycles, the smaller s on a near-tie."""
+    best = min(c.cycles for c in candidates)
+    chosen = min(c.split for c in candidates if c.cycles <= best * (1 + TOLERANCE))
+    rest = [c for c in candidates if c.split != chosen]
+    runner_up = min(rest, key=lambda c: (c.cycles, c.split)).split if rest else None
+    return chosen, runner_up
+
+
+def choose_plan(config, *, seq_len=None, heads=None, progress=None):
+    """The Plan to build for `config`, its `mapping_choice` filled in.
+
+    `config.split` an int: that mapping (make_plan's errors propagate), modelled
+    once. None: every possible s is modelled at runtime `seq_len` and `heads`
+    (default: the workload's) and the fastest wins. `progress(message)` hears of
+    each candidate once the choice has taken more than a second.
+    """
+    w = config.workload
+    n, h = seq_len or w.seq_len, heads or w.heads
+    splits = (config.split,) if config.split is not None else valid_splits(config)
+    t0 = time.perf_counter()
+    plans, candidates = {}, []
+    for i, s in enumerate(splits, 1):
+        plan = make_plan(config, split=s)
+        c = candidate_of(plan, simulate(plan, seq_len=n, heads=h))
+        plans[s] = plan
+        candidates.append(c)
+        elapsed = time.perf_counter() - t0
+        if progress and elapsed > _QUIET_SECONDS:
+            progress(f"mapping {i}/{len(splits)}: s = {s}, r = {c.rows_per_mac}, a = {c.a}: "
+                     f"{c.cycles} cycles modelled ({elapsed:.1f} s so far)")
+    chosen, runner_up = _pick(candidates)
+    choice = MappingChoice(mode="auto" if config.split is None else "forced", seq_len=n, heads=h,
+                           tolerance=TOLERANCE, candidates=tuple(candidates), chosen=chosen,
+                           runner_up=runner_up)
+    return replace(plans[chosen], mapping_choice=choice)
