@@ -4,6 +4,7 @@ Bad input gets one line on stderr and exit status 2, never a traceback.
 """
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -106,12 +107,16 @@ def _shared_options(p):
     g.add_argument("--axi-width", type=_positive_int, metavar="BITS", help="AXI data width")
     g.add_argument("--format", choices=sorted(FORMATS), help="number format")
     g.add_argument("--name", help="name of the build directory build/<name>/")
+    g.add_argument("--split", type=_split, metavar="S|auto",
+                   help="MACs that share one Q row (a divisor of d; default auto: the mapping "
+                        "the cycle model finds fastest)")
 
 
 def config_from_args(args):
     macs = args.macs or (None, None)
     return resolve(
         preset_name=args.preset, config_file=args.config, format_name=args.format, name=args.name,
+        split=args.split,
         workload={"seq_len": args.seq_len, "head_dim": args.head_dim, "heads": args.heads},
         budget={"mac_lines": macs[0], "macs_per_line": macs[1], "exp_units": args.exp_units,
                 "cache_bytes": args.cache_kib, "kv_buffer_bytes": args.kv_buffer_bytes,
@@ -132,12 +137,30 @@ def _show(args, data, render, paths):
         print(f"\nwrote {', '.join(str(p) for p in paths)}")
 
 
+def _choose(config):
+    """The Plan of `config` with the mapping the planner chooses (`--split` forces it)."""
+    from .sim.planner import choose_plan
+    return choose_plan(config, progress=_progress)
+
+
+def _planned_config(args):
+    """The configuration of the options with its split fixed to the planner's choice, so the
+    floors that make their own Plan from it (gen, sim) build the chosen mapping."""
+    config = config_from_args(args)
+    plan = _choose(config)
+    c = plan.mapping_choice
+    runner = "" if c.runner_up is None else f"; runner-up s = {c.runner_up}"
+    _progress(f"mapping ({c.mode}): s = {plan.split}, r = {plan.rows_per_mac}, a = {plan.a}, "
+              f"{plan.macs_active} of {plan.budget.macs} MACs active, "
+              f"{c.candidate(plan.split).cycles} cycles modelled{runner}")
+    return dataclasses.replace(config, split=plan.split)
+
+
 def cmd_plan(args):
-    from .plan import make_plan
     from .report import plan_json, plan_report
 
     config = config_from_args(args)
-    plan = make_plan(config)
+    plan = _choose(config)
     data = plan_json(plan)
     out = _out_dir(args, config)
     out.mkdir(parents=True, exist_ok=True)
@@ -149,7 +172,7 @@ def cmd_plan(args):
 def cmd_gen(args):
     from .gen.build import generate
 
-    config = config_from_args(args)
+    config = _planned_config(args)
     out = _out_dir(args, config)
     summary = generate(config, out, run_lint=args.lint, log=_progress)
     print(f"wrote {summary['verilog']} ({summary['verilog_bytes']} bytes, converted in "
@@ -168,7 +191,7 @@ def cmd_sim(args):
     from .sim.e2e import E2EOptions, run_e2e
     from .sim.runner import SimulatorMissing
 
-    config = config_from_args(args)
+    config = _planned_config(args)
     out = _out_dir(args, config)
     opts = E2EOptions(simulator=args.simulator, seed=args.seed, inputs=args.inputs,
                       input_kind=args.input_kind, latency=(args.latency_prob, args.latency_max),
@@ -208,11 +231,8 @@ def cmd_compare(args):
     config = config_from_args(args)
     seq_lens = args.seq_lens or [config.workload.seq_len]
     head_dims = args.head_dims or [config.workload.head_dim]
-    q = config.budget.macs_per_line
-    if args.split_rows != "auto" and q % args.split_rows:
-        raise ConfigError(f"--split-rows {args.split_rows} must divide the {q} MACs of a line")
     try:
-        data = compare(config, seq_lens, head_dims, split=args.split_rows)
+        data = compare(config, seq_lens, head_dims)
     except ValueError as exc:       # a model's own argument check, e.g. N beyond the Plan's
         raise ConfigError(str(exc)) from None
     out = Path(args.out) if args.out else Path("build") / config.name / "compare"
@@ -223,7 +243,7 @@ def cmd_compare(args):
 def cmd_synth(args):
     from .gen.synth import TARGETS, render_table, synthesize
 
-    config = config_from_args(args)
+    config = _planned_config(args)
     out = _out_dir(args, config)
     targets = TARGETS if args.target == "all" else (args.target,)
     from concurrent.futures import ThreadPoolExecutor
@@ -317,9 +337,6 @@ def build_parser():
                    help="sequence lengths to compare, e.g. 8K,16K,32K (default: --seq-len)")
     p.add_argument("--head-dims", type=_int_list, metavar="D,D,...",
                    help="head dimensions to compare, e.g. 64,128 (default: --head-dim)")
-    p.add_argument("--split-rows", type=_split, default="auto", metavar="S|auto",
-                   help="MACs per Q row in the split-rows what-if (default: auto, the best "
-                        "divisor of the line length)")
     return parser
 
 

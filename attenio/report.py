@@ -40,6 +40,34 @@ def _traffic_rows(plan, baselines):
     return out
 
 
+def _mapping_lines(plan):
+    """The mapping the planner chose, every candidate it modelled, and what the choice costs."""
+    lines = ["Mapping (each Q row over s MACs)"]
+    choice = plan.mapping_choice
+    if choice is not None:
+        at = f"the cycle model at N = {choice.seq_len}, {choice.heads} head(s)"
+        if choice.mode == "auto":
+            lines.append(f"  chosen s = {choice.chosen}: the fewest cycles of {at} (within "
+                         f"{100 * choice.tolerance:g} % of the fewest, the smaller s)")
+        else:
+            lines.append(f"  forced s = {choice.chosen} (--split, or split in [mapping]); {at}")
+        mark = {choice.chosen: "chosen", choice.runner_up: "runner-up"}
+        lines.append(table(
+            ["s", "r", "a", "groups", "MACs active", "K/V depth", "cycles", "PE time", "spatial",
+             "traffic", ""],
+            [(c.split, c.rows_per_mac, c.a, c.groups, c.macs_active, c.kv_depth, c.cycles,
+              f"{100 * c.pe_util:.1f}%", f"{100 * c.spatial_util:.1f}%",
+              human_bytes(c.offchip_bytes), mark.get(c.split, ""))
+             for c in choice.candidates], [">"] * 10 + ["<"]))
+    if plan.split == 1:
+        lines.append(f"  a = {plan.a} is the a of one MAC a row: the mapping costs no traffic")
+    else:
+        lines.append(f"  a = {plan.a} at s = {plan.split} instead of {plan.a_unsplit} at s = 1 "
+                     f"costs {human_bytes(plan.split_cost_bytes)} of traffic "
+                     f"({plan.traffic.bytes / plan.traffic_unsplit.bytes:.3f}x)")
+    return lines
+
+
 def plan_report(plan, baselines=None):
     baselines = baselines if baselines is not None else all_baselines(plan.config)
     c, w, b = plan.config, plan.workload, plan.budget
@@ -51,7 +79,8 @@ def plan_report(plan, baselines=None):
         "",
         "Tiling",
         f"  Q block a = {plan.a} rows, K/V b = {plan.b} row at a time, {plan.q_blocks} Q blocks per head",
-        f"  {plan.rows_per_mac} row(s) per MAC, {plan.macs_active} of {b.macs} MACs active",
+        f"  s = {plan.split} MAC(s) per row: {plan.groups} groups of {plan.split} MAC(s), "
+        f"{plan.rows_per_mac} row(s) per group, {plan.macs_active} of {b.macs} MACs active",
         f"  a without reservations (M = {plan.m_elements} elements): {plan.a_ideal}; "
         f"largest a that fits the reservations: {plan.a_fit}; rounded for the array: {plan.a}",
         f"  K/V prefetch depth: {plan.kv_depth} rows",
@@ -66,6 +95,8 @@ def plan_report(plan, baselines=None):
         f"  rounding a from {plan.a_fit} to {plan.a} costs "
         f"{human_bytes(plan.traffic.bytes - plan.traffic_unrounded.bytes)} of traffic; "
         f"the reservations cost {human_bytes(plan.traffic_unrounded.bytes - plan.traffic_ideal.bytes)}",
+        "",
+        *_mapping_lines(plan),
         "",
         "Off-chip traffic (ratios to this plan and to the bound N^2 d^2 / M)",
         table(["dataflow", "tiling", "read", "written", "total", "vs AttenIO", "vs bound"],

@@ -6,10 +6,12 @@ config's hardware and returns one JSON-ready dict; `render_text`,
 are always "of AttenIO over X": cycles(X) / cycles(AttenIO), so > 1 means
 AttenIO is faster; traffic ratios are bytes(X) / bytes(AttenIO).
 
-Two what-ifs beyond the paper ride along (model only, see
-`attenio.sim.cyclemodel`): rows split over s MACs (`split`, "auto" picks the
-s of `best_split`), and causal masking with row-granular skipping, next to
-FlashAttention-2 skipping whole K/V blocks.
+AttenIO is the Plan the planner chooses (`attenio.sim.planner.choose_plan`: rows
+split over the s MACs the cycle model finds fastest, or the config's forced
+`split`). Beside it ride the same hardware with one MAC a row (s = 1, what the
+split gains and what its a costs in traffic) and, beyond the paper (model
+only), causal masking with row-granular skipping, next to FlashAttention-2
+skipping whole K/V blocks.
 """
 
 import dataclasses
@@ -20,7 +22,8 @@ from attenio.plan import make_plan
 from attenio.report import human_bytes, table
 
 from .baselinemodel import BASELINE_ORDER, simulate_baseline
-from .cyclemodel import RtlParams, best_split, simulate
+from .cyclemodel import RtlParams, simulate
+from .planner import choose_plan
 
 __all__ = ["compare", "render_text", "render_markdown", "write_plots", "write_all",
            "METRICS", "TITLES"]
@@ -29,7 +32,7 @@ TITLES = {"attenio": "AttenIO", "standard": "Standard", "flat": "FLAT",
           "flashattention2": "FA-2", "flashattention2_fair": "FA-2 fair"}
 # one colour per dataflow in every plot
 _COLORS = {"AttenIO": "black", "Standard": "tab:blue", "FLAT": "tab:orange", "FA-2": "tab:green",
-           "FA-2 fair": "tab:red", "AttenIO split": "tab:purple", "AttenIO causal": "tab:brown"}
+           "FA-2 fair": "tab:red", "AttenIO s = 1": "tab:purple", "AttenIO causal": "tab:brown"}
 METRICS = ("cycles", "pe_util", "spatial_util", "mac_efficiency", "exp_util", "stall_fraction",
            "offchip_bytes")
 
@@ -52,23 +55,35 @@ def _entry(res, nbytes, ours=None):
     return e
 
 
-def compare_one(config, *, split="auto", params=None):
-    """One (N, d): AttenIO, its split and causal variants, every baseline."""
-    plan = make_plan(config)
-    res = simulate(plan, params=params)
-    assert res.bytes_read == plan.traffic.read_bytes and res.bytes_written == plan.traffic.write_bytes
-    ours = _entry(res, plan.traffic.bytes)
-    ours.update(a=plan.a, rows_per_mac=plan.rows_per_mac, q_blocks=plan.q_blocks,
-                kv_depth=plan.kv_depth)
-    if split == "auto":
-        s, sres = best_split(plan, params=params)
-    else:
-        s, sres = split, simulate(plan, split=split, params=params)
-    split_e = _entry(sres, sres.bytes_read + sres.bytes_written)
-    split_e.update(s=s, rows_per_mac=sres.mapping.rows_per_mac, gain=res.cycles / sres.cycles)
-    cres = simulate(plan, causal=True, params=params)
-    causal_e = _entry(cres, cres.bytes_read + cres.bytes_written)
-    causal_e.update(gain=res.cycles / cres.cycles,
+def _mapping(plan):
+    return {"split": plan.split, "rows_per_mac": plan.rows_per_mac, "a": plan.a,
+            "groups": plan.groups, "macs_active": plan.macs_active, "q_blocks": plan.q_blocks,
+            "kv_depth": plan.kv_depth}
+
+
+def _timed(plan, **kw):
+    res = simulate(plan, **kw)
+    if not kw.get("causal"):
+        assert (res.bytes_read, res.bytes_written) == (plan.traffic.read_bytes,
+                                                       plan.traffic.write_bytes)
+    e = _entry(res, res.bytes_read + res.bytes_written)
+    e.update(_mapping(plan))
+    return e
+
+
+def compare_one(config):
+    """One (N, d): AttenIO as planned, the same array at s = 1, causal AttenIO, the baselines."""
+    plan = choose_plan(config)
+    ours = _timed(plan)
+    choice = plan.mapping_choice
+    ours.update(mapping_mode=choice.mode, runner_up=choice.runner_up,
+                split_cost_bytes=plan.split_cost_bytes)
+    # s = 1 against the chosen plan: speedup > 1 is what the split gains
+    unsplit = ours if plan.split == 1 else _timed(make_plan(config, split=1))
+    unsplit = dict(unsplit, speedup=unsplit["cycles"] / ours["cycles"],
+                   traffic_ratio=unsplit["offchip_bytes"] / ours["offchip_bytes"])
+    causal_e = _timed(plan, causal=True)
+    causal_e.update(gain=ours["cycles"] / causal_e["cycles"],
                     traffic_ratio=causal_e["offchip_bytes"] / ours["offchip_bytes"])
     bls = all_baselines(config)
     baselines = {}
@@ -81,17 +96,17 @@ def compare_one(config, *, split="auto", params=None):
     fc = simulate_baseline(config, bls["flashattention2"], causal=True)
     causal_e["fa2_causal_cycles"] = fc.cycles
     causal_e["fa2_causal_bytes"] = fc.bytes_read + fc.bytes_written
-    causal_e["speedup_over_fa2_causal"] = fc.cycles / cres.cycles
+    causal_e["speedup_over_fa2_causal"] = fc.cycles / causal_e["cycles"]
     return {"seq_len": config.workload.seq_len, "head_dim": config.workload.head_dim,
-            "attenio": ours, "attenio_split": split_e, "attenio_causal": causal_e,
+            "attenio": ours, "attenio_unsplit": unsplit, "attenio_causal": causal_e,
+            "mapping": choice.to_dict(), "rtl_params": dataclasses.asdict(RtlParams.of(plan)),
             "baselines": baselines}
 
 
-def compare(config, seq_lens, head_dims, *, split="auto", params=None):
+def compare(config, seq_lens, head_dims):
     """The whole comparison as one JSON-ready dict (with its own wall time)."""
     t0 = time.perf_counter()
-    rows = [compare_one(_with(config, n, d), split=split, params=params)
-            for d in head_dims for n in seq_lens]
+    rows = [compare_one(_with(config, n, d)) for d in head_dims for n in seq_lens]
     b = config.budget
     return {
         "name": config.name, "format": config.format.name, "heads": config.workload.heads,
@@ -100,10 +115,8 @@ def compare(config, seq_lens, head_dims, *, split="auto", params=None):
                      "kv_buffer_bytes": b.kv_buffer_bytes, "bw_bytes_per_cycle": b.bw_bytes_per_cycle,
                      "latency_cycles": b.latency_cycles, "clock_mhz": b.clock_mhz,
                      "axi_data_bits": b.axi_data_bits},
-        # the latencies of the RTL generated for the config (per (N, d) they differ only
-        # in the line skew, which the array fixes)
-        "rtl_params": dataclasses.asdict(params or RtlParams.of(make_plan(config))),
-        "seq_lens": list(seq_lens), "head_dims": list(head_dims), "split": split,
+        "seq_lens": list(seq_lens), "head_dims": list(head_dims),
+        "split": "auto" if config.split is None else config.split,
         "definitions": {
             "speedup": "cycles(X) / cycles(AttenIO): > 1 means AttenIO is faster",
             "traffic_ratio": "off-chip bytes(X) / off-chip bytes(AttenIO)",
@@ -112,7 +125,8 @@ def compare(config, seq_lens, head_dims, *, split="auto", params=None):
             "mac_efficiency": "useful MAC operations / (P x cycles) = pe_util x spatial_util",
             "exp_util": "cycles the softmax lanes are busy / cycles",
             "stall_fraction": "cycles waiting for memory with nothing computing / cycles",
-            "gain": "cycles(AttenIO) / cycles(variant)",
+            "gain": "cycles(AttenIO) / cycles(causal AttenIO)",
+            "s, r, a": "MACs per Q row, Q rows per group of s MACs, Q block rows",
         },
         "rows": rows,
         "wall_seconds": time.perf_counter() - t0,
@@ -139,18 +153,24 @@ def _tables(data):
             continue
         out.append((f"d = {d}: speedup of AttenIO over each baseline (cycles(X) / cycles(AttenIO)) "
                     f"and traffic ratio (bytes(X) / bytes(AttenIO))",
-                    ["N", "a", "AttenIO Mcycles", "AttenIO traffic"]
+                    ["N", "s", "r", "a", "AttenIO Mcycles", "AttenIO traffic"]
                     + [f"{TITLES[n]} speedup" for n in names]
                     + [f"{TITLES[n]} traffic" for n in names],
-                    [[r["seq_len"], r["attenio"]["a"], _m(r["attenio"]["cycles"]),
+                    [[r["seq_len"], r["attenio"]["split"], r["attenio"]["rows_per_mac"],
+                      r["attenio"]["a"], _m(r["attenio"]["cycles"]),
                       human_bytes(r["attenio"]["offchip_bytes"])]
                      + [f"{r['baselines'][n]['speedup']:.2f}x" for n in names]
                      + [f"{r['baselines'][n]['traffic_ratio']:.2f}x" for n in names]
                      for r in rows]))
         util = []
         for r in rows:
-            for key, e in [("attenio", r["attenio"])] + [(n, r["baselines"][n]) for n in names]:
-                util.append([r["seq_len"], TITLES[key], _m(e["cycles"]),
+            ours = r["attenio"]
+            every = [(f"AttenIO s={ours['split']} r={ours['rows_per_mac']}", ours)]
+            if ours["split"] != 1:
+                every.append(("AttenIO s=1", r["attenio_unsplit"]))
+            every += [(TITLES[n], r["baselines"][n]) for n in names]
+            for title, e in every:
+                util.append([r["seq_len"], title, _m(e["cycles"]),
                              f"{e.get('speedup', 1.0):.2f}x", f"{e.get('traffic_ratio', 1.0):.2f}x",
                              _pct(e["pe_util"]), _pct(e["spatial_util"]), _pct(e["mac_efficiency"]),
                              _pct(e["exp_util"]), _pct(e["stall_fraction"])])
@@ -159,18 +179,22 @@ def _tables(data):
                      "MAC eff", "EXP", "stall"], util))
         ext = []
         for r in rows:
-            s, c = r["attenio_split"], r["attenio_causal"]
-            fa2 = r["baselines"]["flashattention2"]
-            ext.append([r["seq_len"], _m(r["attenio"]["cycles"]), _pct(r["attenio"]["spatial_util"]),
-                        s["s"], _m(s["cycles"]), f"{s['gain']:.2f}x", _pct(s["spatial_util"]),
-                        f"{fa2['cycles'] / s['cycles']:.2f}x",
+            ours, one, c = r["attenio"], r["attenio_unsplit"], r["attenio_causal"]
+            ext.append([r["seq_len"], f"{ours['split']} ({r['mapping']['mode']})",
+                        ours["rows_per_mac"], ours["a"], f"{ours['macs_active']}",
+                        "-" if ours["runner_up"] is None else ours["runner_up"],
+                        _pct(ours["spatial_util"]), one["a"], _m(one["cycles"]),
+                        _pct(one["spatial_util"]), f"{one['speedup']:.2f}x",
+                        human_bytes(ours["split_cost_bytes"]),
                         _m(c["cycles"]), f"{c['gain']:.2f}x", f"{c['traffic_ratio']:.2f}",
                         f"{c['speedup_over_fa2_causal']:.2f}x"])
-        out.append((f"d = {d}: beyond the paper, rows split over s MACs and causal row skipping "
-                    f"(gain = cycles(AttenIO) / cycles(variant))",
-                    ["N", "plain Mcycles", "plain spatial", "s", "split Mcycles", "split gain",
-                     "split spatial", "split vs FA-2", "causal Mcycles", "causal gain",
-                     "causal traffic", "causal vs FA-2 causal"], ext))
+        out.append((f"d = {d}: the mapping (rows split over s MACs) against s = 1 (split gain = "
+                    f"cycles(s = 1) / cycles(AttenIO)), and beyond the paper, causal row "
+                    f"skipping (gain = cycles(AttenIO) / cycles(causal))",
+                    ["N", "s", "r", "a", "MACs active", "runner-up s", "spatial", "s=1 a",
+                     "s=1 Mcycles", "s=1 spatial", "split gain", "split traffic cost",
+                     "causal Mcycles", "causal gain", "causal traffic", "causal vs FA-2 causal"],
+                    ext))
     return out
 
 
@@ -244,7 +268,7 @@ def write_plots(data, out):
 
     figure("speedup.png", "cycles(X) / cycles(AttenIO)", [
         ("AttenIO speedup", [(TITLES[n], lambda r, n=n: r["baselines"][n]["speedup"]) for n in names]
-         + [("AttenIO split (vs plain)", lambda r: 1 / r["attenio_split"]["gain"]),
+         + [("AttenIO s = 1", lambda r: r["attenio_unsplit"]["speedup"]),
             ("AttenIO causal (vs plain)", lambda r: 1 / r["attenio_causal"]["gain"])])])
     figure("traffic.png", "bytes(X) / bytes(AttenIO)", [
         ("off-chip traffic", [(TITLES[n], lambda r, n=n: r["baselines"][n]["traffic_ratio"])
@@ -252,7 +276,7 @@ def write_plots(data, out):
          + [("AttenIO causal", lambda r: r["attenio_causal"]["traffic_ratio"])])])
     every = [("AttenIO", lambda r, k=None: r["attenio"])] + \
         [(TITLES[n], lambda r, n=n: r["baselines"][n]) for n in names] + \
-        [("AttenIO split", lambda r: r["attenio_split"])]
+        [("AttenIO s = 1", lambda r: r["attenio_unsplit"])]
     figure("utilization.png", "fraction", [
         (label, [(name, lambda r, get=get, key=key: get(r)[key]) for name, get in every])
         for label, key in (("PE time utilization", "pe_util"),

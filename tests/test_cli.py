@@ -40,6 +40,41 @@ def test_plan_table_names_every_dataflow(capsys, tmp_path):
         assert word in out
 
 
+def test_plan_json_carries_the_mapping_choice(capsys, tmp_path):
+    assert main(["plan", "--preset", "small", "--json", "-o", str(tmp_path)]) == 0
+    plan = json.loads(capsys.readouterr().out)["plan"]
+    m = plan["mapping"]
+    assert (m["mode"], m["seq_len"], m["heads"], m["tolerance"]) == ("auto", 256, 1, 0.005)
+    assert [c["split"] for c in m["candidates"]] == [1, 2, 4]
+    assert [(c["rows_per_mac"], c["a"], c["groups"]) for c in m["candidates"]] == [
+        (2, 32, 16), (4, 32, 8), (9, 36, 4)]
+    assert m["chosen"] == plan["split"] and m["runner_up"] in {1, 2, 4} - {m["chosen"]}
+    assert {"cycles", "pe_util", "spatial_util", "offchip_bytes", "macs_active"} <= set(
+        m["candidates"][0])
+    assert plan["split_cost_bytes"] == plan["offchip_bytes"] - m["candidates"][0]["offchip_bytes"]
+    assert json.loads((tmp_path / "plan.json").read_text())["plan"] == plan
+
+
+def test_plan_split_2_is_forced(capsys, tmp_path):
+    assert main(["plan", "--preset", "small", "--split", "2", "--json", "-o", str(tmp_path)]) == 0
+    plan = json.loads(capsys.readouterr().out)["plan"]
+    assert (plan["split"], plan["groups"], plan["rows_per_mac"], plan["a"], plan["macs_active"],
+            plan["kv_prefetch_depth"]) == (2, 8, 4, 32, 16, 4)
+    m = plan["mapping"]
+    assert (m["mode"], m["chosen"], m["runner_up"], len(m["candidates"])) == ("forced", 2, None, 1)
+
+
+def test_plan_table_shows_the_mapping(capsys, tmp_path):
+    assert main(["plan", "--preset", "small", "--split", "4", "-o", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "s = 4 MAC(s) per row: 4 groups of 4 MAC(s), 9 row(s) per group, 16 of 16 MACs" in out
+    assert "forced s = 4" in out and "a = 36 at s = 4 instead of 32 at s = 1 costs" in out
+    assert main(["plan", "--preset", "small", "-o", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "the fewest cycles of the cycle model at N = 256" in out
+    assert "chosen" in out and "runner-up" in out
+
+
 def test_options_override_preset_and_config(capsys, tmp_path):
     f = tmp_path / "c.toml"
     f.write_text('preset = "paper"\n[workload]\nseq_len = 8192\n')
@@ -63,8 +98,19 @@ def test_options_override_preset_and_config(capsys, tmp_path):
     ("compare", ["--seq-lens", "64,,128"], "is not a comma-separated list"),
     ("compare", ["--seq-lens", "0"], "'0' is not a positive integer"),
     ("compare", ["--head-dims", "x"], "argument --head-dims"),
-    ("compare", ["--split-rows", "wide"], "neither 'auto' nor an integer"),
-    ("compare", ["--split-rows", "3"], "--split-rows 3 must divide the 4 MACs of a line"),
+    ("plan", ["--split", "wide"], "argument --split: 'wide' is neither 'auto' nor an integer"),
+    ("plan", ["--split", "0"], "argument --split: '0' is not a positive integer"),
+    ("plan", ["--split", "3"], "attenio plan: error: mapping: split 3 must divide the head "
+                               "dimension d = 16"),
+    ("plan", ["--split", "8"], "mapping: split 8 must divide the 4 MACs of one EXP lane"),
+    ("plan", ["--split", "4", "--format", "fp16", "--axi-width", "32"],
+     "mapping: split 4 feeds 8 bytes of fp16 a cycle, more than one 32-bit AXI beat"),
+    ("gen", ["--split", "3"], "attenio gen: error: mapping: split 3 must divide"),
+    ("sim", ["--split", "3"], "attenio sim: error: mapping: split 3 must divide"),
+    ("synth", ["--split", "3"], "attenio synth: error: mapping: split 3 must divide"),
+    ("compare", ["--split", "3"], "attenio compare: error: mapping: split 3 must divide"),
+    ("compare", ["--macs", "4x8", "--head-dims", "16,12", "--split", "8"],
+     "mapping: split 8 must divide the head dimension d = 12"),
     ("compare", ["--head-dims", "4096"], "cannot hold one query row"),
     ("compare", ["--preset", "huge"], "invalid choice: 'huge'"),
 ])

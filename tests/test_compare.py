@@ -32,7 +32,15 @@ def test_compare_json_contract_and_files(capsys, tmp_path):
             assert ENTRY_KEYS | {"speedup", "traffic_ratio", "tiling"} <= set(b)
             assert b["speedup"] == pytest.approx(b["cycles"] / ours["cycles"])
             assert b["traffic_ratio"] == pytest.approx(b["offchip_bytes"] / ours["offchip_bytes"])
-        assert {"s", "gain", "cycles"} <= set(row["attenio_split"])
+        assert {"split", "rows_per_mac", "a", "groups", "macs_active", "runner_up",
+                "split_cost_bytes"} <= set(ours)
+        m = row["mapping"]
+        assert m["mode"] == "auto" and m["chosen"] == ours["split"]
+        assert next(c for c in m["candidates"] if c["split"] == ours["split"])["cycles"] == \
+            ours["cycles"]
+        one = row["attenio_unsplit"]
+        assert one["split"] == 1 and one["speedup"] == pytest.approx(one["cycles"] / ours["cycles"])
+        assert ours["split_cost_bytes"] == ours["offchip_bytes"] - one["offchip_bytes"]
         causal = row["attenio_causal"]
         assert causal["offchip_bytes"] < ours["offchip_bytes"] or row["seq_len"] <= ours["a"]
         # one Q block (N <= a): row-granular causal masking skips nothing
@@ -43,16 +51,19 @@ def test_compare_json_contract_and_files(capsys, tmp_path):
 
 def test_compare_paper_preset_tables(capsys, tmp_path):
     rc = main(["compare", "--preset", "paper", "--seq-lens", "8K,16K", "--head-dims", "64,128",
-               "--split-rows", "2", "-o", str(tmp_path)])
+               "--split", "2", "-o", str(tmp_path)])
     assert rc == 0
     out = capsys.readouterr().out
     for word in ("d = 64", "d = 128", "utilization per dataflow", "FLAT", "FA-2 fair",
-                 "rows split over s MACs", "causal", "modelled 4 configurations"):
+                 "AttenIO s=2 r=1", "AttenIO s=1", "rows split over s MACs", "causal",
+                 "modelled 4 configurations"):
         assert word in out
     data = json.loads((tmp_path / "compare.json").read_text())
-    assert {r["attenio_split"]["s"] for r in data["rows"]} == {2}
-    d128 = [r for r in data["rows"] if r["head_dim"] == 128]
-    assert all(r["attenio_split"]["gain"] > 1.9 for r in d128)
+    assert data["split"] == 2
+    # d = 64: a = 1024 at s = 2 against 1284 at s = 1; d = 128: 660 against 661
+    assert {(r["head_dim"], r["attenio"]["split"], r["attenio"]["a"], r["attenio_unsplit"]["a"])
+            for r in data["rows"]} == {(64, 2, 1024, 1284), (128, 2, 660, 661)}
+    assert all(r["mapping"]["mode"] == "forced" for r in data["rows"])
 
 
 def test_compare_default_directory_is_build_name_compare(tmp_path, monkeypatch):
