@@ -7,7 +7,7 @@ and are parameterized by these objects; this module stays pure Python so that th
 I/O analysis can use it without importing Amaranth.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from math import ceil, log, log2, sqrt
 
 from . import validate
@@ -60,6 +60,12 @@ class Int8Format:
     recip_seed_bits    index bits of the reciprocal seed table
     recip_iters        Newton iterations after the seed
     recip_frac         fractional bits of the reciprocal (and of its mantissa)
+
+    The O accumulators are not configurable: `datapath` derives their width,
+    1 + 7 + bits(N) + p_frac, so that every alpha*O + P*V is exact for |O| <= 128 N,
+    and the int8 RTL and its golden model use exactly that width. A narrower O would
+    need saturation and rounding semantics, which neither has; ``o_acc_bits`` is
+    accepted only to refuse it with that reason (FP16Format has a real one).
     """
 
     name: str = field(default="int8", init=False)
@@ -74,8 +80,14 @@ class Int8Format:
     recip_seed_bits: int = 8
     recip_iters: int = 2
     recip_frac: int = 24
+    o_acc_bits: InitVar[None] = None
 
-    def __post_init__(self):
+    def __post_init__(self, o_acc_bits):
+        if o_acc_bits is not None:
+            raise ConfigError(
+                f"int8 format: o_acc_bits = {o_acc_bits!r} cannot be configured: the O "
+                f"accumulators are derived, 1 + 7 + bits(N) + p_frac bits (exact), and the int8 "
+                f"RTL and golden model have no saturation or rounding for a narrower O")
         for name, low in (("c_int", 0), ("c_frac", 1), ("x_frac", 1), ("p_frac", 2),
                           ("exp_lut_bits", 1), ("exp_guard", 1), ("recip_seed_bits", 1),
                           ("recip_iters", 0), ("recip_frac", 4)):
@@ -151,21 +163,36 @@ class Int8Format:
 
 @dataclass(frozen=True)
 class FP16Format:
-    """fp16 storage with fp32 scores and accumulators (the paper's evaluation).
+    """fp16 storage with fp32 scores, running max and sum; P and alpha in fp16.
 
     Analysis only: the planner and the cycle model use its widths; there are no
     hardware builders for it yet.
+
+    o_acc_bits         width of the O accumulators, 32 (fp32, the default) or 16
+                       (fp16). 32 because O = alpha*O + P*V_j is accumulated over
+                       every K/V row: in fp16 each update rounds to 11 significant
+                       bits, so over thousands of rows the small P*V_j terms are
+                       lost against a large O. 16 is the paper's accounting, which
+                       counts every on-chip value at the stored precision (its
+                       a = 1985 at d = 64, 1007 at d = 128 in 512 KB); it buys a
+                       larger Q block at the accuracy measured in docs/accuracy.md.
     """
 
     name: str = field(default="fp16", init=False)
     element_bits: int = field(default=16, init=False)
+    o_acc_bits: int = 32
+
+    def __post_init__(self):
+        validate.integer("fp16 format", "o_acc_bits", self.o_acc_bits, error=ConfigError)
+        validate.one_of("fp16 format", "o_acc_bits", self.o_acc_bits, (16, 32), error=ConfigError)
 
     @property
     def element_bytes(self):
         return self.element_bits // 8
 
     def datapath(self, *, max_seq_len, head_dim):
-        return DatapathWidths(element=16, score=32, m=32, l=32, p=16, alpha=16, o_acc=32)
+        return DatapathWidths(element=16, score=32, m=32, l=32, p=16, alpha=16,
+                              o_acc=self.o_acc_bits)
 
 
 FORMATS = {"int8": Int8Format, "fp16": FP16Format}
