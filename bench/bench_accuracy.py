@@ -1,4 +1,4 @@
-"""Accuracy of the int8 format against float64; writes docs/accuracy.md.
+"""Accuracy of int8 and of fp16's O accumulators against float64; writes docs/accuracy.md.
 
 Measures, on Gaussian inputs and the adversarial ones of
 `attenio.sim.golden.make_inputs`, the fraction of int8 outputs equal to
@@ -9,10 +9,16 @@ hardest inputs; for the small preset's narrower format at its own N. Then the
 errors of the exp2 table and of the reciprocal alone, and the golden model's wall
 time. Rows are independent, so the larger cases sample query rows against all N keys.
 
+For the fp16 format it measures what its O accumulator width costs: a float model of
+the dataflow at the format's widths, O kept in fp32 (the default) or fp16 (the
+paper's accounting), against float64 at N = 1024, 4096, 16384, beside what the
+narrower O buys in the plan of the paper preset.
+
 A full run renders docs/accuracy.md: the error analysis behind the defaults, its
 bounds computed from the format, and every figure it quotes measured here. Seeds
 are fixed, so an unchanged arithmetic renders the same file. `--quick` measures
 smaller samples (N <= 1024) and writes no document unless `--doc` names one.
+`--fp16-o` measures only the fp16 part (seconds) and rewrites only its section.
 Exit status 1 if the default format or the small preset's misses the target
 (>= 99% exact, never more than 1 LSB off).
 """
@@ -29,10 +35,11 @@ from pathlib import Path
 import numpy as np
 from amaranth.hdl import Signal, signed, unsigned
 
-from attenio import Int8Format
+from attenio import FP16Format, Int8Format
 from attenio.config import preset
 from attenio.hdl.formats import Int8Arith
 from attenio.hdl.formats.dsp import pieces
+from attenio.plan import make_plan
 from attenio.sim import golden as G
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,6 +64,9 @@ class Sizes:
     sweep_rows: int
     sweep_seeds: tuple      # seeds of the dominant inputs, whose row samples differ most
     preset_seeds: tuple
+    fp16_ns: tuple          # N of the fp16 O-accumulator table
+    fp16_ds: tuple
+    fp16_rows: int          # query rows sampled per fp16 case
 
     def rows_for(self, kind, n):
         if n <= 256:
@@ -68,9 +78,11 @@ class Sizes:
 
 FULL = Sizes(ns=(256, 4096, N_MAX), ds=(64, 128), rows_cap=512, ascending_rows=128,
              sweep_n=N_MAX, sweep_rows=256, sweep_seeds=(SEED, SEED + 1, SEED + 2),
-             preset_seeds=(1, 2, 3))
+             preset_seeds=(1, 2, 3), fp16_ns=(1024, 4096, N_MAX), fp16_ds=(64, 128),
+             fp16_rows=512)
 QUICK = Sizes(ns=(256, 1024), ds=(64,), rows_cap=64, ascending_rows=32, sweep_n=1024,
-              sweep_rows=64, sweep_seeds=(SEED,), preset_seeds=(1,))
+              sweep_rows=64, sweep_seeds=(SEED,), preset_seeds=(1,), fp16_ns=(1024,),
+              fp16_ds=(64,), fp16_rows=64)
 
 # Cheaper formats for the cost/accuracy trade-off, one field changed each.
 LUT_MORE = f"exp_lut_bits={Int8Format().exp_lut_bits + 1}"
@@ -245,6 +257,187 @@ def golden_wall_time():
                 scale_v=x["scale_v"])
     print(f"golden model, full head N=4096 d=64 (4096 x 4096 scores): {t1 - t0:.2f} s "
           f"(float64 reference {time.perf_counter() - t1:.2f} s)")
+
+
+# -- fp16: the width of the O accumulators -------------------------------------------------
+
+FLOATS = {16: np.float16, 32: np.float32}
+# name: (standard deviation of Q and K, mean of V, what the inputs are for)
+FP16_INPUTS = {
+    "gaussian": (1.0, 0.0, "Q, K, V ~ N(0, 1): scores with standard deviation 1"),
+    "peaky": (2.0, 0.0, "Q, K ~ N(0, 4): scores with standard deviation 4, so that a few "
+                        "keys carry most of the weight"),
+    "offset_v": (1.0, 1.0, "as gaussian, but V ~ N(1, 1): every P*V_j adds with the same "
+                           "sign, so O grows with l and its rounding errors do not cancel"),
+}
+
+
+def fp16_inputs(kind, n, d, rows, seed=SEED):
+    """`rows` query rows against `n` keys, drawn from `seed` and stored in fp16."""
+    qk_sd, v_mean, _ = FP16_INPUTS[kind]
+    rng = np.random.default_rng(seed)
+    q = rng.normal(0.0, qk_sd, (rows, d)).astype(np.float16)
+    k = rng.normal(0.0, qk_sd, (n, d)).astype(np.float16)
+    v = rng.normal(v_mean, 1.0, (n, d)).astype(np.float16)
+    return q, k, v
+
+
+def fp16_attention(q, k, v, fmt):
+    """The AttenIO dataflow (b = 1) in floating point at the widths of `fmt` (an FP16Format).
+
+    Scores, m and l in the score width, P and alpha rounded to theirs, and
+    O_i = alpha*O_i + P*V_j computed in fp32 and rounded to the O accumulator's
+    width after every K/V row; then O / l in fp32, not rounded to the output's
+    fp16, so that the error is the arithmetic's. Vectorized over the query rows; the
+    softmax state does not depend on O's width, so it is computed for all rows first.
+    """
+    n, d = k.shape
+    w = fmt.datapath(max_seq_len=n, head_dim=d)
+    fs, fp, fa, fo = (FLOATS[b] for b in (w.score, w.p, w.alpha, w.o_acc))
+    s = (q.astype(fs) @ k.astype(fs).T) * fs(1 / math.sqrt(d))
+    m = np.maximum.accumulate(s, axis=1)
+    m_old = np.concatenate([np.full((len(q), 1), -np.inf, fs), m[:, :-1]], axis=1)
+    p = np.ascontiguousarray(np.exp(s - m).astype(fp).astype(np.float32).T)      # row j: P_j
+    alpha = np.ascontiguousarray(np.exp(m_old - m).astype(fa).astype(np.float32).T)
+    v32 = v.astype(np.float32)
+    l = np.zeros(len(q), fs)
+    o = np.zeros((len(q), d), fo)
+    for j in range(n):
+        l = (alpha[j] * l + p[j]).astype(fs)
+        o = (alpha[j][:, None] * o.astype(np.float32) + p[j][:, None] * v32[j]).astype(fo)
+    return o.astype(np.float32) / l[:, None].astype(np.float32)
+
+
+def float_reference(q, k, v):
+    """Softmax attention in float64 on the same (fp16) inputs."""
+    q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    s = q @ k.T / math.sqrt(k.shape[1])
+    e = np.exp(s - s.max(axis=1, keepdims=True))
+    return (e @ v) / e.sum(axis=1, keepdims=True)
+
+
+def float_errors(out, ref):
+    """Relative L2 error over all outputs and the largest absolute error."""
+    err = out.astype(np.float64) - ref
+    return float(np.linalg.norm(err) / np.linalg.norm(ref)), float(np.max(np.abs(err)))
+
+
+def fp16_o_table(sizes):
+    """fp32 against fp16 O accumulators; the error of storing the exact result in fp16 beside."""
+    widths = (32, 16)
+    print(f"fp16 format, O accumulated in {' and '.join(map(str, widths))} bits (seed {SEED}, "
+          f"{sizes.fp16_rows} query rows):")
+    rows, res = [], {}
+    for n in sizes.fp16_ns:
+        for d in sizes.fp16_ds:
+            for kind in FP16_INPUTS:
+                q, k, v = fp16_inputs(kind, n, d, sizes.fp16_rows)
+                ref = float_reference(q, k, v)
+                t0 = time.perf_counter()
+                errs = {b: float_errors(fp16_attention(q, k, v, FP16Format(o_acc_bits=b)), ref)
+                        for b in widths}
+                floor = float_errors(ref.astype(np.float16), ref)
+                res[kind, n, d] = {"floor": floor, **errs}
+                rows.append((kind, n, d, *(f"{errs[b][0]:.2e}" for b in widths), f"{floor[0]:.2e}",
+                             *(f"{errs[b][1]:.2e}" for b in widths), f"{floor[1]:.2e}"))
+                print(f"  {kind:8s} N={n:5d} d={d:3d}: relative L2 "
+                      + ", ".join(f"O{b} {errs[b][0]:.2e}" for b in widths)
+                      + f" (fp16 output {floor[0]:.2e}); max abs "
+                      + ", ".join(f"O{b} {errs[b][1]:.2e}" for b in widths)
+                      + f" (fp16 output {floor[1]:.2e}) ({time.perf_counter() - t0:.1f} s)",
+                      flush=True)
+    head = ("input", "N", "d", *(f"rel. L2, O {b}-bit" for b in widths), "rel. L2, fp16 output",
+            *(f"max abs, O {b}-bit" for b in widths), "max abs, fp16 output")
+    return table(head, rows), res
+
+
+def fp16_plan_table():
+    """What the narrower O buys on the paper preset: the Q block and the off-chip traffic."""
+    base = preset("paper")
+    rows, res = [], {}
+    for d in (64, 128):
+        for bits in (32, 16):
+            cfg = dataclasses.replace(base, workload=dataclasses.replace(base.workload, head_dim=d),
+                                      format=FP16Format(o_acc_bits=bits))
+            plan = make_plan(cfg)
+            res[d, bits] = plan
+            rows.append((d, bits, plan.a_ideal, plan.a_fit, plan.a,
+                         f"{plan.traffic.bytes / 2**30:.3f}",
+                         f"{plan.traffic.bytes / res[d, 32].traffic.bytes:.3f}"))
+    head = ("d", "O bits", "a (paper's count)", "a_fit", "a", "off-chip GiB", "traffic vs O 32-bit")
+    print(table(head, rows))
+    return table(head, rows), res
+
+
+FP16_TEMPLATE = """\
+# The fp16 format: the width of the O accumulators
+
+Generated by `bench/bench_accuracy.py` (`make bench`, or `--fp16-o` for this
+section alone){quick_note}; do not edit by hand (seed {seed}).
+
+`FP16Format(o_acc_bits={default_bits})`, the default, keeps the O accumulators
+in fp32; `o_acc_bits = 16` (in a TOML file, in the `[format]` table of an fp16
+configuration) keeps them in fp16, which is how the paper counts them: every
+on-chip value at the stored precision. The Plan reserves a x d x o_acc_bits for
+them.
+
+**What it buys.** The paper preset (N = {n}, {cache_kib} KB cache); "a (paper's
+count)" is a = (M - d)/(2d + 4) with M in fp16 elements, a_fit what the Plan's
+reservations leave (scores, m and l stay 32-bit, P and alpha are double-buffered,
+K/V rows are staged), a the rows the hardware uses:
+
+{plan_table}
+
+**What it costs.** A float model of the dataflow at the format's widths (b = 1,
+the online softmax over the K/V rows one at a time; Q, K, V in fp16; scores, m
+and l in fp32; P and alpha rounded to fp16; O = alpha O + P V_j computed in fp32
+and rounded to the accumulator's width after every K/V row; then O / l in fp32)
+against float64 attention on the same fp16 inputs, {rows} query rows per case
+(rows are independent) against all N keys. The errors are of O / l before it is
+stored; "fp16 output" is the error of storing the exact result in fp16, which
+every fp16 output carries anyway. Inputs:
+
+{inputs}
+
+{acc_table}
+
+At N = {n_max} the fp16 accumulators leave a relative L2 error {lo16} to {hi16}
+times that of the fp16 output itself; the fp32 accumulators, at every N
+measured, at most {hi32} times. With offset_v at d = {d0} the fp16 accumulators'
+relative L2 error is {growth}. Hence the default of 32 bits; `o_acc_bits = 16`
+plans with the paper's count and carries this cost.
+"""
+
+
+def render_fp16(sizes, quick, fp16, plans):
+    (acc_md, acc), (plan_md, _) = fp16, plans
+    paper = preset("paper")
+    n_max, d0 = max(sizes.fp16_ns), min(sizes.fp16_ds)
+
+    def ratios(bits, keys):
+        r = [acc[key][bits][0] / acc[key]["floor"][0] for key in keys]
+        return f"{min(r):.1f}", f"{max(r):.1f}"
+
+    lo16, hi16 = ratios(16, [key for key in acc if key[1] == n_max])
+    _, hi32 = ratios(32, acc)
+    growth = ", ".join(f"{acc['offset_v', n, d0][16][0]:.1e} at N = {n}" for n in sizes.fp16_ns)
+    inputs = "\n".join(f"{i}. **{kind}**: {text}." for i, (kind, (*_, text))
+                       in enumerate(FP16_INPUTS.items(), 1))
+    return reflow(FP16_TEMPLATE.format(
+        quick_note=" in its quick mode (smaller samples)" if quick else "", seed=SEED,
+        default_bits=FP16Format().o_acc_bits, n=paper.workload.seq_len,
+        cache_kib=paper.budget.cache_bytes // 1024, plan_table=plan_md, rows=sizes.fp16_rows,
+        inputs=inputs, acc_table=acc_md, n_max=n_max, lo16=lo16, hi16=hi16, hi32=hi32,
+        d0=d0, growth=growth)) + "\n"
+
+
+FP16_HEADING = FP16_TEMPLATE.splitlines()[0]
+
+
+def with_fp16_section(text, section):
+    """`text` (a document) with its fp16 section, from FP16_HEADING to the end, replaced."""
+    head = text.split(FP16_HEADING)[0].rstrip("\n")
+    return f"{head}\n\n{section}" if head else section
 
 
 # -- what the defaults cost (from the shapes the builders use) -------------------------------
@@ -512,11 +705,21 @@ def main(argv=None):
                     help="smaller samples (N <= 1024); writes no document unless --doc")
     ap.add_argument("--doc", type=Path, default=None,
                     help=f"where to write the document (default {DOC.relative_to(ROOT)} for a full run)")
+    ap.add_argument("--fp16-o", action="store_true",
+                    help="measure only the fp16 O accumulators and rewrite only their section")
     args = ap.parse_args(argv)
     sizes = QUICK if args.quick else FULL
     doc = args.doc if args.doc is not None else (None if args.quick else DOC)
     t0 = time.perf_counter()
     print(f"seed {SEED}{', quick' if args.quick else ''}")
+    fp16 = fp16_o_table(sizes), fp16_plan_table()
+    fp16_md = render_fp16(sizes, args.quick, *fp16)
+    if args.fp16_o:
+        if doc is not None:
+            doc.write_text(with_fp16_section(doc.read_text() if doc.exists() else "", fp16_md))
+            print(f"wrote the fp16 section of {doc}")
+        print(f"{time.perf_counter() - t0:.0f} s")
+        return 0
     default = default_table(sizes)
     variants = variants_table(sizes)
     exp2 = exp2_errors()
@@ -530,7 +733,8 @@ def main(argv=None):
         for p, (exact, lsb) in small[1].items() if p == small[2].format.p_frac)
     if doc is not None:
         doc.parent.mkdir(parents=True, exist_ok=True)
-        doc.write_text(render(sizes, args.quick, default, variants, exp2, recip, small))
+        doc.write_text(with_fp16_section(
+            render(sizes, args.quick, default, variants, exp2, recip, small), fp16_md))
         print(f"wrote {doc}")
     print(f"\naccuracy target (>= {pct(TARGET_EXACT)} exact, never > {TARGET_MAX_LSB} LSB) with the "
           f"default format and the small preset's: {'met' if ok else 'MISSED'}; "
