@@ -106,3 +106,15 @@ def lanes_per_line(*, exp_units, mac_lines, macs_per_line, owner="budget", error
                     f"of the MAC lines ({mac_lines}) and exp_units / mac_lines to divide each "
                     f"line's {macs_per_line} MACs (e.g. exp_units = {mac_lines})")
     return exp_units // mac_lines
+
+
+def split(owner, s, *, head_dim, macs_per_line, lanes=1, error=ValueError):
+    """s, the MACs one Q row is split over: a positive divisor of the head dimension (each
+    MAC of a row holds d/s of its columns) and of each softmax lane's share of a line
+    (q / L MACs: a row's group must not straddle two lanes)."""
+    integer(owner, "split", s, lo=1, error=error)
+    share = macs_per_line // lanes
+    if head_dim % s or share % s:
+        raise error(f"{owner}: split = {s} must divide the head dimension ({head_dim}) and the "
+                    f"{share} MACs of each softmax lane")
+    return s

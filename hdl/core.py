@@ -19,12 +19,14 @@ Interface (for the controller)
             previous block is complete, so the next block can be announced
             while the previous one computes and drains. A command with a value
             out of range is dropped and raises ``error``.
-``feed``    in, stream {kind: Kind.Q/K/V, value: signed(8)}, one element per
-            transfer: per block the ``rows_valid * d`` Q elements row-major
+``feed``    in, stream {kind: Kind.Q/K/V, value: s x signed(8)}, one chunk of s
+            elements per transfer (s = ``split``, the MACs a row is split over):
+            per block the ``rows_valid * d`` Q elements row-major
             (rows past ``rows_valid`` keep stale Q and are never output), then
             the K/V rows in the array's order (`attenio.hdl.kv_buffer`).
-``o_out``   out, stream {value: signed(8), last}: the block's O, row-major, the
-            valid rows only (``rows_valid * d`` bytes), ``last`` on the final one.
+``o_out``   out, stream {value: s x signed(8), last}: the block's O, row-major,
+            s elements a transfer, the valid rows only (``rows_valid * d`` bytes),
+            ``last`` on the final chunk.
 ``busy``    a block is being fed, computed or drained (or output is pending).
 ``pe_active``  strobe: an element entered the array for S or U (not Q load).
 ``exp_active`` strobe: some softmax lane has a row in flight.
@@ -35,12 +37,15 @@ Interface (for the controller)
 The schedule
 ============
 
+Everything below counts cycles of one chunk: with rows split over s MACs, read d
+as d/s (a row is d/s chunks) and q as the line's MACs as before.
+
 Per K/V row the array is busy 2*r*d cycles (r*d for S_j, r*d for U_j): S_j
 writes score bank j mod 2; the lanes then compute m, l, P and alpha of row j
 into (P, alpha) bank j mod 2 while the array runs U_(j-1) and S_(j+1). U_j
 waits for the lanes (the single interlock, `RowReplay`): its first word enters
 the array at the earliest L_sm + 1 cycles after S_j's last, with `sm_latency`
-L_sm = q + score latency + r*q/L + the lane's bus stage + the replay's
+L_sm = q + score latency + r*q/(L s) + the lane's bus stage + the replay's
 reaction. In the steady state the lanes are covered by U_(j-1) and S_(j+1),
 2*r*d cycles, so the array stalls only when L_sm > 2*r*d; U_0 (covered by S_1
 only) and U_(N-1) (by U_(N-2) only) wait L_sm - r*d when that is positive.
@@ -77,10 +82,11 @@ class CoreTiming:
     """The core's latencies, as its components build them (cycles).
 
     line_skew         a word at MAC 0 reaches the last MAC of its line this much later
-    lane_rows         rows each lane reads per softmax pass: r*q/L
+    lane_rows         rows each lane reads per softmax pass: r*q/(L s)
     lane_latency      U_j may enter ``line_skew + lane_rows + lane_latency`` cycles
                       after the cycle following S_j's last word at the entry: the
-                      score's product register, the lane's stages to its bus (whose
+                      score's product register (and the adder chain's stage when
+                      s > 1), the lane's stages to its bus (whose
                       `ready` the replay's launch sees at once), the replay's issue
     lane_busy_tail    a lane still has a row in flight this long after issuing its
                       last one (what `exp_active` shows)
@@ -111,16 +117,18 @@ class CoreTiming:
         return self.line_skew + self.lane_rows + self.lane_latency
 
     @classmethod
-    def of(cls, arith, *, macs_per_line, rows_per_mac, lanes):
+    def of(cls, arith, *, macs_per_line, rows_per_mac, lanes, split=1):
         """The timing of a core of format `arith` with `lanes` lanes per line of
-        `macs_per_line` MACs, `rows_per_mac` rows each (nothing is elaborated)."""
+        `macs_per_line` MACs in groups of `split`, `rows_per_mac` rows each (nothing
+        is elaborated)."""
         issue = RowReplay.issue_latency
+        score = MAC.score_latency(split)
         return cls(
             line_skew=macs_per_line - 1,                 # one MAC a cycle along a line
-            lane_rows=rows_per_mac * (macs_per_line // lanes),
-            lane_latency=MAC.score_latency + SoftmaxLane.bus_stage(arith) + issue,
+            lane_rows=rows_per_mac * (macs_per_line // lanes // split),
+            lane_latency=score + SoftmaxLane.bus_stage(arith) + issue,
             lane_busy_tail=SoftmaxLane.stages(arith),
-            lane_start=MAC.score_latency + SoftmaxLane.start_latency,
+            lane_start=score + SoftmaxLane.start_latency,
             o_update_latency=MAC.update_latency(arith),
             drain_start=Normalizer.trigger_latency(arith),
             normalizer_latency=Normalizer.latency(arith),
@@ -129,9 +137,9 @@ class CoreTiming:
 
 
 class AttentionCore(wiring.Component):
-    """The compute core for `mac_lines` x `macs_per_line` MACs with `rows_per_mac` rows
-    each, Q blocks of up to `block_rows` rows (default and at most r*p*q), head
-    dimension `head_dim`, `exp_units` EXP lanes (E / p per line, dividing each line's
+    """The compute core for `mac_lines` x `macs_per_line` MACs, a Q row split over `split`
+    of them (a group; default 1), `rows_per_mac` rows per group, Q blocks of up to
+    `block_rows` rows (default and at most r*p*q/s), head dimension `head_dim`, `exp_units` EXP lanes (E / p per line, dividing each line's
     MACs evenly: `validate.lanes_per_line`), hardware for up to `max_seq_len` keys,
     int8 format `fmt` (an `attenio.formats.Int8Format`). See the module docstring for
     the ports."""
@@ -143,15 +151,17 @@ class AttentionCore(wiring.Component):
 
     @staticmethod
     def _checked(*, mac_lines, macs_per_line, rows_per_mac, head_dim, exp_units, max_seq_len,
-                 block_rows=None, fmt=None):
+                 block_rows=None, fmt=None, split=1):
         """(lanes per line, arith) of valid parameters; raises naming a bad one."""
         validate.positive("AttentionCore", rows_per_mac=rows_per_mac, head_dim=head_dim,
                           max_seq_len=max_seq_len)
         lanes = validate.lanes_per_line(exp_units=exp_units, mac_lines=mac_lines,
                                         macs_per_line=macs_per_line, owner="AttentionCore")
+        validate.split("AttentionCore", split, head_dim=head_dim, macs_per_line=macs_per_line,
+                       lanes=lanes)
         if block_rows is not None:
             validate.integer("AttentionCore", "block_rows", block_rows, lo=1,
-                             hi=rows_per_mac * mac_lines * macs_per_line)
+                             hi=rows_per_mac * mac_lines * macs_per_line // split)
         if fmt is None:
             fmt = Int8Format()
         if not isinstance(fmt, Int8Format):
@@ -159,30 +169,31 @@ class AttentionCore(wiring.Component):
                              f"not {fmt!r}")
         arith = Int8Arith(fmt, max_seq_len=max_seq_len, head_dim=head_dim)
         timing = CoreTiming.of(arith, macs_per_line=macs_per_line, rows_per_mac=rows_per_mac,
-                               lanes=lanes)
-        # U_j and U_(j+1) touch an O element at least max(r*d, L_sm + 1 - r*d) cycles apart
-        # (a K row between them, or the interlock after V(N-2)); the MAC writes it back
-        # `MAC.update_latency` cycles after reading it.
-        rd = rows_per_mac * head_dim
+                               lanes=lanes, split=split)
+        # U_j and U_(j+1) touch an O element at least max(r*d/s, L_sm + 1 - r*d/s) cycles
+        # apart (a K row between them, or the interlock after V(N-2)); the MAC writes it
+        # back `MAC.update_latency` cycles after reading it.
+        rd = rows_per_mac * head_dim // split
         if max(rd, timing.sm_latency + 1 - rd) <= timing.o_update_latency:
             raise ValueError(f"AttentionCore: an O element would be read before its update "
-                             f"is written (r*d = {rd}, L_sm = {timing.sm_latency})")
+                             f"is written (r*d/s = {rd}, L_sm = {timing.sm_latency})")
         return lanes, arith
 
     def __init__(self, *, mac_lines, macs_per_line, rows_per_mac, head_dim, exp_units,
-                 max_seq_len, block_rows=None, fmt=None):
+                 max_seq_len, block_rows=None, fmt=None, split=1):
         lanes, self._arith = self._checked(
             mac_lines=mac_lines, macs_per_line=macs_per_line, rows_per_mac=rows_per_mac,
             head_dim=head_dim, exp_units=exp_units, max_seq_len=max_seq_len,
-            block_rows=block_rows, fmt=fmt)
+            block_rows=block_rows, fmt=fmt, split=split)
         self._p, self._q, self._r, self._d = mac_lines, macs_per_line, rows_per_mac, head_dim
-        self._e, self._lanes, self._n = exp_units, lanes, max_seq_len
-        self._rows = rows_per_mac * mac_lines * macs_per_line if block_rows is None else block_rows
+        self._e, self._lanes, self._n, self._s = exp_units, lanes, max_seq_len, split
+        groups = mac_lines * macs_per_line // split
+        self._rows = rows_per_mac * groups if block_rows is None else block_rows
         super().__init__({
             "start": In(stream.Signature(start_layout(rows=self.rows, max_seq_len=max_seq_len))),
             "c": In(self._arith.c_shape),
-            "feed": In(stream.Signature(feed_layout())),
-            "o_out": Out(stream.Signature(element_layout())),
+            "feed": In(stream.Signature(feed_layout(split))),
+            "o_out": Out(stream.Signature(element_layout(split))),
             "busy": Out(1),
             "pe_active": Out(1),
             "exp_active": Out(1),
@@ -192,11 +203,12 @@ class AttentionCore(wiring.Component):
 
     @classmethod
     def from_plan(cls, plan):
-        """The core of a `attenio.plan.Plan` (its budget, rows per MAC and int8 format)."""
+        """The core of a `attenio.plan.Plan` (its budget, mapping and int8 format)."""
         b, w = plan.budget, plan.workload
         return cls(mac_lines=b.mac_lines, macs_per_line=b.macs_per_line,
                    rows_per_mac=plan.rows_per_mac, block_rows=plan.a, head_dim=w.head_dim,
-                   exp_units=b.exp_units, max_seq_len=w.seq_len, fmt=plan.config.format)
+                   exp_units=b.exp_units, max_seq_len=w.seq_len, fmt=plan.config.format,
+                   split=plan.split)
 
     # -- read-only parameters -------------------------------------------------------------
 
@@ -215,6 +227,11 @@ class AttentionCore(wiring.Component):
     @property
     def rows_per_mac(self):
         return self._r
+
+    @property
+    def split(self):
+        """s, the MACs a Q row is split over."""
+        return self._s
 
     @property
     def head_dim(self):
@@ -243,7 +260,7 @@ class AttentionCore(wiring.Component):
     def timing(self):
         """The latencies of the components this core builds (`CoreTiming`)."""
         return CoreTiming.of(self._arith, macs_per_line=self._q, rows_per_mac=self._r,
-                             lanes=self._lanes)
+                             lanes=self._lanes, split=self._s)
 
     @property
     def sm_latency(self):
@@ -253,31 +270,34 @@ class AttentionCore(wiring.Component):
 
     @property
     def interlock_slack(self):
-        """2*r*d - L_sm: when negative, every U_j waits, by -slack/2 cycles per K/V row in
+        """2*r*d/s - L_sm: when negative, every U_j waits, by -slack/2 cycles per K/V row in
         the steady state (two rows' softmaxes overlap U_(j-1) and S_(j+1)). U_0 and U_(N-1)
-        have only r*d of cover each, so they wait L_sm - r*d cycles when that is positive."""
-        return 2 * self._r * self._d - self.sm_latency
+        have only r*d/s of cover each, so they wait L_sm - r*d/s cycles when that is
+        positive."""
+        return 2 * self._r * self._d // self._s - self.sm_latency
 
     # -- hardware ---------------------------------------------------------------------------
 
     def elaborate(self, platform):
         m = Module()
-        p, q, r, d = self._p, self._q, self._r, self._d
+        p, q, r, d, s = self._p, self._q, self._r, self._d, self._s
         c_shape = self._arith.c_shape
         rows = self._rows
         m.submodules.kv_buffer = kv = KVBuffer(mac_lines=p, macs_per_line=q, rows_per_mac=r,
                                                block_rows=rows, head_dim=d, max_seq_len=self._n,
-                                               c_shape=c_shape)
+                                               c_shape=c_shape, split=s)
         m.submodules.replay = replay = RowReplay(
             row_layout=row_layout(rows=rows, mac_lines=p, macs_per_line=q, rows_per_mac=r,
-                                  head_dim=d, c_shape=c_shape),
+                                  head_dim=d, c_shape=c_shape, split=s),
             mac_lines=p, macs_per_line=q, rows_per_mac=r, block_rows=rows, head_dim=d,
-            c_shape=c_shape)
+            c_shape=c_shape, split=s)
         m.submodules.array = array = PEArray(arith=self._arith, mac_lines=p, macs_per_line=q,
-                                             rows_per_mac=r, head_dim=d, exp_units=self._e)
+                                             rows_per_mac=r, head_dim=d, exp_units=self._e,
+                                             split=s)
         m.submodules.normalizer = norm = Normalizer(arith=self._arith, mac_lines=p,
                                                     macs_per_line=q, rows_per_mac=r,
-                                                    block_rows=rows, head_dim=d, lanes=self._lanes)
+                                                    block_rows=rows, head_dim=d, lanes=self._lanes,
+                                                    split=s)
 
         wiring.connect(m, wiring.flipped(self.start), kv.start)
         wiring.connect(m, wiring.flipped(self.feed), kv.feed)

@@ -1,5 +1,9 @@
 """`KVBuffer`: two rows of Q, K or V, filled from the feed while the other is replayed.
 
+Rows move in chunks of s elements (s = `split`, the MACs a Q row is split over:
+chunk c holds elements c*s .. c*s + s - 1, one for each MAC of a row's group),
+one chunk per cycle both in and out, so a row is d/s cycles on either side.
+
 The core's feed brings, for each Q block, its valid Q rows and then the K/V
 rows in the array's order ``K0, K1, V0, K2, V1, ..., K(N-1), V(N-2), V(N-1)``
 (for N = 1: ``K0, V0``): the scores of K_(j+1) run before the update with V_j,
@@ -38,8 +42,9 @@ class Kind(enum.Enum, shape=2):
     V = 2
 
 
-def feed_layout():
-    return data.StructLayout({"kind": Kind, "value": signed(8)})
+def feed_layout(split=1):
+    """One chunk of a Q, K or V row: `split` elements, `value[0]` first."""
+    return data.StructLayout({"kind": Kind, "value": data.ArrayLayout(signed(8), split)})
 
 
 def start_layout(*, rows, max_seq_len):
@@ -47,58 +52,59 @@ def start_layout(*, rows, max_seq_len):
     return data.StructLayout({"rows_valid": range(rows + 1), "n_keys": range(max_seq_len + 1)})
 
 
-def row_layout(*, rows, mac_lines, macs_per_line, rows_per_mac, head_dim, c_shape):
+def row_layout(*, rows, mac_lines, macs_per_line, rows_per_mac, head_dim, c_shape, split=1):
     """A complete row in the buffer, as the replay needs it.
 
     `half`: where it is in the buffer. Its kind (`is_q`, `is_s` for a K row,
-    `is_u` for a V row). A Q row: its target MAC (`line`, `mac`) and `qbase`,
-    the slot's first address in that MAC's Q storage. A K or V row: `bank`
+    `is_u` for a V row). A Q row: its target MAC group (`line`, `mac`: the group's
+    index in its line) and `qbase`, the slot's first address in the group's Q storage. A K or V row: `bank`
     (j mod 2), `first` (K_0 or V_0 of the block), `last` (V_(N-1)). And the
     block's `rows_valid` and softmax constant `c`.
     """
     return data.StructLayout({
         "half": 1,
         "is_q": 1, "is_s": 1, "is_u": 1,
-        "line": range(mac_lines), "mac": range(macs_per_line),
-        "qbase": range(rows_per_mac * head_dim),
+        "line": range(mac_lines), "mac": range(macs_per_line // split),
+        "qbase": range(rows_per_mac * head_dim // split),
         "bank": 1, "first": 1, "last": 1,
         "rows_valid": range(rows + 1), "c": c_shape,
     })
 
 
 class KVBuffer(wiring.Component):
-    """The two-row buffer for an array of `mac_lines` x `macs_per_line` MACs with
-    `rows_per_mac` rows each, Q blocks of up to `block_rows` rows (at most r*p*q),
-    rows of `head_dim` elements, up to `max_seq_len` keys, a softmax constant of
-    `c_shape`.
+    """The two-row buffer for an array of `mac_lines` x `macs_per_line` MACs in groups of
+    `split` (one Q row per group and slot), `rows_per_mac` slots, Q blocks of up to
+    `block_rows` rows (at most r*p*q/s), rows of `head_dim` elements, up to
+    `max_seq_len` keys, a softmax constant of `c_shape`.
 
     Ports: `start`, `c`, `feed` in; `row` out and `release` in (see the module
-    docstring); `rd_addr` / `rd_data` the replay's read port (data one cycle after
-    the address, ``half * d + k``); `filling` a block's feed is in progress; `busy`
+    docstring); `rd_addr` / `rd_data` the replay's read port (a chunk, one cycle after
+    the address ``half * d/s + c``); `filling` a block's feed is in progress; `busy`
     filling or holding a row; `error` sticky: a kind mismatch or a bad command.
     """
 
     def __init__(self, *, mac_lines, macs_per_line, rows_per_mac, block_rows, head_dim,
-                 max_seq_len, c_shape):
+                 max_seq_len, c_shape, split=1):
         validate.positive("KVBuffer", mac_lines=mac_lines, macs_per_line=macs_per_line,
                           rows_per_mac=rows_per_mac, head_dim=head_dim, max_seq_len=max_seq_len)
+        validate.split("KVBuffer", split, head_dim=head_dim, macs_per_line=macs_per_line)
         validate.integer("KVBuffer", "block_rows", block_rows, lo=1,
-                         hi=rows_per_mac * mac_lines * macs_per_line)
+                         hi=rows_per_mac * mac_lines * macs_per_line // split)
         self._p, self._q, self._r, self._d = mac_lines, macs_per_line, rows_per_mac, head_dim
-        self._n, self._rows = max_seq_len, block_rows
+        self._n, self._rows, self._s = max_seq_len, block_rows, split
         self._row_layout = row_layout(rows=block_rows, mac_lines=mac_lines,
                                       macs_per_line=macs_per_line,
                                       rows_per_mac=rows_per_mac, head_dim=head_dim,
-                                      c_shape=c_shape)
+                                      c_shape=c_shape, split=split)
         super().__init__({
             "start": In(stream.Signature(start_layout(rows=block_rows,
                                                       max_seq_len=max_seq_len))),
             "c": In(c_shape),
-            "feed": In(stream.Signature(feed_layout())),
+            "feed": In(stream.Signature(feed_layout(split))),
             "row": Out(stream.Signature(self._row_layout)),
             "release": In(1),
-            "rd_addr": In(range(2 * head_dim)),
-            "rd_data": Out(signed(8)),
+            "rd_addr": In(range(2 * head_dim // split)),
+            "rd_data": Out(data.ArrayLayout(signed(8), split)),
             "filling": Out(1),
             "busy": Out(1),
             "error": Out(1),
@@ -114,8 +120,10 @@ class KVBuffer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        p, q, r, d = self._p, self._q, self._r, self._d
-        m.submodules.mem = mem = Memory(shape=signed(8), depth=2 * d, init=[])
+        p, r, s = self._p, self._r, self._s
+        g, d = self._q // s, self._d // s     # groups per line, chunks per row
+        m.submodules.mem = mem = Memory(shape=data.ArrayLayout(signed(8), s), depth=2 * d,
+                                        init=[])
         wr = mem.write_port()
         rd = mem.read_port()
         m.d.comb += [rd.addr.eq(self.rd_addr), self.rd_data.eq(rd.data)]
@@ -124,10 +132,10 @@ class KVBuffer(wiring.Component):
         block_c = Signal.like(self.c)
         in_q = Signal()                          # receiving the Q rows
         fill_half = Signal()                     # the half being filled
-        elem = Signal(range(d))                  # element of the row being filled
-        q_mac = Signal(range(q))                 # the MAC the Q row goes to
+        elem = Signal(range(d))                  # chunk of the row being filled
+        q_mac = Signal(range(g))                 # the MAC group the Q row goes to
         q_line = Signal(range(p))
-        q_base = Signal(range(r * d))            # slot * d of that MAC's Q storage
+        q_base = Signal(range(r * d))            # slot * d/s of that group's Q storage
         q_left = Signal(range(self.rows + 1))    # Q rows still to come
         # The K/V order from down-counters and flags, so the tag of the next row is a
         # few LUTs from registers, not two carry chains.
@@ -185,7 +193,7 @@ class KVBuffer(wiring.Component):
                 m.d.sync += q_left.eq(q_left - 1)
                 with m.If(q_left == 1):
                     m.d.sync += in_q.eq(0)
-                with m.If(q_mac == q - 1):
+                with m.If(q_mac == g - 1):
                     m.d.sync += q_mac.eq(0)
                     with m.If(q_line == p - 1):
                         m.d.sync += [q_line.eq(0), q_base.eq(q_base + d)]

@@ -1,14 +1,14 @@
-"""`Normalizer`: a finished Q block's O, divided by l, out as int8 one element per cycle.
+"""`Normalizer`: a finished Q block's O, divided by l, out as int8 one chunk per cycle.
 
 Armed by the replay when a block's last V row starts (`block`), it waits until
 that row's last word has left the last MAC and its O update is written
 (`MAC.update_latency` later), then drains the block's valid rows in row order
-(row ``t*p*q + i*q + c``: MAC c of line i, slot t), one element per cycle:
-the array's read port (`attenio.hdl.pe_array.drain_signature`) gives the row's
-O element and its lane's l; the reciprocal of l (`Int8Arith.reciprocal`,
-recomputed per element since it is fully pipelined) and `Int8Arith.finalize`
-give the byte, which goes through a small FIFO to `o_out`, `last` on the
-block's final byte.
+(row ``t*p*q/s + i*q/s + c``: group c of line i, slot t), one chunk of s
+elements per cycle: the array's read port (`attenio.hdl.pe_array.drain_signature`)
+gives the chunk of the row's O (element g from the group's MAC g) and its
+lane's l; the reciprocal of l (`Int8Arith.reciprocal`, recomputed per chunk
+since it is fully pipelined) and s `Int8Arith.finalize` give the bytes, which go
+through a small FIFO to `o_out`, `last` on the block's final chunk.
 
 The drain issues only against credits of the output FIFO, so back-pressure on
 `o_out` never loses a byte in the pipeline. While armed or draining it is not
@@ -17,7 +17,7 @@ overwrite l and O before they are read).
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal, signed
-from amaranth.lib import fifo, stream, wiring
+from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio import validate
@@ -31,49 +31,51 @@ __all__ = ["Normalizer"]
 
 
 class Normalizer(wiring.Component):
-    """The drain of an array of `mac_lines` x `macs_per_line` MACs with `rows_per_mac` rows,
-    Q blocks of up to `block_rows` rows of `head_dim` elements, `lanes` softmax lanes per
-    line, format `arith`.
+    """The drain of an array of `mac_lines` x `macs_per_line` MACs in groups of `split` with
+    `rows_per_mac` rows, Q blocks of up to `block_rows` rows of `head_dim` elements,
+    `lanes` softmax lanes per line, format `arith`.
 
     Ports: `block` the armed block (`ready` = idle); `tail` the word leaving the
     array's last MAC; `array` the read port into the array; `o_out` the bytes;
     `busy` armed, draining, or a byte still in the pipeline or the FIFO.
     """
 
-    #: the output FIFO holds `latency` + this many bytes: the issue-to-FIFO pipeline
+    #: the output FIFO holds `latency` + this many chunks: the issue-to-FIFO pipeline
     #: plus the FIFO's output register, the consumer's handshake and the credit
     #: counter's update, so an always-ready consumer takes one byte every cycle
     CREDIT_SLACK = 4
 
-    #: cycles from a byte written into the output FIFO to its offer on `o_out`
+    #: cycles from a chunk written into the output FIFO to its offer on `o_out`
     #: (`amaranth.lib.fifo.SyncFIFOBuffered`: the FIFO, then its output register)
     output_latency = 2
 
     def __init__(self, *, arith, mac_lines, macs_per_line, rows_per_mac, block_rows, head_dim,
-                 lanes):
+                 lanes, split=1):
         check_arith("Normalizer", arith)
         validate.positive("Normalizer", mac_lines=mac_lines, macs_per_line=macs_per_line,
                           rows_per_mac=rows_per_mac, block_rows=block_rows, head_dim=head_dim,
                           lanes=lanes)
+        validate.split("Normalizer", split, head_dim=head_dim, macs_per_line=macs_per_line,
+                       lanes=lanes)
         self._arith = arith
         self._p, self._q, self._r, self._d, self._lanes = (mac_lines, macs_per_line, rows_per_mac,
                                                           head_dim, lanes)
-        self._rows = block_rows
+        self._rows, self._s = block_rows, split
         rows = block_rows
         super().__init__({
             "block": In(stream.Signature(drain_layout(rows=rows))),
             "tail": In(word_layout(mac_lines=mac_lines, macs_per_line=macs_per_line,
-                                   rows_per_mac=rows_per_mac, head_dim=head_dim)),
+                                   rows_per_mac=rows_per_mac, head_dim=head_dim, split=split)),
             "array": Out(drain_signature(arith=arith, mac_lines=mac_lines,
                                          macs_per_line=macs_per_line, rows_per_mac=rows_per_mac,
-                                         head_dim=head_dim, lanes=lanes)),
-            "o_out": Out(stream.Signature(element_layout())),
+                                         head_dim=head_dim, lanes=lanes, split=split)),
+            "o_out": Out(stream.Signature(element_layout(split))),
             "busy": Out(1),
         })
 
     @staticmethod
     def latency(arith):
-        """Cycles from a drain issue to its byte written into the output FIFO: the
+        """Cycles from a drain issue to its chunk written into the output FIFO: the
         address registers, the array's read, the reciprocal (O waits beside it),
         finalize, and the output register."""
         return 1 + PEArray.drain_read_latency + arith.reciprocal_latency + arith.finalize_latency + 1
@@ -86,9 +88,9 @@ class Normalizer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        A = self._arith
-        p, q, r, d, L = self._p, self._q, self._r, self._d, self._lanes
-        ql = q // L
+        A, s = self._arith, self._s
+        p, r, d, L = self._p, self._r, self._d // s, self._lanes     # d: chunks per row
+        ql = self._q // L // s                   # groups per lane
         rows = self._rows
         armed = Signal()                         # the block's last V row has started
         draining = Signal()
@@ -105,18 +107,18 @@ class Normalizer(wiring.Component):
             m.d.sync += later.eq(trigger)
             trigger = later
 
-        # Row order: the MAC within its lane, the lane, the line, then the slot.
+        # Row order: the group within its lane, the lane, the line, then the slot.
         elem = Signal(range(d))
         mac_in_lane = Signal(range(ql))
         lane = Signal(range(L))
         line = Signal(range(p))
-        o_base = Signal(range(r * d))            # slot * d: the slot's O in a MAC
-        l_base = Signal(range(r * ql))           # slot * q/L: the slot's l in a lane
+        o_base = Signal(range(r * d))            # slot * d/s: the slot's O in a MAC
+        l_base = Signal(range(r * ql))           # slot * q/(L s): the slot's l in a lane
         row = Signal(range(rows + 1))
         latency = self.latency(A)
         depth = latency + self.CREDIT_SLACK
         credits = Signal(range(depth + 1), init=depth)
-        m.submodules.out_fifo = out_fifo = fifo.SyncFIFOBuffered(width=element_layout().size,
+        m.submodules.out_fifo = out_fifo = fifo.SyncFIFOBuffered(width=element_layout(s).size,
                                                                  depth=depth)
         issue = draining & (credits != 0)
         taken = self.o_out.valid & self.o_out.ready
@@ -157,11 +159,11 @@ class Normalizer(wiring.Component):
         y, e = A.reciprocal(m, array.l)
         o = array.o
         for k in range(A.reciprocal_latency):
-            later = Signal(A.o_shape, name=f"o_{k}")
+            later = Signal.like(array.o, name=f"o_{k}")
             m.d.sync += later.eq(o)
             o = later
-        out = Signal(signed(8))
-        m.d.sync += out.eq(A.finalize(m, o, y, e))
+        out = Signal(data.ArrayLayout(signed(8), s))
+        m.d.sync += [out[g].eq(A.finalize(m, o[g], y, e)) for g in range(s)]
         m.d.comb += [out_fifo.w_data.eq(Cat(out, flags[-1][1])), out_fifo.w_en.eq(flags[-1][0]),
                      self.o_out.valid.eq(out_fifo.r_rdy), self.o_out.payload.eq(out_fifo.r_data),
                      out_fifo.r_en.eq(self.o_out.ready)]

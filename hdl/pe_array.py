@@ -5,14 +5,16 @@ enters MAC 0 of every line and moves one MAC per cycle along the line
 (systolic forwarding), so no K/V net spans more than one MAC and the only
 array-wide net is the entry register's fan-out to the p lines.
 
-Besides forwarding, a line starts its L lanes (`attenio.hdl.softmax.SoftmaxLane`,
-q/L MACs each) when its last MAC has written the last slot's score, and it
-multiplexes the O accumulators and the lanes' running sums l for the
+Besides forwarding, a line chains the partial scores of each group of s MACs
+(a row split over s MACs, `attenio.hdl.mac`), starts its L lanes
+(`attenio.hdl.softmax.SoftmaxLane`, q/(L s) groups each) when its last MAC has
+written the last slot's score, and it multiplexes the O accumulators of a
+group (one chunk of s elements of a row) and the lanes' running sums l for the
 normalizer's drain (`drain_signature`).
 """
 
 from amaranth.hdl import Array, Module, Signal
-from amaranth.lib import wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio import validate
@@ -23,25 +25,26 @@ from .softmax import SoftmaxLane, start_layout
 __all__ = ["drain_signature", "MacLine", "PEArray"]
 
 
-def drain_signature(*, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, lanes):
-    """The normalizer's read port into the array (from the normalizer's side): O element
-    `addr` of MAC `mac` of line `line`, and the running sum l of row `u` of lane `lane`
-    of that line, answered on `o` and `l` `PEArray.drain_read_latency` cycles later."""
+def drain_signature(*, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, lanes, split=1):
+    """The normalizer's read port into the array (from the normalizer's side): the O chunk
+    at `addr` of group `mac` of line `line` (element g from the group's MAC g), and the
+    running sum l of row `u` of lane `lane` of that line, answered on `o` and `l`
+    `PEArray.drain_read_latency` cycles later."""
     return wiring.Signature({
-        "addr": Out(range(rows_per_mac * head_dim)),
-        "u": Out(range(rows_per_mac * (macs_per_line // lanes))),
-        "mac": Out(range(macs_per_line)),
+        "addr": Out(range(rows_per_mac * head_dim // split)),
+        "u": Out(range(rows_per_mac * (macs_per_line // lanes // split))),
+        "mac": Out(range(macs_per_line // split)),
         "lane": Out(range(lanes)),
         "line": Out(range(mac_lines)),
-        "o": In(arith.o_shape),
+        "o": In(data.ArrayLayout(arith.o_shape, split)),
         "l": In(arith.l_shape),
     })
 
 
-def _line_signature(*, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, lanes):
+def _line_signature(*, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, lanes, split):
     """The ports of a MAC line, and of the array of lines (see `MacLine`)."""
     word = word_layout(mac_lines=mac_lines, macs_per_line=macs_per_line,
-                       rows_per_mac=rows_per_mac, head_dim=head_dim)
+                       rows_per_mac=rows_per_mac, head_dim=head_dim, split=split)
     return {
         "wi": In(word),
         "tail": Out(word),
@@ -50,7 +53,8 @@ def _line_signature(*, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, 
         "consume": In(2),
         "exp_active": Out(1),
         "drain": In(drain_signature(arith=arith, mac_lines=mac_lines, macs_per_line=macs_per_line,
-                                    rows_per_mac=rows_per_mac, head_dim=head_dim, lanes=lanes)),
+                                    rows_per_mac=rows_per_mac, head_dim=head_dim, lanes=lanes,
+                                    split=split)),
     }
 
 
@@ -69,7 +73,8 @@ def _or_all(values):
 
 
 class MacLine(wiring.Component):
-    """One line of q MACs and its L = `lanes` softmax lanes (q/L MACs each).
+    """One line of q MACs in groups of `split` and its L = `lanes` softmax lanes (q/L MACs,
+    q/(L s) groups each).
 
     Ports: `wi` the entry word; `tail` the word leaving the last MAC; `c` the
     softmax constant for the lanes; `ready`/`consume` the lanes' per-bank
@@ -78,19 +83,22 @@ class MacLine(wiring.Component):
     `line` is ignored here).
     """
 
-    def __init__(self, *, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, lanes, line):
+    def __init__(self, *, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, lanes, line,
+                 split=1):
         check_arith("MacLine", arith)
         validate.positive("MacLine", mac_lines=mac_lines, macs_per_line=macs_per_line,
                           rows_per_mac=rows_per_mac, head_dim=head_dim, lanes=lanes)
         validate.lanes_per_line(exp_units=lanes * mac_lines, mac_lines=mac_lines,
                                 macs_per_line=macs_per_line, owner="MacLine")
+        validate.split("MacLine", split, head_dim=head_dim, macs_per_line=macs_per_line,
+                       lanes=lanes)
         validate.index("MacLine", "line", line, mac_lines)
         self._arith = arith
         self._p, self._q, self._r, self._d = mac_lines, macs_per_line, rows_per_mac, head_dim
-        self._lanes, self._line = lanes, line
+        self._lanes, self._line, self._s = lanes, line, split
         super().__init__(_line_signature(arith=arith, mac_lines=mac_lines,
                                          macs_per_line=macs_per_line, rows_per_mac=rows_per_mac,
-                                         head_dim=head_dim, lanes=lanes))
+                                         head_dim=head_dim, lanes=lanes, split=split))
 
     #: cycles from a drain address to its O and l on the line's outputs: the memories'
     #: synchronous read, then the MAC and lane selects registered
@@ -98,24 +106,29 @@ class MacLine(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        A, q, r, L = self._arith, self._q, self._r, self._lanes
+        A, q, r, L, s = self._arith, self._q, self._r, self._lanes, self._s
         ql = q // L
+        gl = ql // s                             # groups per lane
         drain = self.drain
         macs = []
         for c in range(q):
             mac = MAC(arith=A, mac_lines=self._p, macs_per_line=q, rows_per_mac=r,
                       head_dim=self._d, macs_per_lane=ql, line=self._line, index=c,
-                      lane_index=c % ql)
+                      lane_index=(c // s) % gl, split=s)
             m.submodules[f"mac{c}"] = mac
             m.d.comb += mac.wi.eq(self.wi if c == 0 else macs[-1].wo)
+            if mac.position:
+                m.d.comb += mac.chain_in.eq(macs[-1].chain_out)
             m.d.comb += mac.drain_addr.eq(drain.addr)
             macs.append(mac)
+        groups = [macs[k:k + s] for k in range(0, q, s)]
         tail = macs[-1].wo
         m.d.comb += self.tail.eq(tail)
 
         # The last MAC writes the last slot's score `MAC.score_latency` cycles after its
         # word leaves it: the lanes may start then.
-        start_d = [Signal(start_layout(), name=f"start_d{k}") for k in range(MAC.score_latency + 1)]
+        start_d = [Signal(start_layout(), name=f"start_d{k}")
+                   for k in range(MAC.score_latency(s) + 1)]
         m.d.comb += [
             start_d[0].valid.eq(tail.valid & tail.is_s & tail.klast & (tail.slot == r - 1)),
             start_d[0].bank.eq(tail.bank), start_d[0].first.eq(tail.first),
@@ -123,24 +136,25 @@ class MacLine(wiring.Component):
         m.d.sync += [start_d[k].eq(start_d[k - 1]) for k in range(1, len(start_d))]
         lanes = []
         for g in range(L):
-            lane = SoftmaxLane(arith=A, macs_per_lane=ql, rows_per_mac=r)
+            lane = SoftmaxLane(arith=A, macs_per_lane=gl, rows_per_mac=r)
             m.submodules[f"lane{g}"] = lane
-            for k, mac in enumerate(macs[g * ql:(g + 1) * ql]):
+            for k, group in enumerate(groups[g * gl:(g + 1) * gl]):
                 for i in range(2 * r):
-                    m.d.comb += lane.scores[k * 2 * r + i].eq(mac.score[i])
-                m.d.comb += mac.pa.eq(lane.pa)
+                    m.d.comb += lane.scores[k * 2 * r + i].eq(group[-1].score[i])
+                m.d.comb += [mac.pa.eq(lane.pa) for mac in group]
             m.d.comb += [lane.start.eq(start_d[-1]), lane.c.eq(self.c),
                          lane.consume.eq(self.consume), lane.drain_u.eq(drain.u)]
             lanes.append(lane)
         m.d.comb += [self.ready[b].eq(_and_all(lane.ready[b] for lane in lanes)) for b in range(2)]
         m.d.comb += self.exp_active.eq(_or_all(lane.active for lane in lanes))
 
-        # Drain: memories answer one cycle after the address; select, then register.
+        # Drain: memories answer one cycle after the address; select the group, then register.
         mac_sel = Signal.like(drain.mac)
         lane_sel = Signal.like(drain.lane)
         m.d.sync += [mac_sel.eq(drain.mac), lane_sel.eq(drain.lane)]
-        m.d.sync += [drain.o.eq(Array([mac.o_rd for mac in macs])[mac_sel]),
-                     drain.l.eq(Array([lane.l_rd for lane in lanes])[lane_sel])]
+        m.d.sync += [drain.o[g].eq(Array([group[g].o_rd for group in groups])[mac_sel])
+                     for g in range(s)]
+        m.d.sync += drain.l.eq(Array([lane.l_rd for lane in lanes])[lane_sel])
         return m
 
 
@@ -152,17 +166,21 @@ class PEArray(wiring.Component):
     (one more register).
     """
 
-    def __init__(self, *, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, exp_units):
+    def __init__(self, *, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, exp_units,
+                 split=1):
         check_arith("PEArray", arith)
         validate.positive("PEArray", rows_per_mac=rows_per_mac, head_dim=head_dim)
         lanes = validate.lanes_per_line(exp_units=exp_units, mac_lines=mac_lines,
                                         macs_per_line=macs_per_line, owner="PEArray")
+        validate.split("PEArray", split, head_dim=head_dim, macs_per_line=macs_per_line,
+                       lanes=lanes)
         self._arith = arith
         self._p, self._q, self._r, self._d, self._lanes = (mac_lines, macs_per_line, rows_per_mac,
                                                           head_dim, lanes)
+        self._s = split
         super().__init__(_line_signature(arith=arith, mac_lines=mac_lines,
                                          macs_per_line=macs_per_line, rows_per_mac=rows_per_mac,
-                                         head_dim=head_dim, lanes=lanes))
+                                         head_dim=head_dim, lanes=lanes, split=split))
 
     #: cycles from a drain address to its O and l: the line's, then the line select
     drain_read_latency = MacLine.drain_read_latency + 1
@@ -177,7 +195,8 @@ class PEArray(wiring.Component):
         lines = []
         for i in range(self._p):
             line = MacLine(arith=self._arith, mac_lines=self._p, macs_per_line=self._q,
-                           rows_per_mac=self._r, head_dim=self._d, lanes=self._lanes, line=i)
+                           rows_per_mac=self._r, head_dim=self._d, lanes=self._lanes, line=i,
+                           split=self._s)
             m.submodules[f"line{i}"] = line
             m.d.comb += [line.wi.eq(self.wi), line.c.eq(self.c), line.consume.eq(self.consume),
                          line.drain.addr.eq(drain.addr), line.drain.u.eq(drain.u),

@@ -1,7 +1,8 @@
 """`RowReplay`: the rows of the KV buffer into the PE array, one word per cycle.
 
-A Q row is replayed once, to its MAC; a K or V row r times (pass t serves
-slot t of every MAC), so a row costs r*d array cycles. The replay takes the
+A word carries one chunk of s elements (one for each MAC of a row's group). A
+Q row is replayed once, to its group; a K or V row r times (pass t serves slot
+t of every group), so a row costs r*d/s array cycles. The replay takes the
 next row off the buffer's `row` stream when the current one issues its last
 word (or when idle) and the schedule allows it:
 
@@ -47,17 +48,18 @@ class RowReplay(wiring.Component):
     """
 
     def __init__(self, *, row_layout, mac_lines, macs_per_line, rows_per_mac, block_rows,
-                 head_dim, c_shape):
+                 head_dim, c_shape, split=1):
         validate.positive("RowReplay", mac_lines=mac_lines, macs_per_line=macs_per_line,
                           rows_per_mac=rows_per_mac, block_rows=block_rows, head_dim=head_dim)
-        self._r, self._d = rows_per_mac, head_dim
+        validate.split("RowReplay", split, head_dim=head_dim, macs_per_line=macs_per_line)
+        self._r, self._d = rows_per_mac, head_dim // split     # d: chunks per row
         super().__init__({
             "row": In(stream.Signature(row_layout)),
             "release": Out(1),
-            "rd_addr": Out(range(2 * head_dim)),
-            "rd_data": In(signed(8)),
+            "rd_addr": Out(range(2 * self._d)),
+            "rd_data": In(data.ArrayLayout(signed(8), split)),
             "word": Out(word_layout(mac_lines=mac_lines, macs_per_line=macs_per_line,
-                                    rows_per_mac=rows_per_mac, head_dim=head_dim)),
+                                    rows_per_mac=rows_per_mac, head_dim=head_dim, split=split)),
             "lanes_ready": In(2),
             "consume": Out(2),
             "drain": Out(stream.Signature(drain_layout(rows=block_rows))),
@@ -74,12 +76,12 @@ class RowReplay(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        r, d = self._r, self._d
+        r, d = self._r, self._d                  # d: chunks per row, d/s
         row = self.row
         cur = Signal.like(row.payload, name="replaying")   # the row being issued
         active = Signal()                        # a pass is issuing
         addr = Signal(range(r * d))              # MAC storage address of the word
-        elem = Signal(range(d))                  # k, the element of the row
+        elem = Signal(range(d))                  # the chunk of the row
         slot = Signal(range(r))                  # t, the pass
         last_word = active & Mux(cur.is_q, elem == d - 1, addr == r * d - 1)
         nxt = row.payload

@@ -98,6 +98,9 @@ def check_plan(plan):
         raise ConfigError(f"a row of d = {plan.workload.head_dim} int8 elements ({row_bytes} bytes) "
                           f"must be a whole number of {plan.budget.axi_data_bits}-bit AXI beats; "
                           f"choose --axi-width <= {8 * row_bytes} or a larger d")
+    if beat % plan.split:
+        raise ConfigError(f"a {plan.budget.axi_data_bits}-bit AXI beat must hold whole chunks of "
+                          f"split = {plan.split} elements; choose a smaller --split")
 
 
 class AttenIOTop(wiring.Component):
@@ -142,9 +145,10 @@ class AttenIOTop(wiring.Component):
                                                  row_bytes=row_bytes,
                                                  max_seq_len=plan.workload.seq_len)
         m.submodules.wseq = wseq = WriteSequencer(addr_width=ADDR_WIDTH, row_bytes=row_bytes)
-        m.submodules.unpack = unpack = BeatUnpacker(data_width=width)
-        m.submodules.join = join = TagJoin(tag_shape=Kind, element_layout=element_layout())
-        m.submodules.pack = pack = BeatPacker(data_width=width)
+        # the core takes and gives chunks of `split` elements, one per cycle
+        m.submodules.unpack = unpack = BeatUnpacker(data_width=width, width=plan.split)
+        m.submodules.join = join = TagJoin(tag_shape=Kind, element_layout=element_layout(plan.split))
+        m.submodules.pack = pack = BeatPacker(data_width=width, width=plan.split)
         m.submodules.core = core = AttentionCore.from_plan(plan)
 
         wiring.connect(m, wiring.flipped(self.s_axil), csr.s_axil)

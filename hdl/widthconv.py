@@ -1,9 +1,11 @@
-"""Width converters between AXI beats and int8 element streams.
+"""Width converters between AXI beats and streams of int8 chunks.
 
-The DMA moves `data_width`-bit beats; the core consumes and produces one int8
-element per cycle. Elements sit little-endian in a beat (element 0 in the low
-byte), which is the byte order of memory, so a row of Q, K or V in memory is the
-element order of the stream.
+The DMA moves `data_width`-bit beats; the core consumes and produces one chunk
+of `width` int8 elements per cycle (`width` = s, the MACs a Q row is split
+over: the s MACs of a row each take one element of a chunk). Elements sit
+little-endian in a beat and in a chunk (element 0 in the low byte), which is
+the byte order of memory, so a row of Q, K or V in memory is the element order
+of the stream.
 """
 
 from amaranth.hdl import Module, Signal, signed, unsigned
@@ -15,52 +17,64 @@ from attenio import validate
 __all__ = ["element_layout", "BeatUnpacker", "BeatPacker"]
 
 
-def element_layout():
-    """One int8 element; `last` ends the command (a row or a block) it belongs to."""
-    return data.StructLayout({"value": signed(8), "last": unsigned(1)})
+def element_layout(width=1):
+    """A chunk of `width` consecutive int8 elements (`value[0]` first); `last` ends the
+    command (a row or a block) it belongs to."""
+    validate.positive("element_layout", width=width)
+    return data.StructLayout({"value": data.ArrayLayout(signed(8), width), "last": unsigned(1)})
 
 
 class _Converter(wiring.Component):
-    """A converter between `data_width`-bit beats and int8 elements, `i` in and `o` out.
+    """A converter between `data_width`-bit beats and chunks of `width` int8 elements,
+    `i` in and `o` out.
 
     A subclass names the two payloads (`_payloads`); both keep one beat in a register
-    with the index of its current element and whether it holds data (`_beat_state`).
+    with the index of its current chunk and whether it holds data (`_beat_state`).
     """
 
-    def __new__(cls, *, data_width):
+    def __new__(cls, *, data_width, width=1):
         # Checked before the object exists: a refused converter is no unused elaboratable.
         validate.one_of(cls.__name__, "data_width", data_width, validate.AXI_DATA_WIDTHS)
+        validate.positive(cls.__name__, width=width)
+        if (data_width // 8) % width:
+            raise ValueError(f"{cls.__name__}: a {data_width}-bit beat must hold whole chunks of "
+                             f"{width} elements")
         return super().__new__(cls)
 
-    def __init__(self, *, data_width):
-        self._data_width = data_width
-        i, o = self._payloads(data_width)
+    def __init__(self, *, data_width, width=1):
+        self._data_width, self._width = data_width, width
+        i, o = self._payloads(data_width, width)
         super().__init__({"i": In(stream.Signature(i)), "o": Out(stream.Signature(o))})
 
     @property
     def data_width(self):
         return self._data_width
 
+    @property
+    def width(self):
+        """Elements per chunk."""
+        return self._width
+
     def _beat_state(self):
-        """(elements per beat, the beat, the element index, the beat holds data)."""
-        n = self._data_width // 8
+        """(chunks per beat, the beat, the chunk index, the beat holds data)."""
+        n = self._data_width // (8 * self._width)
         return n, Signal(self._data_width, name="beat"), Signal(range(n), name="index"), \
             Signal(name="full")
 
 
 class BeatUnpacker(_Converter):
-    """Beats {data, last} in, elements {value, last} out, one per cycle.
+    """Beats {data, last} in, chunks {value, last} out, one per cycle.
 
-    `last` of a beat is carried to the beat's final element.
+    `last` of a beat is carried to the beat's final chunk.
     """
 
-    #: cycles from a beat accepted to its first element offered (the beat register)
+    #: cycles from a beat accepted to its first chunk offered (the beat register)
     latency = 1
 
     @staticmethod
-    def _payloads(data_width):
+    def _payloads(data_width, width):
         return (data.StructLayout({"data": unsigned(data_width), "last": unsigned(1)}),
-                element_layout())
+                element_layout(width))
 
     def elaborate(self, platform):
         m = Module()
@@ -68,7 +82,7 @@ class BeatUnpacker(_Converter):
         last = Signal()
         m.d.comb += [
             self.o.valid.eq(full),
-            self.o.payload.value.eq(beat.word_select(index, 8)),
+            self.o.payload.value.eq(beat.word_select(index, 8 * self._width)),
             self.o.payload.last.eq(last & (index == n - 1)),
             self.i.ready.eq(~full | (self.o.ready & (index == n - 1))),
         ]
@@ -83,19 +97,19 @@ class BeatUnpacker(_Converter):
 
 
 class BeatPacker(_Converter):
-    """Elements {value, last} in, beats {data} out; a beat leaves when its last byte arrives.
+    """Chunks {value, last} in, beats {data} out; a beat leaves when its last chunk arrives.
 
-    The element count of every write is a multiple of the beat (the controller
+    The byte count of every write is a multiple of the beat (the controller
     guarantees it), so no partial beat ever needs flushing and `last` (the end of
     the producer's block) is not needed to close one.
     """
 
-    #: cycles from a beat's last element accepted to the beat offered (a register)
+    #: cycles from a beat's last chunk accepted to the beat offered (a register)
     latency = 1
 
     @staticmethod
-    def _payloads(data_width):
-        return element_layout(), data.StructLayout({"data": unsigned(data_width)})
+    def _payloads(data_width, width):
+        return element_layout(width), data.StructLayout({"data": unsigned(data_width)})
 
     def elaborate(self, platform):
         m = Module()
@@ -108,7 +122,8 @@ class BeatPacker(_Converter):
         with m.If(self.o.valid & self.o.ready):
             m.d.sync += full.eq(0)
         with m.If(self.i.valid & self.i.ready):
-            m.d.sync += [beat.word_select(index, 8).eq(self.i.payload.value), index.eq(index + 1)]
+            m.d.sync += [beat.word_select(index, 8 * self._width).eq(self.i.payload.value),
+                         index.eq(index + 1)]
             with m.If(index == n - 1):
                 m.d.sync += [index.eq(0), full.eq(1)]
         return m

@@ -3,7 +3,8 @@ amaranth.sim checks of the whole core on a tiny array, and parameter checks.
 
 Every output byte is compared with the golden model. The cocotb configurations
 cover r = 1 and r > 1, one and several lanes per line, a lane pass long enough
-to hit the U interlock, and blocks with fewer valid rows than the array holds.
+to hit the U interlock, blocks with fewer valid rows than the array holds, and
+rows split over s = 2 and 4 MACs (down to one chunk per row, s = d).
 """
 
 import json
@@ -50,6 +51,16 @@ CONFIGS = [
     # the `small` preset's array and Plan mapping (a = 32, r = 2, d = 16)
     ("p4q4r2d16e4", dict(mac_lines=4, macs_per_line=4, rows_per_mac=2, head_dim=16,
                          exp_units=4, max_seq_len=256), [[32, 16], [19, 4]]),
+    # rows split over s MACs: two groups per lane; one group per lane with r = 2; s = 4 with
+    # two chunks per row (the interlock bites); s = d = 4, one chunk per row
+    ("p2q4r1d8e2s2", dict(mac_lines=2, macs_per_line=4, rows_per_mac=1, head_dim=8, exp_units=2,
+                          max_seq_len=64, split=2), [[4, 20], [3, 5], [4, 1]]),
+    ("p2q4r2d8e4s2", dict(mac_lines=2, macs_per_line=4, rows_per_mac=2, head_dim=8, exp_units=4,
+                          max_seq_len=64, split=2), [[8, 12], [5, 3]]),
+    ("p1q8r1d8e1s4", dict(mac_lines=1, macs_per_line=8, rows_per_mac=1, head_dim=8, exp_units=1,
+                          max_seq_len=32, split=4), [[2, 16], [1, 3]]),
+    ("p2q4r2d4e2s4", dict(mac_lines=2, macs_per_line=4, rows_per_mac=2, head_dim=4, exp_units=2,
+                          max_seq_len=32, split=4), [[4, 10], [3, 2]]),
 ]
 
 
@@ -68,18 +79,21 @@ def test_core_bench(simulator, name, params, blocks, seed):
               module="attenio.sim.benches.bench_core", build_dir=build, params=bench, seed=seed,
               quick_build=True)
     figures = json.loads(report.read_text())
-    r, d = params["rows_per_mac"], params["head_dim"]
+    r, d = params["rows_per_mac"], params["head_dim"] // params.get("split", 1)  # d: chunks
     lsm, slack = core.sm_latency, core.interlock_slack
     for f in figures["blocks"]:
         print(f"{name} {simulator}: rows {f['rows_valid']} N {f['n_keys']}: "
-              f"{f['cycles_per_row']:.2f} cycles per K/V row (2*r*d = {2 * r * d}), "
+              f"{f['cycles_per_row']:.2f} cycles per K/V row (2*r*d/s = {2 * r * d}), "
               f"{f['stall_cycles']} stall cycles (L_sm = {lsm})")
         # the schedule's promise (hdl/core.py): only U_0 and U_(N-1) wait when L_sm <= 2*r*d
         n = f["n_keys"]
         if n == 1:
             bound = lsm
         else:
-            bound = 2 * max(0, lsm - r * d) + max(0, -slack) * (n - 2) / 2 + 2
+            # a lane pass starts lane_busy_tail + 1 cycles after the previous one at the
+            # earliest (it reads the m and l that one writes): with very short rows that binds
+            per_row = max(-slack / 2, core.timing.lane_busy_tail + 2 - 2 * r * d, 0)
+            bound = 2 * max(0, lsm - r * d) + per_row * (n - 2) + 2
         assert f["stall_cycles"] <= bound, (f, bound)
         if slack >= 0 and lsm <= r * d:
             assert f["stall_cycles"] == 0, f
@@ -95,8 +109,10 @@ def kv_order(n):
 
 
 def simulate(core, blocks):
-    """Feed `blocks` [(rows, q, k, v, c)] at full rate; return the output bytes and cycles."""
+    """Feed `blocks` [(rows, q, k, v, c)] at full rate, a chunk of `core.split` elements a
+    transfer; return the output bytes and cycles."""
     got, stats = [], {"cycles": 0, "pe": 0}
+    s = core.split
     total = sum(q.shape[0] * q.shape[1] for _, q, *_ in blocks)
 
     async def feed(ctx):
@@ -106,11 +122,11 @@ def simulate(core, blocks):
             ctx.set(core.start.valid, 1)
             await ctx.tick().until(core.start.ready)
             ctx.set(core.start.valid, 0)
-            words = [(Kind.Q, x) for x in q.reshape(-1)]
+            words = [(Kind.Q, x) for x in q.reshape(-1, s)]
             for kind, j in kv_order(k.shape[0]):
-                words += [(Kind[kind], x) for x in (k[j] if kind == "K" else v[j])]
+                words += [(Kind[kind], x) for x in (k[j] if kind == "K" else v[j]).reshape(-1, s)]
             for kind, x in words:
-                ctx.set(core.feed.payload, {"kind": kind, "value": int(x)})
+                ctx.set(core.feed.payload, {"kind": kind, "value": [int(e) for e in x]})
                 ctx.set(core.feed.valid, 1)
                 await ctx.tick().until(core.feed.ready)
             ctx.set(core.feed.valid, 0)
@@ -123,7 +139,7 @@ def simulate(core, blocks):
             stats["cycles"] += 1
             stats["pe"] += pe
             if valid:
-                got.append(int(payload.value))
+                got.extend(int(e) for e in payload.value)
 
     async def until_done(ctx):
         while len(got) < total and stats["cycles"] < 100_000:
@@ -138,11 +154,12 @@ def simulate(core, blocks):
     return np.array(got), stats
 
 
-def test_core_amaranth_sim(rng):
+@pytest.mark.parametrize("split", [1, 2])
+def test_core_amaranth_sim(rng, split):
     core = AttentionCore(mac_lines=2, macs_per_line=2, rows_per_mac=2, head_dim=4, exp_units=2,
-                         max_seq_len=16)
+                         max_seq_len=16, split=split)
     blocks = []
-    for rows, n in ((8, 6), (5, 2)):
+    for rows, n in ((8 // split, 6), (5 // split, 2)):
         q = rng.integers(-128, 128, (rows, 4))
         k = rng.integers(-128, 128, (n, 4))
         v = rng.integers(-128, 128, (n, 4))
@@ -151,7 +168,7 @@ def test_core_amaranth_sim(rng):
     want = np.concatenate([attention(q, k, v, c=c, a=rows, arith=core.arith).reshape(-1)
                            for rows, q, k, v, c in blocks])
     assert got.tolist() == want.tolist()
-    assert stats["pe"] == sum(2 * 2 * 4 * k.shape[0] for _, _, k, _, _ in blocks)
+    assert stats["pe"] == sum(2 * 2 * 4 // split * k.shape[0] for _, _, k, _, _ in blocks)
 
 
 # -- parameters -----------------------------------------------------------------------------
@@ -163,6 +180,11 @@ def test_core_amaranth_sim(rng):
                         r"of the MAC lines \(2\)"),
     (dict(exp_units=6), r"AttentionCore: the softmax lanes need exp_units \(6\) .* to divide each "
                         r"line's 4 MACs"),
+    (dict(split=3), r"AttentionCore: split = 3 must divide the head dimension \(8\) and the 4 "
+                    r"MACs of each softmax lane"),
+    (dict(split=4, exp_units=4), r"AttentionCore: split = 4 must divide the head dimension \(8\) and the 2 "
+                    r"MACs of each softmax lane"),
+    (dict(split=0), "split must be an integer >= 1, not 0"),
 ])
 def test_core_rejects(kwargs, match):
     params = dict(mac_lines=2, macs_per_line=4, rows_per_mac=1, head_dim=8, exp_units=2,

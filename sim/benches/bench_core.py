@@ -2,7 +2,7 @@
 
 Parameters (from the launcher, `attenio.sim.runner.bench_params`): the core's
 `mac_lines`, `macs_per_line`, `rows_per_mac`, `head_dim`, `exp_units`,
-`max_seq_len`; `blocks`, a list of [rows_valid, n_keys] run back to back in
+`max_seq_len`, `split` (s: the feed and the output move chunks of s elements); `blocks`, a list of [rows_valid, n_keys] run back to back in
 `test_stream` (several blocks, so the drain of one overlaps the Q load of the
 next); `random_blocks` for `test_backpressure`; `seed`; `report`, a JSON file
 `test_stream` writes its cycle figures to.
@@ -39,16 +39,18 @@ D = P.get("head_dim", 8)
 E = P.get("exp_units", LINES)
 NMAX = P.get("max_seq_len", 64)
 SEED = P.get("seed", 1)
-ROWS = R * LINES * QM
+S = P.get("split", 1)
+ROWS = R * LINES * QM // S
+DC = D // S                          # chunks per row: array cycles per row and pass
 ARITH = Int8Arith(Int8Format(), max_seq_len=NMAX, head_dim=D)
-FEED = feed_layout()
+FEED = feed_layout(S)
 START = start_layout(rows=ROWS, max_seq_len=NMAX)
-OUT = element_layout()
+OUT = element_layout(S)
 
 
 def test_rng(name):
     """A seeded generator and its NumPy twin for one test, the seed printed for replay."""
-    rng = seeded("bench_core", name, SEED, f"{LINES}x{QM}r{R}d{D}e{E}")
+    rng = seeded("bench_core", name, SEED, f"{LINES}x{QM}r{R}d{D}e{E}s{S}")
     return rng, rng.numpy()
 
 
@@ -75,10 +77,10 @@ class Block:
                                   arith=ARITH).reshape(-1).astype(int)
 
     def words(self):
-        out = [pack(FEED, kind=Kind.Q, value=x) for x in self.q.reshape(-1)]
+        out = [pack(FEED, kind=Kind.Q, value=x) for x in self.q.reshape(-1, S)]
         for kind, j in kv_order(self.n):
             row = self.k[j] if kind == "K" else self.v[j]
-            out += [pack(FEED, kind=Kind[kind], value=x) for x in row]
+            out += [pack(FEED, kind=Kind[kind], value=x) for x in row.reshape(-1, S)]
         return out
 
 
@@ -134,8 +136,8 @@ async def run_blocks(dut, blocks, rng, *, gap=0.0, pause=0.0):
     driver = FeedDriver(dut, rng, gap)
     t0 = strobes.cycle
     await driver.run(blocks)
-    total = sum(b.rows * D for b in blocks)
-    budget = 50 * sum(b.n * 2 * R * D + b.rows * D + 200 for b in blocks)
+    total = sum(b.rows * DC for b in blocks)             # chunks
+    budget = 50 * sum(b.n * 2 * R * DC + b.rows * DC + 200 for b in blocks)
     waited = 0
     while len(sink.items) < total and waited < budget:
         await RisingEdge(dut.clk)
@@ -144,8 +146,8 @@ async def run_blocks(dut, blocks, rng, *, gap=0.0, pause=0.0):
         await RisingEdge(dut.clk)
     assert not dut.busy.value, "busy after the last byte"
     out = [unpack(OUT, word) for word in sink.items]
-    got = np.array([o.value for o in out], dtype=int)
-    assert len(got) == total, f"got {len(got)} bytes, expected {total}"
+    assert len(out) == total, f"got {len(out)} chunks, expected {total}"
+    got = np.array([[int(v) for v in o.value] for o in out], dtype=int).reshape(-1)
     off = 0
     for i, b in enumerate(blocks):
         seg = got[off:off + b.rows * D]
@@ -154,7 +156,7 @@ async def run_blocks(dut, blocks, rng, *, gap=0.0, pause=0.0):
             f"block {i} (rows {b.rows}, n {b.n}): {bad.size} of {seg.size} bytes differ from "
             f"the golden model; first at row {bad[0] // D}, col {bad[0] % D}: "
             f"got {seg[bad[0]]}, expected {b.expected[bad[0]]}")
-        lasts = [o.last for o in out[off:off + b.rows * D]]
+        lasts = [o.last for o in out[off // S:(off + b.rows * D) // S]]
         assert lasts == [0] * (len(lasts) - 1) + [1], f"block {i}: last flags {lasts}"
         off += b.rows * D
     return strobes, sink, strobes.cycle - t0
@@ -171,28 +173,28 @@ async def test_stream(dut):
     pe_cycles = strobes.pe_cycles
     off = out = 0
     for b in blocks:
-        count = b.n * 2 * R * D
+        count = b.n * 2 * R * DC
         span = pe_cycles[off + count - 1] - pe_cycles[off] + 1
         figures.append({"rows_valid": b.rows, "n_keys": b.n, "array_cycles": span,
-                        "cycles_per_row": span / b.n, "ideal_per_row": 2 * R * D,
+                        "cycles_per_row": span / b.n, "ideal_per_row": 2 * R * DC,
                         "stall_cycles": span - count,
-                        # from the last U element entering the array to the first O byte out
+                        # from the last U chunk entering the array to the first O chunk out
                         "drain_latency": strobes.out_cycles[out] - pe_cycles[off + count - 1],
-                        "drain_cycles": strobes.out_cycles[out + b.rows * D - 1]
+                        "drain_cycles": strobes.out_cycles[out + b.rows * DC - 1]
                         - strobes.out_cycles[out] + 1})
         off += count
-        out += b.rows * D
+        out += b.rows * DC
     assert off == strobes.pe, f"pe_active counted {strobes.pe}, expected {off}"
     report = {"config": {"mac_lines": LINES, "macs_per_line": QM, "rows_per_mac": R,
-                         "head_dim": D, "exp_units": E},
+                         "head_dim": D, "exp_units": E, "split": S},
               "blocks": figures, "total_cycles": cycles, "pe_active": strobes.pe,
               "exp_active": strobes.exp, "pe_busy_fraction": strobes.pe / cycles}
     for f in figures:
-        dut._log.info("block rows %d N %d: %.2f cycles per K/V row (ideal 2*r*d = %d), "
-                      "%d stall cycles; first O byte %d cycles after the last U element, "
-                      "%d bytes in %d cycles", f["rows_valid"], f["n_keys"],
+        dut._log.info("block rows %d N %d: %.2f cycles per K/V row (ideal 2*r*d/s = %d), "
+                      "%d stall cycles; first O chunk %d cycles after the last U chunk, "
+                      "%d chunks in %d cycles", f["rows_valid"], f["n_keys"],
                       f["cycles_per_row"], f["ideal_per_row"], f["stall_cycles"],
-                      f["drain_latency"], f["rows_valid"] * D, f["drain_cycles"])
+                      f["drain_latency"], f["rows_valid"] * DC, f["drain_cycles"])
     dut._log.info("PE busy %d of %d cycles (%.1f%%)", strobes.pe, cycles,
                   100 * strobes.pe / cycles)
     if P.get("report"):

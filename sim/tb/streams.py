@@ -10,6 +10,7 @@ import enum
 
 import cocotb
 from amaranth.hdl import Shape
+from amaranth.lib import data
 from cocotb.triggers import RisingEdge
 
 __all__ = ["StreamSource", "StreamSink", "pack", "unpack"]
@@ -19,18 +20,30 @@ def _port(dut, name):
     return (getattr(dut, f"{name}__{s}") for s in ("valid", "ready", "payload"))
 
 
+def _bits(name, shape, value):
+    """The raw bits of `value` in `shape`; an `ArrayLayout` takes a sequence, element 0 lowest."""
+    if isinstance(shape, data.ArrayLayout):
+        values = list(value)
+        if len(values) != shape.length:
+            raise ValueError(f"{name} needs {shape.length} elements, not {len(values)}")
+        width = Shape.cast(shape.elem_shape).width
+        return sum(_bits(f"{name}[{i}]", shape.elem_shape, v) << (i * width)
+                   for i, v in enumerate(values))
+    shape = Shape.cast(shape)
+    raw = value.value if isinstance(value, enum.Enum) else int(value)
+    lo = -(1 << (shape.width - 1)) if shape.signed else 0
+    if not lo <= raw < lo + (1 << shape.width):
+        raise ValueError(f"{name} = {value!r} does not fit the field's shape {shape!r}")
+    return raw & ((1 << shape.width) - 1)
+
+
 def pack(layout, **fields):
-    """The bits of a struct payload with the given field values (fields left out are 0);
-    a value its field cannot hold raises ValueError."""
+    """The bits of a struct payload with the given field values (fields left out are 0;
+    an array field takes a sequence); a value its field cannot hold raises ValueError."""
     word = 0
     for name, value in fields.items():
         field = layout[name]
-        shape = Shape.cast(field.shape)
-        raw = value.value if isinstance(value, enum.Enum) else int(value)
-        lo = -(1 << (shape.width - 1)) if shape.signed else 0
-        if not lo <= raw < lo + (1 << shape.width):
-            raise ValueError(f"{name} = {value!r} does not fit the field's shape {shape!r}")
-        word |= (raw & ((1 << shape.width) - 1)) << field.offset
+        word |= _bits(name, field.shape, value) << field.offset
     return word
 
 
