@@ -201,7 +201,8 @@ class MappingChoice:
     """How the Plan's `split` was chosen: the candidates modelled at `seq_len` and `heads`,
     the `chosen` s and the `runner_up` s (None when nothing else was modelled).
 
-    `mode` is "auto" (the fewest modelled cycles, the smaller s within `tolerance`) or
+    `mode` is "auto" (of the mappings within `tolerance` of the fewest modelled cycles,
+    the least traffic, then the smaller s) or
     "forced" (the configuration's split; the one candidate is what it gives).
     """
 

@@ -47,8 +47,9 @@ def _mapping_lines(plan):
     if choice is not None:
         at = f"the cycle model at N = {choice.seq_len}, {choice.heads} head(s)"
         if choice.mode == "auto":
-            lines.append(f"  chosen s = {choice.chosen}: the fewest cycles of {at} (within "
-                         f"{100 * choice.tolerance:g} % of the fewest, the smaller s)")
+            lines.append(f"  chosen s = {choice.chosen} by {at}: of the mappings within "
+                         f"{100 * choice.tolerance:g} % of the fewest cycles, the least traffic "
+                         f"(then the smaller s)")
         else:
             lines.append(f"  forced s = {choice.chosen} (--split, or split in [mapping]); {at}")
         mark = {choice.chosen: "chosen", choice.runner_up: "runner-up"}

@@ -3,30 +3,34 @@
 `simulate(plan)` walks the schedule of the microarchitecture contract for every
 Q block of every head, on the memory of `attenio.sim.memmodel`:
 
-* **Qload**: the block's rows enter the array one element per cycle (a*d feed
+The Plan's mapping sets the pace: a Q row is split over s MACs (`Plan.split`,
+s = 1: a MAC of its own), r rows per group of s MACs, and every row moves as
+d/s chunks of s elements, one chunk a cycle (the "feed row" below).
+
+* **Qload**: the block's rows enter the array one chunk per cycle (a*d/s feed
   cycles; a row of d elements is one read of the DMA; rows past N are fed as
   zeros and read nothing). It overlaps the previous block's O drain.
-* **S_j / U_j**: the K_j (V_j) row replayed r times, r*d feed cycles each, in the
+* **S_j / U_j**: the K_j (V_j) row replayed r times, r*d/s feed cycles each, in the
   order S0 S1 U0 S2 U1 ... S(N-1) U(N-2) U(N-1): scores one row ahead.
 * **SM_j**: once the last MAC of a line has finished S_j (`line_skew` = q - 1
   cycles after the last feed cycle), each of the L = E/p lanes of a line reads
-  its r*q/L rows, one per cycle, and writes (P, alpha) back `lane_latency`
+  its r*q/(L s) rows, one per cycle, and writes (P, alpha) back `lane_latency`
   cycles later. U_j may not enter before SM_j has written its last row (the
-  only interlock). With L_sm = q - 1 + r*q/L + lane_latency: SM_0 hides behind
+  only interlock). With L_sm = q - 1 + r*q/(L s) + lane_latency: SM_0 hides behind
   S_1 alone and SM_(N-1) behind U_(N-2) alone, so those two U phases of a block
-  stall when L_sm > r*d (the doc's condition); every other SM_j hides behind
-  U_(j-1) and S_(j+1), so the steady state stalls only when L_sm > 2*r*d, by
-  (L_sm - 2*r*d)/2 cycles a K/V row (the wait of U_(j-1) is also hidden under).
+  stall when L_sm > r*d/s (the doc's condition); every other SM_j hides behind
+  U_(j-1) and S_(j+1), so the steady state stalls only when L_sm > 2*r*d/s, by
+  (L_sm - 2*r*d/s)/2 cycles a K/V row (the wait of U_(j-1) is also hidden under).
   E must be a multiple of p (the doc's rule); otherwise L = max(1, E // p).
-* **O drain**: after U(N-1) the block's valid rows are normalized one element
-  per cycle (valid*d cycles plus `normalizer_latency`) and written out, while
+* **O drain**: after U(N-1) the block's valid rows are normalized one chunk
+  per cycle (valid*d/s cycles plus `normalizer_latency`) and written out, while
   the next block loads. S_0 of the next block waits until the drain has read
   the last O and l (SM_0 and U_0 would overwrite them), as the replay does.
 * **Memory**: the DMA reads the rows in the order the feed consumes them (Q
   rows, K0, K1, V0, K2, V1, ..., V(N-1), next block's Q rows, ...), at most
   `Plan.kv_depth` rows ahead: row k is requested when row k - depth has left the
   read FIFO, and a block's first rows not before the core has taken the block's
-  command (`_Machine._row`). A row fills the KV buffer one element per cycle
+  command (`_Machine._row`). A row fills the KV buffer one chunk per cycle
   once its first beat is through and its half of the buffer is free; a phase
   starts when its row is in; the cycles it waits for memory while no lane
   computes are `mem_stall`. O is written through the link's idle time
@@ -58,13 +62,8 @@ cycle each way) `model_counters` equals the generated design's CSR counters, eve
 one of them (tests/test_rtl_timing.py). On AxiRam with random stalls it is an
 estimate.
 
-Beyond the paper (model only, the RTL does neither):
+Beyond the RTL (model only):
 
-* `split` = s > 1: each Q row is spread over s MACs of a line; each MAC does d/s
-  of the dot product (the s partial scores meet in an adder tree of log2 s
-  stages) and owns d/s columns of O. The feed carries s elements a cycle; a row
-  needs P/s MAC groups, so r = ceil(a / (P/s)) and S_j, U_j take r*ceil(d/s)
-  cycles. It fills the MACs that a < P leaves idle (d = 128 on the paper array).
 * `causal=True`: K/V row j is needed only by Q rows >= j, and with b = 1 a Q
   block can stop after the K/V row of its last row: block i streams
   min(N, (i+1) a) K/V rows, so both cycles and K/V traffic shrink. Rows inside
@@ -73,57 +72,44 @@ Beyond the paper (model only, the RTL does neither):
 
 from collections import deque
 from dataclasses import dataclass, field
-from math import ceil, log2
+from math import ceil
 
 from .memmodel import Link, Memory
 from .rtl_params import RtlParams
 
-__all__ = ["RtlParams", "Mapping", "Result", "simulate", "model_counters", "best_split",
-           "COUNTER_KEYS"]
+__all__ = ["RtlParams", "Mapping", "Result", "simulate", "model_counters", "COUNTER_KEYS"]
 
 COUNTER_KEYS = ("cycles", "pe_busy", "exp_busy", "mem_stall", "bytes_read", "bytes_written")
 
 
 @dataclass(frozen=True)
 class Mapping:
-    """How the Plan's Q block sits on the array: derived from the Plan and `split`."""
+    """How the Plan's Q block sits on the array (`Plan.split`, `Plan.rows_per_mac`)."""
 
     a: int
     d: int
     split: int          # s MACs per Q row
     rows_per_mac: int   # r: Q rows per MAC group (slots)
-    feed_row: int       # cycles one K/V (or Q) row takes on the feed: ceil(d / s)
+    feed_row: int       # cycles one K/V (or Q) row takes on the feed: d / s chunks
     phase: int          # cycles of S_j or U_j: r * feed_row
     lane_rows: int      # rows each lane handles per SM: r * q / (s L)
-    skew: int           # last MAC done after the last feed cycle (+ adder tree)
+    skew: int           # cycles from a word at MAC 0 to the line's last MAC
     macs: int           # P
     lanes: int          # E
-    depth: int          # rows the DMA may read ahead (the Plan's kv_depth when s = 1)
+    depth: int          # rows the DMA may read ahead (the Plan's kv_depth)
 
     @classmethod
-    def of(cls, plan, split=1, params=None):
+    def of(cls, plan, params=None):
         params = params or RtlParams.of(plan)
-        b, d = plan.budget, plan.workload.head_dim
-        p, q = b.mac_lines, b.macs_per_line
-        if isinstance(split, bool) or not isinstance(split, int) or split < 1 or q % split:
-            raise ValueError(f"split must be a positive divisor of macs_per_line = {q}, not {split!r}")
-        if split == 1:
-            r = plan.rows_per_mac
-        else:
-            groups = b.macs // split
-            r = ceil(plan.a / groups)
-        lanes_per_line = max(1, b.exp_units // p)
-        feed_row = ceil(d / split)
-        skew = (q - 1 if params.line_skew is None else params.line_skew) + ceil(log2(split))
-        depth = plan.kv_depth
-        if split > 1:
-            # rows go s times faster: the Plan's rule for the depth, at ceil(d/s) cycles a row
-            eb = plan.config.format.element_bytes
-            arrival = b.latency_cycles + ceil(d * eb / b.bw_bytes_per_cycle)
-            depth = max(depth, 1 + ceil(arrival / feed_row))
-        return cls(a=plan.a, d=d, split=split, rows_per_mac=r, feed_row=feed_row,
-                   phase=r * feed_row, lane_rows=max(1, ceil(r * q / (split * lanes_per_line))),
-                   skew=skew, macs=b.macs, lanes=b.exp_units, depth=depth)
+        b, d, s = plan.budget, plan.workload.head_dim, plan.split
+        q = b.macs_per_line
+        lanes_per_line = max(1, b.exp_units // b.mac_lines)
+        feed_row = d // s
+        r = plan.rows_per_mac
+        return cls(a=plan.a, d=d, split=s, rows_per_mac=r, feed_row=feed_row,
+                   phase=r * feed_row, lane_rows=max(1, r * q // (s * lanes_per_line)),
+                   skew=q - 1 if params.line_skew is None else params.line_skew,
+                   macs=b.macs, lanes=b.exp_units, depth=plan.kv_depth)
 
 
 @dataclass
@@ -333,7 +319,7 @@ class _Machine:
     def block_end(self, valid):
         m, p = self.m, self.params
         drain_start = self.t + m.skew + p.drain_start
-        drain_last = drain_start + valid * m.d - 1          # its last read of O and l
+        drain_last = drain_start + valid * m.feed_row - 1   # its last read of O and l
         self.drain_end = drain_last + 1 + p.row_issue       # the next S_0 may enter
         self.link.write(drain_start, valid * self.out_bytes)
         self.c["bytes_written"] += valid * self.out_bytes
@@ -437,7 +423,7 @@ def _useful(plan, n, causal):
     return 2 * d * keys, 2 * evals
 
 
-def simulate(plan, *, seq_len=None, heads=None, causal=False, split=1, params=None, fast=True,
+def simulate(plan, *, seq_len=None, heads=None, causal=False, params=None, fast=True,
              memory=None):
     """Run the schedule of `plan` for `seq_len` keys (<= the Plan's N) and `heads` heads,
     on `memory` (an `attenio.sim.memmodel.Memory`; default: the budget's link)."""
@@ -450,7 +436,7 @@ def simulate(plan, *, seq_len=None, heads=None, causal=False, split=1, params=No
             raise ValueError(f"simulate: {name} must be a positive integer, not {v!r}")
     if n > w.seq_len:
         raise ValueError(f"simulate: seq_len {n} exceeds the Plan's N = {w.seq_len}")
-    m = Mapping.of(plan, split, params)
+    m = Mapping.of(plan, params)
     eb = plan.config.format.element_bytes
     mem = memory or Memory.of(b, burst_overhead=params.burst_overhead,
                               axi_rate_cap=params.axi_rate_cap)
@@ -482,20 +468,6 @@ def simulate(plan, *, seq_len=None, heads=None, causal=False, split=1, params=No
     useful, exps = _useful(plan, n, causal)
     res.useful_macs, res.exps = useful * h, exps * h
     return res
-
-
-def best_split(plan, *, seq_len=None, heads=None, params=None, tolerance=0.02):
-    """The smallest s (a divisor of q) within `tolerance` of the fewest cycles, and its Result.
-
-    Splitting wider than needed costs a wider feed and a deeper adder tree for
-    little gain, so an s that is at most 2% slower than the best wins if smaller.
-    """
-    q = plan.budget.macs_per_line
-    runs = {s: simulate(plan, seq_len=seq_len, heads=heads, split=s, params=params)
-            for s in range(1, q + 1) if q % s == 0}
-    best = min(r.cycles for r in runs.values())
-    s = min(s for s, r in runs.items() if r.cycles <= best * (1 + tolerance))
-    return s, runs[s]
 
 
 def model_counters(plan, *, seq_len=None, heads=None, params=None, memory=None):

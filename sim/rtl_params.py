@@ -108,7 +108,7 @@ class RtlParams:
         arith = Int8Arith(fmt, max_seq_len=w.seq_len, head_dim=w.head_dim)
         lanes = max(1, b.exp_units // b.mac_lines)
         core = CoreTiming.of(arith, macs_per_line=b.macs_per_line,
-                             rows_per_mac=plan.rows_per_mac, lanes=lanes)
+                             rows_per_mac=plan.rows_per_mac, lanes=lanes, split=plan.split)
         top = TopTiming.of(plan)
         # every field of the two timings that is a knob here, by name
         knobs = {f.name for f in fields(cls)}

@@ -9,8 +9,7 @@ from attenio import FP16Format, preset
 from attenio.baselines import all_baselines
 from attenio.plan import make_plan
 from attenio.sim.baselinemodel import matmul, simulate_baseline, simulate_baselines
-from attenio.sim.cyclemodel import (COUNTER_KEYS, Mapping, RtlParams, best_split, model_counters,
-                                    simulate)
+from attenio.sim.cyclemodel import COUNTER_KEYS, Mapping, RtlParams, model_counters, simulate
 from attenio.sim.memmodel import Link, Memory
 
 
@@ -45,7 +44,8 @@ CASES = [
 @pytest.mark.parametrize("variant", [dict(), dict(causal=True), dict(split=2)],
                          ids=["plain", "causal", "split2"])
 def test_fast_walk_equals_event_walk(kw, variant):
-    plan = make_plan(config(**kw))
+    variant = dict(variant)
+    plan = make_plan(config(**kw), split=variant.pop("split", 1))
     slow = simulate(plan, fast=False, **variant)
     fast = simulate(plan, fast=True, **variant)
     assert fast.counters() == slow.counters()
@@ -169,19 +169,17 @@ def test_memory_bound_run_is_bound_by_the_link():
     assert res.counters() == simulate(plan, fast=False).counters()
 
 
-def test_split_rows_fills_the_idle_macs_at_d128():
+def test_split_rows_fill_the_idle_macs_at_d128():
     plan = make_plan(paper(16384, 128))
-    assert plan.a < plan.budget.macs // 2
-    plain, two = simulate(plan), simulate(plan, split=2)
-    assert simulate(plan, split=1).counters() == plain.counters()
-    assert two.mapping.phase == plain.mapping.phase // 2
-    assert two.spatial_util == pytest.approx(2 * plain.spatial_util, rel=1e-9)
+    split = make_plan(paper(16384, 128), split=2)
+    assert plan.a < plan.budget.macs // 2 and (split.a, split.rows_per_mac) == (660, 1)
+    plain, two = simulate(plan), simulate(split)
+    assert two.mapping.phase == plain.mapping.phase // 2 == 64
+    # the same 25 blocks of N K/V rows each, at half the cycles per row
+    assert two.spatial_util == pytest.approx(2 * plain.spatial_util, rel=1e-12)
     assert plain.cycles / two.cycles > 1.9
-    assert (two.bytes_read, two.bytes_written) == (plain.bytes_read, plain.bytes_written)
-    s, best = best_split(plan)
-    assert best.cycles <= two.cycles and plan.budget.macs_per_line % s == 0
-    with pytest.raises(ValueError, match="divisor"):
-        simulate(plan, split=3)
+    for res, p in ((plain, plan), (two, split)):
+        assert (res.bytes_read, res.bytes_written) == (p.traffic.read_bytes, p.traffic.write_bytes)
 
 
 def test_causal_skips_rows_past_each_block_and_their_traffic():
