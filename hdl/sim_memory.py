@@ -10,15 +10,16 @@ and Python only loads the memory and reads it back through the backdoor (the
 Timing: every read burst waits `read_latency` cycles from its AR handshake, and
 two more for the model's own registers (`first_beat_latency`), before its first
 beat; reads then stream one beat per cycle (the port's bandwidth is
-one beat per cycle per direction) and up to `max_reads` bursts may wait at once.
-Writes take one beat per cycle and answer on B one cycle after WLAST. Responses
+one beat per cycle per direction), bursts back to back, and up to `max_reads`
+bursts may wait at once. Writes take one beat per cycle, bursts back to back
+(up to `max_writes` AW requests queue), and answer on B one cycle after WLAST. Responses
 are OKAY; IDs are echoed. Not synthesizable as a real memory controller and not
 meant to be: it models a link, not DRAM.
 """
 
-from amaranth.hdl import Module, Signal, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -33,11 +34,13 @@ class SimAXIMemory(wiring.Component):
     """AXI4 slave over `depth` words of `data_width` bits (byte addresses from 0)."""
 
     def __init__(self, *, addr_width=32, data_width=64, id_width=1, depth, read_latency=20,
-                 max_reads=8):
-        validate.positive("SimAXIMemory", depth=depth, max_reads=max_reads)
+                 max_reads=8, max_writes=8):
+        validate.positive("SimAXIMemory", depth=depth, max_reads=max_reads,
+                          max_writes=max_writes)
         validate.non_negative("SimAXIMemory", read_latency=read_latency)
         self._aw, self._dw, self._iw = addr_width, data_width, id_width
         self._depth, self._latency, self._max_reads = depth, read_latency, max_reads
+        self._max_writes = max_writes
         super().__init__({"s_axi": In(AXI4Signature(addr_width=addr_width, data_width=data_width,
                                                     id_width=id_width))})
 
@@ -99,30 +102,39 @@ class SimAXIMemory(wiring.Component):
                 m.d.sync += [beat_addr.eq(beat_addr + 1), left.eq(left - 1)]
                 with m.If(left == 1):
                     m.d.sync += busy.eq(0)
-        with m.If(~busy & ar_q.r_rdy & due):
+        # the next burst loads as the last beat of this one is read: no bubble between them
+        with m.If(ar_q.r_rdy & due & (~busy | (advance & (left == 1)))):
             m.d.comb += ar_q.r_en.eq(1)
             m.d.sync += [busy.eq(1), beat_addr.eq(head.addr[shift:]), left.eq(head.len + 1),
                          rid.eq(head.id)]
 
-        # -- writes: one AW at a time, its beats, then B ----------------------------------
-        w_busy = Signal()
-        w_addr = Signal(self._aw - shift)
+        # -- writes: AW queued, the head burst's beats, then B (queued too) ----------------
+        # A SyncFIFO shows an entry the cycle after it is written: W may follow its AW by
+        # one cycle, and B comes one cycle after WLAST.
+        aw = data.StructLayout({"addr": unsigned(self._aw - shift), "id": unsigned(self._iw)})
+        m.submodules.aw_q = aw_q = SyncFIFO(width=aw.size, depth=self._max_writes)
+        m.submodules.b_q = b_q = SyncFIFO(width=self._iw, depth=self._max_writes)
+        w_head = aw(aw_q.r_data)
+        w_beat = Signal(8)
+        w_fire = bus.wvalid & bus.wready
         m.d.comb += [
-            bus.awready.eq(~w_busy & ~bus.bvalid),
-            bus.wready.eq(w_busy),
-            bus.bresp.eq(0),
-            wr.addr.eq(w_addr),
+            bus.awready.eq(aw_q.w_rdy),
+            aw_q.w_en.eq(bus.awvalid),
+            aw_q.w_data.eq(Cat(bus.awaddr[shift:], bus.awid)),
+            bus.wready.eq(aw_q.r_rdy & b_q.w_rdy),
+            wr.addr.eq(w_head.addr + w_beat),
             wr.data.eq(bus.wdata),
+            wr.en.eq(Mux(w_fire, bus.wstrb, 0)),
+            aw_q.r_en.eq(w_fire & bus.wlast),
+            b_q.w_en.eq(w_fire & bus.wlast),
+            b_q.w_data.eq(w_head.id),
+            bus.bvalid.eq(b_q.r_rdy),
+            bus.bid.eq(b_q.r_data),
+            b_q.r_en.eq(bus.bready),
+            bus.bresp.eq(0),
         ]
-        with m.If(bus.awvalid & bus.awready):
-            m.d.sync += [w_busy.eq(1), w_addr.eq(bus.awaddr[shift:]), bus.bid.eq(bus.awid)]
-        with m.If(bus.wvalid & bus.wready):
-            m.d.comb += wr.en.eq(bus.wstrb)
-            m.d.sync += w_addr.eq(w_addr + 1)
-            with m.If(bus.wlast):
-                m.d.sync += [w_busy.eq(0), bus.bvalid.eq(1)]
-        with m.If(bus.bvalid & bus.bready):
-            m.d.sync += bus.bvalid.eq(0)
+        with m.If(w_fire):
+            m.d.sync += w_beat.eq(Mux(bus.wlast, 0, w_beat + 1))
         return m
 
 
@@ -136,9 +148,12 @@ class SimSystem(wiring.Component):
         from .top import AttenIOTop
 
         self._top = AttenIOTop(plan)
+        # The link takes every burst the DMA may have in flight (`Plan.kv_depth` rows of
+        # one burst each at most), as the cycle model's memory does: the prefetch depth,
+        # not the memory, bounds the reads.
         self._mem = SimAXIMemory(data_width=plan.budget.axi_data_bits, depth=depth,
                                  read_latency=plan.budget.latency_cycles if read_latency is None
-                                 else read_latency)
+                                 else read_latency, max_reads=max(8, plan.kv_depth))
         super().__init__({
             "s_axil": In(AXI4LiteSignature(addr_width=self._top.regmap.addr_width)),
             "irq": Out(1),

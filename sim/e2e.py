@@ -248,7 +248,8 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
         "backpressure": opts.backpressure, "progress_cycles": opts.progress_cycles,
         "expect_bytes_written": int(plan.traffic_at(seq_len=n, heads=heads).write_bytes),
         "max_cycles": int(50 * (heads * -(-n // plan.a) * (n * 2 * plan.rows_per_mac * d
-                                                          + 4 * plan.a * d) + 10000)),
+                                                          + 4 * plan.a * d) // plan.split
+                                + 10000)),
     }
     log(f"simulating on {opts.simulator} (seed {opts.seed}) ...")
     t0 = time.perf_counter()
@@ -295,7 +296,8 @@ def _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s,
     report = {
         "config": plan.config.name, "simulator": opts.simulator, "memory": opts.memory,
         "seed": opts.seed,
-        "seq_len": n, "heads": heads, "head_dim": d, "a": plan.a,
+        "seq_len": n, "heads": heads, "head_dim": d, "a": plan.a, "split": plan.split,
+        "rows_per_mac": plan.rows_per_mac,
         "plan_bytes_read": traffic.read_bytes, "plan_bytes_written": traffic.write_bytes,
         "runs": runs,
         "wall_seconds": round(wall, 2), "golden_seconds": round(golden_s, 3),
@@ -308,7 +310,7 @@ def _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s,
         report["pe_busy_fraction"] = c0["PE_BUSY"] / cyc
         report["exp_busy_fraction"] = c0["EXP_BUSY"] / cyc
         report["mem_stall_fraction"] = c0["MEM_STALL"] / cyc
-        compute = heads * -(-n // plan.a) * n * 2 * plan.rows_per_mac * d
+        compute = heads * -(-n // plan.a) * n * 2 * plan.rows_per_mac * d // plan.split
         memory = traffic.bytes / plan.budget.bw_bytes_per_cycle
         report["compute_bound_cycles"] = compute
         report["memory_bound_cycles"] = round(memory)

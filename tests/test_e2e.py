@@ -36,7 +36,9 @@ def check_good(report, n, heads, *, exact):
         c = run["counters"]
         assert c["BYTES_READ"] == report["plan_bytes_read"]
         assert c["BYTES_WRITTEN"] == report["plan_bytes_written"]
-        assert c["PE_BUSY"] >= heads * -(-n // report["a"]) * n * 2 * 2 * 16   # 2 r d per row
+        # 2 r d / s array cycles per K/V row
+        assert c["PE_BUSY"] >= (heads * -(-n // report["a"]) * n * 2 * report["rows_per_mac"]
+                                * report["head_dim"] // report["split"])
         assert c["CYCLES"] > c["PE_BUSY"]
         model = report["model"]
         assert (c["BYTES_READ"], c["BYTES_WRITTEN"]) == (model["bytes_read"], model["bytes_written"])
@@ -86,6 +88,20 @@ def test_sequence_lengths_at_the_edges(tmp_path_factory, n, seed):
     report = run_e2e(HW, out, E2EOptions(simulator="verilator", seed=seed, quick_build=True, seq_len=n, heads=1,
                                          input_kind="spread"))
     check_good(report, n, 1, exact=True)
+
+
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
+def test_rows_split_over_four_macs_with_latency_and_backpressure(tmp_path_factory, simulator,
+                                                                 seed):
+    """s = 4: chunks of 4 elements from the unpacker to the packer, two groups a line."""
+    need(simulator)
+    hw = dataclasses.replace(HW, name="e2e_s4", split=4)
+    out = tmp_path_factory.getbasetemp() / f"e2e_s4_{simulator}"
+    opts = E2EOptions(simulator=simulator, seed=seed, quick_build=True, seq_len=45, heads=2,
+                      latency=(0.2, 8), backpressure=0.3, random_layout=True)
+    report = run_e2e(hw, out, opts)
+    assert (report["split"], report["rows_per_mac"], report["a"]) == (4, 10, 40)
+    check_good(report, 45, 2, exact=False)     # 45 = 40 + 5: the last block is partial
 
 
 def test_memory_model_inside_the_design(tmp_path_factory, seed):

@@ -6,8 +6,8 @@ around the core), so the model must predict each counter of the generated
 design to the cycle: on the in-design memory model (fixed latency, one beat per
 cycle), with a partial last block and two heads. The configurations differ in
 array shape, lanes per line, head dimension, the reciprocal's Newton steps (the
-normalizer's latency), p_frac and the memory latency; one of them is bound by
-the softmax interlock rather than by the feed.
+normalizer's latency), p_frac, the memory latency and the rows' split over s
+MACs; two of them are bound by the softmax interlock rather than by the feed.
 """
 
 import dataclasses
@@ -23,10 +23,10 @@ from attenio.sim.runner import simulator_available
 
 
 def _config(name, *, macs, exp_units, head_dim, recip_iters, p_frac=16, latency=20,
-            cache_bytes=4096):
+            cache_bytes=4096, split=1):
     base = preset("small")
     return dataclasses.replace(
-        base, name=f"timing_{name}",
+        base, name=f"timing_{name}", split=split,
         workload=dataclasses.replace(base.workload, seq_len=64, head_dim=head_dim, heads=2),
         budget=dataclasses.replace(base.budget, mac_lines=macs[0], macs_per_line=macs[1],
                                    exp_units=exp_units, latency_cycles=latency,
@@ -46,6 +46,14 @@ CONFIGS = {
     # two lanes per line, three Newton steps, wider P, a slower memory
     "4x4_e8_d16_it3": _config("d", macs=(4, 4), exp_units=8, head_dim=16, recip_iters=3,
                               p_frac=20, latency=40),
+    # rows split over s MACs: the small preset at s = 2 (a = 32, r = 4); one group per lane
+    # (two lanes of 2 MACs a line); s = 4 with two chunks a row, interlock-bound
+    "4x4_e4_d16_s2": _config("e", macs=(4, 4), exp_units=4, head_dim=16, recip_iters=2,
+                             split=2),
+    "2x4_e4_d16_s2": _config("f", macs=(2, 4), exp_units=4, head_dim=16, recip_iters=1,
+                             split=2, latency=40),
+    "2x8_e2_d8_s4": _config("g", macs=(2, 8), exp_units=2, head_dim=8, recip_iters=1,
+                            cache_bytes=1024, split=4),
 }
 SEQ_LEN, HEADS = 45, 2          # at a = 32 (16) two (three) blocks a head, the last partial
 
@@ -68,11 +76,12 @@ def test_the_interlock_binds_in_one_configuration():
     for name, config in CONFIGS.items():
         plan = make_plan(config)
         b, t = plan.budget, RtlParams.of(plan)
-        lane_rows = plan.rows_per_mac * b.macs_per_line * b.mac_lines // b.exp_units
+        lane_rows = plan.rows_per_mac * b.macs_per_line * b.mac_lines // b.exp_units // plan.split
         sm_latency = t.line_skew + lane_rows + t.lane_latency
-        slack[name] = 2 * plan.rows_per_mac * config.workload.head_dim - sm_latency
+        slack[name] = 2 * plan.rows_per_mac * config.workload.head_dim // plan.split - sm_latency
         drain.add(t.normalizer_latency)
     assert drain == {11, 17, 23, 29}            # 0..3 Newton steps of 6 stages each
+    assert sorted(make_plan(c).split for c in CONFIGS.values()) == [1, 1, 1, 1, 2, 2, 4]
     assert min(slack.values()) < 0 < max(slack.values()), slack
 
 
