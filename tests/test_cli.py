@@ -44,7 +44,7 @@ def test_plan_json_carries_the_mapping_choice(capsys, tmp_path):
     assert main(["plan", "--preset", "small", "--json", "-o", str(tmp_path)]) == 0
     plan = json.loads(capsys.readouterr().out)["plan"]
     m = plan["mapping"]
-    assert (m["mode"], m["seq_len"], m["heads"], m["tolerance"]) == ("auto", 256, 1, 0.02)
+    assert (m["mode"], m["seq_len"], m["heads"], m["tolerance"]) == ("auto", 256, 1, 0.001)
     assert [c["split"] for c in m["candidates"]] == [1, 2, 4]
     assert [(c["rows_per_mac"], c["a"], c["groups"]) for c in m["candidates"]] == [
         (2, 32, 16), (4, 32, 8), (9, 36, 4)]
@@ -71,7 +71,7 @@ def test_plan_table_shows_the_mapping(capsys, tmp_path):
     assert "forced s = 4" in out and "a = 36 at s = 4 instead of 32 at s = 1 costs" in out
     assert main(["plan", "--preset", "small", "-o", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "by the cycle model at N = 256, 1 head(s): of the mappings within 2 % of the fewest " \
+    assert "by the cycle model at N = 256, 1 head(s): of the mappings within 0.1 % of the fewest " \
            "cycles, the least traffic" in out
     assert "chosen" in out and "runner-up" in out
 

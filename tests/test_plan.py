@@ -259,16 +259,16 @@ def cand(split, cycles, traffic=1):
 
 
 @pytest.mark.parametrize("cands, chosen, runner_up", [
-    ([(1, 1000), (2, 996), (4, 900)], 4, 2),          # the fastest; the rest by cycles
-    ([(1, 1000), (2, 990)], 1, 2),                    # 1000 <= 990 * 1.02: a tie, the smaller s
-    ([(1, 1000), (2, 980), (4, 980)], 2, 4),          # 1000 > 980 * 1.02; equal: the smaller s
-    ([(1, 1000, 5), (2, 990, 7), (8, 1005, 5)], 1, 8),  # tied: the least traffic, then s
-    ([(2, 990, 7), (8, 1009, 5)], 8, 2),              # 1009 <= 990 * 1.02: less traffic wins
-    ([(2, 990, 7), (8, 1010 + 100, 5)], 2, 8),        # 11 % slower: cycles decide
+    ([(1, 1000), (2, 996), (4, 900)], 4, 2),              # the fastest; the rest by cycles
+    ([(1, 100000), (2, 99950)], 1, 2),                    # within 0.1 %: a tie, the smaller s
+    ([(1, 100000), (2, 99800), (4, 99800)], 2, 4),        # 0.2 % apart; equal: the smaller s
+    ([(1, 100000, 5), (2, 99950, 7), (8, 100040, 5)], 1, 8),  # tied: least traffic, then s
+    ([(2, 99950, 7), (8, 100040, 5)], 8, 2),              # within 0.1 %: less traffic wins
+    ([(2, 99950, 7), (8, 100100, 5)], 2, 8),              # 0.15 % slower: cycles decide
     ([(1, 1000)], 1, None),
 ])
 def test_near_ties_go_to_the_least_traffic_then_the_smaller_split(cands, chosen, runner_up):
-    assert planner.TOLERANCE == 0.02
+    assert planner.TOLERANCE == 0.001
     assert planner._pick([cand(*c) for c in cands]) == (chosen, runner_up)
 
 
