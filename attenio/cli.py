@@ -145,8 +145,13 @@ def _choose(config):
 
 def _planned_config(args):
     """The configuration of the options with its split fixed to the planner's choice, so the
-    floors that make their own Plan from it (gen, sim) build the chosen mapping."""
+    floors that make their own Plan from it (gen, sim) build the chosen mapping. What the
+    RTL cannot build is refused first, before the planner models anything."""
+    from .hdl.top import check_plan
+    from .plan import make_plan
+
     config = config_from_args(args)
+    check_plan(make_plan(config))
     plan = _choose(config)
     c = plan.mapping_choice
     runner = "" if c.runner_up is None else f"; runner-up s = {c.runner_up}"

@@ -90,9 +90,10 @@ def split_problem(config, split):
             return (f"mapping: split {split} must divide the {q // lanes} MACs of one EXP lane "
                     f"({q} MACs a line over {lanes} lane(s)), so no MAC group straddles two lanes")
     beat = b.axi_data_bits // 8
-    if split * fmt.element_bytes > beat:
-        return (f"mapping: split {split} feeds {split * fmt.element_bytes} bytes of {fmt.name} a "
-                f"cycle, more than one {b.axi_data_bits}-bit AXI beat ({beat} bytes)")
+    if beat % (split * fmt.element_bytes):
+        return (f"mapping: split {split} feeds chunks of {split * fmt.element_bytes} bytes of "
+                f"{fmt.name} a cycle, which must divide the {b.axi_data_bits}-bit AXI beat "
+                f"({beat} bytes)")
     return None
 
 

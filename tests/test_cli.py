@@ -105,7 +105,8 @@ def test_options_override_preset_and_config(capsys, tmp_path):
                                "dimension d = 16"),
     ("plan", ["--split", "8"], "mapping: split 8 must divide the 4 MACs of one EXP lane"),
     ("plan", ["--split", "4", "--format", "fp16", "--axi-width", "32"],
-     "mapping: split 4 feeds 8 bytes of fp16 a cycle, more than one 32-bit AXI beat"),
+     "mapping: split 4 feeds chunks of 8 bytes of fp16 a cycle, which must divide the "
+     "32-bit AXI beat"),
     ("gen", ["--split", "3"], "attenio gen: error: mapping: split 3 must divide"),
     ("sim", ["--split", "3"], "attenio sim: error: mapping: split 3 must divide"),
     ("synth", ["--split", "3"], "attenio synth: error: mapping: split 3 must divide"),

@@ -184,7 +184,7 @@ def test_core_amaranth_sim(rng, split):
                     r"MACs of each softmax lane"),
     (dict(split=4, exp_units=4), r"AttentionCore: split = 4 must divide the head dimension \(8\) and the 2 "
                     r"MACs of each softmax lane"),
-    (dict(split=0), "split must be an integer >= 1, not 0"),
+    (dict(split=0), "AttentionCore: split must be a positive integer, not 0"),
 ])
 def test_core_rejects(kwargs, match):
     params = dict(mac_lines=2, macs_per_line=4, rows_per_mac=1, head_dim=8, exp_units=2,
@@ -242,7 +242,7 @@ def test_core_error_flags(case):
         ctx.set(core.start.valid, 0)
         seen["busy"] = ctx.get(core.busy)
         kind = Kind.Q if case == "bad_start" else Kind.K                    # Q expected
-        ctx.set(core.feed.payload, {"kind": kind, "value": 1})
+        ctx.set(core.feed.payload, {"kind": kind, "value": [1]})
         ctx.set(core.feed.valid, 1)
         await ctx.tick()
         seen["ready"] = ctx.get(core.feed.ready)

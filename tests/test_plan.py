@@ -230,7 +230,8 @@ def _small(**budget):
     (_small(exp_units=3), 2, "mapping: split 2: the softmax lanes need exp_units (3) to be a "
                              "multiple of the MAC lines (4)"),
     (dataclasses.replace(_small(axi_data_bits=32), format=FP16Format()), 4,
-     "mapping: split 4 feeds 8 bytes of fp16 a cycle, more than one 32-bit AXI beat (4 bytes)"),
+     "mapping: split 4 feeds chunks of 8 bytes of fp16 a cycle, which must divide the 32-bit "
+     "AXI beat (4 bytes)"),
     (paper(64), 32, "mapping: split 32 must divide the 16 MACs of one EXP lane"),
 ])
 def test_impossible_splits_are_refused_naming_the_rule(cfg, split, message):

@@ -52,26 +52,38 @@ def test_seeded_generators_replay(capsys):
 @pytest.mark.parametrize("kind, value", [(Kind.Q, -128), (Kind.K, 127), (Kind.V, -1)])
 def test_pack_follows_the_hardware_layout(kind, value):
     layout = feed_layout()
-    word = pack(layout, kind=kind, value=np.int64(value))
-    assert word == layout.const({"kind": kind, "value": value}).as_bits()
+    word = pack(layout, kind=kind, value=[np.int64(value)])
+    assert word == layout.const({"kind": kind, "value": [value]}).as_bits()
     kind_field, value_field = layout["kind"], layout["value"]
     assert word >> kind_field.offset & ((1 << kind_field.width) - 1) == kind.value
     assert word >> value_field.offset & 0xFF == value & 0xFF
-    assert unpack(layout, word).value == value and unpack(layout, word).kind == kind
+    assert unpack(layout, word).value[0] == value and unpack(layout, word).kind == kind
+
+
+def test_pack_puts_a_chunk_little_endian():
+    layout = feed_layout(4)
+    word = pack(layout, kind=Kind.K, value=[1, -1, 127, -128])
+    assert word == layout.const({"kind": Kind.K, "value": [1, -1, 127, -128]}).as_bits()
+    assert word >> layout["value"].offset & 0xFFFFFFFF == 0x807FFF01
+    assert [int(v) for v in unpack(layout, word).value] == [1, -1, 127, -128]
+    with pytest.raises(ValueError, match="value needs 4 elements, not 3"):
+        pack(layout, kind=Kind.K, value=[1, 2, 3])
+    with pytest.raises(ValueError, match=r"value\[2\] = 128 does not fit"):
+        pack(layout, kind=Kind.K, value=[1, 2, 128, 4])
 
 
 def test_unpack_signed_and_flags():
     o = unpack(element_layout(), 0x1FD)
-    assert (o.value, o.last) == (-3, 1)
+    assert (o.value[0], o.last) == (-3, 1)
     e = unpack(error_layout(), 0b100)
     assert (e.read, e.write, e.command) == (0, 0, 1)
     assert unpack(command_layout(32), pack(command_layout(32), addr=0x1000, length=64)).length == 64
 
 
 def test_pack_refuses_a_value_the_field_cannot_hold():
-    with pytest.raises(ValueError, match="value = 200"):
-        pack(feed_layout(), kind=Kind.Q, value=200)
+    with pytest.raises(ValueError, match=r"value\[0\] = 200"):
+        pack(feed_layout(), kind=Kind.Q, value=[200])
     with pytest.raises(ValueError, match="length = 4096"):
         pack(command_layout(12), addr=0, length=4096)
-    assert pack(feed_layout(), kind=Kind.V.value, value=-3) == pack(feed_layout(), kind=Kind.V,
-                                                                     value=-3)
+    assert pack(feed_layout(), kind=Kind.V.value, value=[-3]) == pack(feed_layout(), kind=Kind.V,
+                                                                       value=[-3])

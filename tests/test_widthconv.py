@@ -42,30 +42,43 @@ def pump(dut, sent, count, read, stalls):
     return got
 
 
-@pytest.mark.parametrize("width", [32, 64, 128])
-def test_unpacker_keeps_order_and_last(rng, width):
-    n = width // 8
-    beats = rng.integers(0, 2 ** 63, size=12, dtype=np.uint64)
+def _signed8(x):
+    return x - 256 if x & 0x80 else x
+
+
+@pytest.mark.parametrize("width, chunk", [(32, 1), (64, 1), (128, 1), (64, 2), (64, 8),
+                                          (128, 4)])
+def test_unpacker_keeps_order_and_last(rng, width, chunk):
+    n = width // (8 * chunk)                       # chunks per beat
     lasts = rng.integers(0, 2, size=12)
-    data = [int(b) & ((1 << width) - 1) | (int(rng.integers(0, 2**63)) << 64 if width > 64 else 0)
-            for b in beats]
-    data = [d & ((1 << width) - 1) for d in data]
-    expect = [(((d >> (8 * k)) & 0xFF) - (256 if (d >> (8 * k)) & 0x80 else 0),
+    data = [int.from_bytes(rng.integers(0, 256, size=width // 8, dtype=np.uint8).tobytes(),
+                           "little") for _ in lasts]
+    expect = [([_signed8(d >> (8 * (k * chunk + e)) & 0xFF) for e in range(chunk)],
                int(last and k == n - 1)) for d, last in zip(data, lasts) for k in range(n)]
-    got = pump(BeatUnpacker(data_width=width),
+    got = pump(BeatUnpacker(data_width=width, width=chunk),
                [{"data": d, "last": int(last)} for d, last in zip(data, lasts)], len(expect),
-               lambda p: (p.value, p.last), rng.integers(0, 2, size=10 * len(expect)))
+               lambda p: ([int(v) for v in p.value], p.last),
+               rng.integers(0, 2, size=10 * len(expect)))
     assert got == expect
 
 
-def test_packer_builds_little_endian_beats(rng):
+@pytest.mark.parametrize("chunk", [1, 2, 8])
+def test_packer_builds_little_endian_beats(rng, chunk):
     values = [int(v) for v in rng.integers(-128, 128, size=8 * 6)]
-    elements = [{"value": v, "last": 0} for v in values]
-    got = pump(BeatPacker(data_width=64), elements, len(values) // 8, lambda p: p.data,
-               rng.integers(0, 2, size=1000))
+    chunks = [{"value": values[i:i + chunk], "last": 0} for i in range(0, len(values), chunk)]
+    got = pump(BeatPacker(data_width=64, width=chunk), chunks, len(values) // 8,
+               lambda p: p.data, rng.integers(0, 2, size=1000))
     expect = [sum((v & 0xFF) << (8 * k) for k, v in enumerate(values[i:i + 8]))
               for i in range(0, len(values), 8)]
     assert got == expect
+
+
+def test_converters_refuse_a_chunk_that_splits_a_beat():
+    with pytest.raises(ValueError, match="BeatUnpacker: a 32-bit beat must hold whole chunks "
+                                         "of 3 elements"):
+        BeatUnpacker(data_width=32, width=3)
+    with pytest.raises(ValueError, match="BeatPacker: width must be a positive integer, not 0"):
+        BeatPacker(data_width=64, width=0)
 
 
 def test_bad_width_is_refused():
