@@ -2,9 +2,10 @@
 
 `compare(config, seq_lens, head_dims)` plans and times every (N, d) on the
 config's hardware and returns one JSON-ready dict; `render_text`,
-`render_markdown` and `write_plots` turn it into what people read. Speedups
-are always "of AttenIO over X": cycles(X) / cycles(AttenIO), so > 1 means
-AttenIO is faster; traffic ratios are bytes(X) / bytes(AttenIO).
+`render_markdown` and `write_all` (its plots from `attenio.sim.compareplots`)
+turn it into what people read. Speedups are always "of AttenIO over X":
+cycles(X) / cycles(AttenIO), so > 1 means AttenIO is faster; traffic ratios are
+bytes(X) / bytes(AttenIO).
 
 AttenIO is the Plan the planner chooses (`attenio.sim.planner.choose_plan`: rows
 split over the s MACs the cycle model finds fastest, or the config's forced
@@ -12,9 +13,24 @@ split over the s MACs the cycle model finds fastest, or the config's forced
 split gains and what its a costs in traffic) and, beyond the paper (model
 only), causal masking with row-granular skipping, next to FlashAttention-2
 skipping whole K/V blocks.
+
+Two timings, and the data says which made it (``data["timing"]``):
+
+* fair (the default): the cycle models above, every dataflow overlapping memory
+  and compute at the budget's full bandwidth;
+* paper (`compare(..., timing=PaperTiming(...))`): the paper's evaluation
+  assumptions as closed forms (`attenio.sim.papertiming`), set beside the fair
+  speedups of the same (N, d).
+
+`sweep(config, seq_lens, head_dims, axis="bw"|"cache", values=...)` repeats a
+comparison over the budget's bandwidth or cache: in fair timing the bandwidth
+sweep shows where AttenIO's traffic advantage turns into speed (its crossovers
+are each baseline's ridge, the bandwidth below which its traffic takes longer
+than its array work); the cache sweep runs in either timing.
 """
 
 import dataclasses
+import math
 import time
 
 from attenio.baselines import all_baselines
@@ -23,23 +39,23 @@ from attenio.report import human_bytes, table
 
 from .baselinemodel import BASELINE_ORDER, simulate_baseline
 from .cyclemodel import RtlParams, simulate
+from .papertiming import PAPER_REPORTED, RULES, paper_one
 from .planner import choose_plan
 
-__all__ = ["compare", "render_text", "render_markdown", "write_plots", "write_all",
-           "METRICS", "TITLES"]
+__all__ = ["compare", "sweep", "geomeans", "timing_line", "render_text", "render_markdown",
+           "write_all", "METRICS", "TITLES", "SWEEP_AXES"]
 
 TITLES = {"attenio": "AttenIO", "standard": "Standard", "flat": "FLAT",
           "flashattention2": "FA-2", "flashattention2_fair": "FA-2 fair"}
-# one colour per dataflow in every plot
-_COLORS = {"AttenIO": "black", "Standard": "tab:blue", "FLAT": "tab:orange", "FA-2": "tab:green",
-           "FA-2 fair": "tab:red", "AttenIO s = 1": "tab:purple", "AttenIO causal": "tab:brown"}
 METRICS = ("cycles", "pe_util", "spatial_util", "mac_efficiency", "exp_util", "stall_fraction",
            "offchip_bytes")
 
 
-def _with(config, n, d):
+def _with(config, n, d, **budget):
+    """`config` at N = n, d = d, with budget fields changed."""
     return dataclasses.replace(config, workload=dataclasses.replace(config.workload, seq_len=n,
-                                                                    head_dim=d))
+                                                                    head_dim=d),
+                               budget=dataclasses.replace(config.budget, **budget))
 
 
 def _entry(res, nbytes, ours=None):
@@ -103,11 +119,38 @@ def compare_one(config):
             "baselines": baselines}
 
 
-def compare(config, seq_lens, head_dims):
-    """The whole comparison as one JSON-ready dict (with its own wall time)."""
-    t0 = time.perf_counter()
-    rows = [compare_one(_with(config, n, d)) for d in head_dims for n in seq_lens]
+def _frame(config, seq_lens, head_dims, timing):
+    """What every comparison's data starts with: the hardware, the lists, the timing."""
     b = config.budget
+    definitions = {
+        "speedup": "cycles(X) / cycles(AttenIO): > 1 means AttenIO is faster",
+        "traffic_ratio": "off-chip bytes(X) / off-chip bytes(AttenIO)",
+        "pe_util": "cycles the array computes / cycles",
+        "spatial_util": "useful MAC operations / (P x array-busy cycles)",
+        "mac_efficiency": "useful MAC operations / (P x cycles) = pe_util x spatial_util",
+        "exp_util": "cycles the softmax lanes are busy / cycles",
+        "stall_fraction": "cycles waiting for memory with nothing computing / cycles",
+        "gain": "cycles(AttenIO) / cycles(causal AttenIO)",
+        "s, r, a": "MACs per Q row, Q rows per group of s MACs, Q block rows",
+    }
+    if timing is None:
+        mode = {"mode": "fair", "parameters": {
+            "bw_bytes_per_cycle": b.bw_bytes_per_cycle,
+            "overlap": "every dataflow overlaps memory and compute at the full bandwidth "
+                       "(double buffering wherever its dataflow lets it)",
+            "models": "attenio.sim.cyclemodel (equal to the RTL's counters), "
+                      "attenio.sim.baselinemodel"}}
+    else:
+        mode = {"mode": "paper", "parameters": timing.parameters(b), "rules": dict(RULES),
+                "reported": {str(d): dict(v) for d, v in PAPER_REPORTED.items()}}
+        definitions.update({
+            "pe_util": "compute cycles (2 d / P a pair visited) / cycles",
+            "exp_util": "AttenIO's softmax cycles / cycles",
+            "stall_fraction": "off-chip cycles not hidden behind work / cycles",
+            "break_even_bw": "the bw_eff at which X is as fast as AttenIO under these rules; "
+                             "AttenIO is faster below it",
+            "fair": "the fair timing's a, cycles and speedups of the same (N, d)",
+        })
     return {
         "name": config.name, "format": config.format.name, "heads": config.workload.heads,
         "hardware": {"mac_lines": b.mac_lines, "macs_per_line": b.macs_per_line,
@@ -117,20 +160,143 @@ def compare(config, seq_lens, head_dims):
                      "axi_data_bits": b.axi_data_bits},
         "seq_lens": list(seq_lens), "head_dims": list(head_dims),
         "split": "auto" if config.split is None else config.split,
-        "definitions": {
-            "speedup": "cycles(X) / cycles(AttenIO): > 1 means AttenIO is faster",
-            "traffic_ratio": "off-chip bytes(X) / off-chip bytes(AttenIO)",
-            "pe_util": "cycles the array computes / cycles",
-            "spatial_util": "useful MAC operations / (P x array-busy cycles)",
-            "mac_efficiency": "useful MAC operations / (P x cycles) = pe_util x spatial_util",
-            "exp_util": "cycles the softmax lanes are busy / cycles",
-            "stall_fraction": "cycles waiting for memory with nothing computing / cycles",
-            "gain": "cycles(AttenIO) / cycles(causal AttenIO)",
-            "s, r, a": "MACs per Q row, Q rows per group of s MACs, Q block rows",
-        },
-        "rows": rows,
-        "wall_seconds": time.perf_counter() - t0,
+        "timing": mode, "definitions": definitions,
     }
+
+
+def _paper_row(config, timing, fair_row):
+    """paper_one of `config` with the fair timing's view of the same (N, d) beside it."""
+    row = paper_one(config, timing, plan_a=fair_row["attenio"]["a"])
+    ours, causal = fair_row["attenio"], fair_row["attenio_causal"]
+    row["fair"] = {"a": ours["a"], "split": ours["split"], "cycles": ours["cycles"],
+                   "offchip_bytes": ours["offchip_bytes"],
+                   "speedup": {n: fair_row["baselines"][n]["speedup"] for n in BASELINE_ORDER},
+                   "causal_gain": causal["gain"],
+                   "causal_speedup_over_fa2_causal": causal["speedup_over_fa2_causal"]}
+    return row
+
+
+def compare(config, seq_lens, head_dims, *, timing=None, fair=None):
+    """The whole comparison as one JSON-ready dict (with its own wall time).
+
+    `timing` None: the fair timing (the cycle models). A `PaperTiming`: its closed
+    forms, each (N, d) beside the fair speedups; `fair` is the fair data of the same
+    arguments when the caller already has it.
+    """
+    t0 = time.perf_counter()
+    if timing is None:
+        rows = [compare_one(_with(config, n, d)) for d in head_dims for n in seq_lens]
+    else:
+        fair = fair or compare(config, seq_lens, head_dims)
+        if (fair["seq_lens"], fair["head_dims"]) != (list(seq_lens), list(head_dims)):
+            raise ValueError("compare: the fair data is of other sequence lengths or head dims")
+        rows = [_paper_row(_with(config, r["seq_len"], r["head_dim"]), timing, r)
+                for r in fair["rows"]]
+    data = _frame(config, seq_lens, head_dims, timing)
+    data.update(rows=rows, wall_seconds=time.perf_counter() - t0)
+    return data
+
+
+def geomeans(data):
+    """{d: {X: {speedup, traffic_ratio[, fair_speedup]}}}: geometric means over N."""
+    out = {}
+    for d in data["head_dims"]:
+        rows = [r for r in data["rows"] if r["head_dim"] == d]
+        out[d] = {}
+        for name in BASELINE_ORDER:
+            g = {"speedup": _geo(r["baselines"][name]["speedup"] for r in rows),
+                 "traffic_ratio": _geo(r["baselines"][name]["traffic_ratio"] for r in rows)}
+            if "fair" in rows[0]:
+                g["fair_speedup"] = _geo(r["fair"]["speedup"][name] for r in rows)
+            out[d][name] = g
+    return out
+
+
+def _geo(xs):
+    xs = list(xs)
+    return math.exp(sum(map(math.log, xs)) / len(xs))
+
+
+# --- sweeps --------------------------------------------------------------------------
+
+#: The budget field each sweep varies, and the unit it is shown in.
+SWEEP_AXES = {"bw": ("bw_bytes_per_cycle", "B/cycle", 1), "cache": ("cache_bytes", "KiB", 1024)}
+
+
+def _point_entry(res, nbytes):
+    return {"cycles": res.cycles, "pe_busy": res.pe_busy, "useful_macs": res.useful_macs,
+            "offchip_bytes": nbytes, "pe_util": res.pe_util, "mac_efficiency": res.mac_efficiency,
+            "stall_fraction": res.stall_fraction,
+            # below this bandwidth its traffic takes longer than its array work
+            "ridge_bw": nbytes / res.pe_busy}
+
+
+def _fair_point(config):
+    """AttenIO (the planner's mapping) and every baseline in the fair timing, lean."""
+    plan = choose_plan(config)
+    ours = _point_entry(simulate(plan), plan.traffic.bytes)
+    ours.update(a=plan.a, split=plan.split, rows_per_mac=plan.rows_per_mac)
+    bls = all_baselines(config)
+    baselines = {}
+    for name in BASELINE_ORDER:
+        e = _point_entry(simulate_baseline(config, bls[name]), bls[name].traffic.bytes)
+        e.update(speedup=e["cycles"] / ours["cycles"],
+                 traffic_ratio=e["offchip_bytes"] / ours["offchip_bytes"])
+        baselines[name] = e
+    return {"attenio": ours, "baselines": baselines}
+
+
+def _paper_point(config, timing):
+    plan_a = choose_plan(config).a if timing.a_rule == "plan" else None
+    row = paper_one(config, timing, plan_a=plan_a)
+    row["attenio"]["a"] = row["a"]
+    return {"attenio": row["attenio"], "baselines": row["baselines"]}
+
+
+def sweep(config, seq_lens, head_dims, *, axis, values, timing=None):
+    """The comparison over budgets that differ in one field (`axis`: "bw" in bytes a cycle,
+    "cache" in bytes), as one JSON-ready dict; the bandwidth sweep is fair timing only
+    (the paper's rules fix the bandwidth at bw_eff) and records each baseline's crossover."""
+    if axis not in SWEEP_AXES:
+        raise ValueError(f"sweep: axis must be one of {', '.join(SWEEP_AXES)}, not {axis!r}")
+    if axis == "bw" and timing is not None:
+        raise ValueError("sweep: the bandwidth sweep is of the fair timing; the paper timing's "
+                         "bandwidth is bw_eff")
+    field = SWEEP_AXES[axis][0]
+    t0 = time.perf_counter()
+    rows = []
+    for d in head_dims:
+        for n in seq_lens:
+            for v in values:
+                c = _with(config, n, d, **{field: v})
+                point = _fair_point(c) if timing is None else _paper_point(c, timing)
+                rows.append(dict(point, seq_len=n, head_dim=d, value=v))
+    data = _frame(config, seq_lens, head_dims, timing)
+    data.update(sweep={"axis": axis, "field": field, "values": list(values)}, rows=rows,
+                crossovers=_crossovers(data, rows) if axis == "bw" else [])
+    data["definitions"]["ridge_bw"] = ("bytes / array cycles: below this bandwidth a dataflow's "
+                                       "traffic takes longer than its array work")
+    data["wall_seconds"] = time.perf_counter() - t0
+    return data
+
+
+def _crossovers(data, rows):
+    """Per (N, d) and baseline: its ridge (the bandwidth below which memory binds it, above
+    which AttenIO's traffic advantage buys nothing), and the speedups either side."""
+    out = []
+    for d in data["head_dims"]:
+        for n in data["seq_lens"]:
+            pts = sorted((r for r in rows if (r["seq_len"], r["head_dim"]) == (n, d)),
+                         key=lambda r: r["value"])
+            lo, hi = pts[0], pts[-1]
+            for name in BASELINE_ORDER:
+                out.append({"seq_len": n, "head_dim": d, "baseline": name,
+                            "ridge_bw": hi["baselines"][name]["ridge_bw"],
+                            "attenio_ridge_bw": hi["attenio"]["ridge_bw"],
+                            "speedup_at_lowest": lo["baselines"][name]["speedup"],
+                            "speedup_at_highest": hi["baselines"][name]["speedup"],
+                            "traffic_ratio": hi["baselines"][name]["traffic_ratio"]})
+    return out
 
 
 # --- rendering -----------------------------------------------------------------------
@@ -198,6 +364,109 @@ def _tables(data):
     return out
 
 
+def _x(v):
+    return "-" if v is None else "inf" if v == float("inf") else f"{v:.2f}x"
+
+
+def _paper_tables(data):
+    """[(title, headers, rows)] of a paper-timing comparison, the fair speedups beside."""
+    out = []
+    names = list(BASELINE_ORDER)
+    means = geomeans(data)
+    reported = data["timing"]["reported"]
+    for d in data["head_dims"]:
+        rows = [r for r in data["rows"] if r["head_dim"] == d]
+        speed = []
+        for r in rows:
+            speed.append([r["seq_len"], "paper", r["a"], _m(r["attenio"]["cycles"])]
+                         + [f"{r['baselines'][n]['speedup']:.2f}x" for n in names])
+            speed.append(["", "fair", r["fair"]["a"], _m(r["fair"]["cycles"])]
+                         + [f"{r['fair']['speedup'][n]:.2f}x" for n in names])
+        if len(rows) > 1:
+            speed.append(["geo. mean", "paper", "", ""]
+                         + [f"{means[d][n]['speedup']:.2f}x" for n in names])
+            speed.append(["geo. mean", "fair", "", ""]
+                         + [f"{means[d][n]['fair_speedup']:.2f}x" for n in names])
+        rep = reported.get(str(d), {})
+        if rep:
+            speed.append(["the paper", "reports", "", ""] + [_x(rep.get(n)) for n in names])
+        out.append((f"d = {d}: speedup of AttenIO over each baseline (cycles(X) / "
+                    f"cycles(AttenIO)), paper timing beside fair (a: AttenIO's Q block rows)",
+                    ["N", "timing", "a", "AttenIO Mcycles"] + [TITLES[n] for n in names], speed))
+        parts = []
+        for r in rows:
+            every = [("AttenIO", r["attenio"])] + [(TITLES[n], r["baselines"][n]) for n in names]
+            for title, e in every:
+                parts.append([r["seq_len"], title, _m(e["cycles"]), _pct(e["pe_util"]),
+                              _pct(e["exp_util"]), _pct(e["stall_fraction"]),
+                              human_bytes(e["offchip_bytes"]),
+                              _x(e.get("traffic_ratio", 1.0)),
+                              "-" if title == "AttenIO" else f"{e['break_even_bw']:.0f}"])
+        out.append((f"d = {d}, paper timing: where the time goes (compute, AttenIO's softmax, "
+                    f"memory not hidden, as fractions of cycles); break-even bw_eff: AttenIO is "
+                    f"faster below it",
+                    ["N", "dataflow", "Mcycles", "compute", "softmax", "memory", "traffic",
+                     "traffic ratio", "break-even bw_eff"], parts))
+        causal = [[r["seq_len"], r["a"], _m(r["attenio_causal"]["cycles"]),
+                   f"{r['attenio_causal']['gain']:.2f}x",
+                   f"{r['attenio_causal']['speedup_over_fa2_causal']:.2f}x",
+                   f"{r['fair']['causal_gain']:.2f}x",
+                   f"{r['fair']['causal_speedup_over_fa2_causal']:.2f}x",
+                   f"{r['attenio_causal']['traffic_ratio']:.2f}"] for r in rows]
+        out.append((f"d = {d}: causal, AttenIO skipping the K/V rows past each Q block's last "
+                    f"row, FA-2 likewise (gain = cycles(AttenIO) / cycles(causal AttenIO))",
+                    ["N", "a", "causal Mcycles", "paper gain", "paper vs FA-2 causal",
+                     "fair gain", "fair vs FA-2 causal", "causal traffic"], causal))
+    return out
+
+
+def _value(data, v):
+    field, unit, scale = SWEEP_AXES[data["sweep"]["axis"]]
+    return f"{v / scale:g}"
+
+
+def _sweep_tables(data):
+    """[(title, headers, rows)] of a sweep: one table per (N, d), then the crossovers."""
+    out = []
+    names = list(BASELINE_ORDER)
+    axis = data["sweep"]["axis"]
+    _, unit, _ = SWEEP_AXES[axis]
+    mode = data["timing"]["mode"]
+    for d in data["head_dims"]:
+        for n in data["seq_lens"]:
+            pts = [r for r in data["rows"] if (r["seq_len"], r["head_dim"]) == (n, d)]
+            rows = [[_value(data, r["value"]), r["attenio"].get("split", "-"), r["attenio"]["a"],
+                     _m(r["attenio"]["cycles"]), _pct(r["attenio"]["stall_fraction"])]
+                    + [f"{r['baselines'][x]['speedup']:.2f}x" for x in names]
+                    + [f"{r['baselines'][x]['traffic_ratio']:.2f}x" for x in names] for r in pts]
+            out.append((f"{mode} timing, N = {n}, d = {d}: speedup of AttenIO over X "
+                        f"(cycles(X) / cycles(AttenIO)) and traffic ratio as the "
+                        f"{'bandwidth' if axis == 'bw' else 'cache'} varies",
+                        [unit, "s", "a", "AttenIO Mcycles", "AttenIO stall"]
+                        + [f"{TITLES[x]} speedup" for x in names]
+                        + [f"{TITLES[x]} traffic" for x in names], rows))
+    if data["crossovers"]:
+        vals = data["sweep"]["values"]
+        rows = [[c["seq_len"], c["head_dim"], TITLES[c["baseline"]], f"{c['ridge_bw']:.1f}",
+                 f"{c['attenio_ridge_bw']:.2f}", f"{c['speedup_at_lowest']:.2f}x",
+                 f"{c['speedup_at_highest']:.2f}x", f"{c['traffic_ratio']:.2f}x"]
+                for c in data["crossovers"]]
+        out.append(("Crossovers: X is memory-bound below its ridge (its bytes / its array "
+                    "cycles), where AttenIO wins by up to the traffic ratio; above the ridge, "
+                    "compute binds both and AttenIO's traffic advantage buys nothing",
+                    ["N", "d", "X", "X ridge B/cycle", "AttenIO ridge B/cycle",
+                     f"speedup at {min(vals)}", f"speedup at {max(vals)}", "traffic ratio"], rows))
+    return out
+
+
+def _all_tables(data):
+    if "sweep" in data:
+        return _sweep_tables(data)
+    if data["timing"]["mode"] == "paper":
+        return _paper_tables(data)
+    return _tables(data)
+
+
 def _header(data):
     h = data["hardware"]
     return (f"'{data['name']}' ({data['format']}, {data['heads']} head(s)): "
@@ -206,20 +475,46 @@ def _header(data):
             f"latency {h['latency_cycles']} cycles")
 
 
+def timing_line(data):
+    """One sentence: which timing made `data`, with every parameter of it."""
+    t = data["timing"]
+    if t["mode"] == "fair":
+        return (f"fair timing: the cycle models, every dataflow overlapping memory and compute "
+                f"at the full {t['parameters']['bw_bytes_per_cycle']} B/cycle")
+    p = t["parameters"]
+    base = ("the baselines pay their traffic after their compute" if p["baselines_serial"]
+            else "the baselines overlap traffic and compute")
+    soft = ("its softmax after its scores" if p["softmax_exposed"]
+            else "its softmax overlapped")
+    a = ("a analytic, (M - d) / (2d + 4) at the stored precision (fp16 O, no reservations)"
+         if p["a_rule"] == "analytic" else "a the Plan's")
+    return (f"paper timing: every dataflow computes on the whole array (2 d / P cycles a pair); "
+            f"{base} at bw_eff = {p['bw_eff']:g} B/cycle ({p['bw_eff_from']}); AttenIO hides "
+            f"its memory, {soft} ({p['exps_per_score']} exponentials a score over the EXP "
+            f"units); {a}")
+
+
+def _what(data):
+    if "sweep" in data:
+        return f"{'Bandwidth' if data['sweep']['axis'] == 'bw' else 'Cache'} sweep"
+    fair = data["timing"]["mode"] == "fair"
+    return "Cycle-model comparison" if fair else "Paper-timing comparison"
+
+
 def render_text(data):
-    parts = [f"Cycle-model comparison on {_header(data)}"]
-    for title, headers, rows in _tables(data):
-        parts += ["", title, table(headers, rows, ["<"] * (2 if headers[1] == "dataflow" else 1)
-                                   + [">"] * (len(headers) - (2 if headers[1] == "dataflow" else 1)))]
+    parts = [f"{_what(data)} on {_header(data)}", timing_line(data)]
+    for title, headers, rows in _all_tables(data):
+        left = 2 if headers[1] in ("dataflow", "timing") else 1
+        parts += ["", title, table(headers, rows, ["<"] * left + [">"] * (len(headers) - left))]
     parts.append(f"\nmodelled {len(data['rows'])} configurations in {data['wall_seconds']:.2f} s")
     return "\n".join(parts)
 
 
 def render_markdown(data):
-    lines = [f"# Cycle-model comparison", "", _header(data), ""]
+    lines = [f"# {_what(data)}", "", _header(data), "", timing_line(data), ""]
     for k, v in data["definitions"].items():
         lines.append(f"* **{k}**: {v}")
-    for title, headers, rows in _tables(data):
+    for title, headers, rows in _all_tables(data):
         lines += ["", f"## {title}", "", "| " + " | ".join(headers) + " |",
                   "|" + "|".join("---" for _ in headers) + "|"]
         lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
@@ -227,67 +522,11 @@ def render_markdown(data):
     return "\n".join(lines)
 
 
-def write_plots(data, out):
-    """speedup.png, traffic.png, utilization.png in `out`; returns their paths."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    dims = data["head_dims"]
-    names = list(BASELINE_ORDER)
-    paths = []
-
-    def series(d, get):
-        rows = [r for r in data["rows"] if r["head_dim"] == d]
-        return [r["seq_len"] for r in rows], rows, [get(r) for r in rows]
-
-    def figure(fname, ylabel, curves, logy=True, rows_of=None):
-        nrows = len(curves)
-        fig, axes = plt.subplots(nrows, len(dims), figsize=(5 * len(dims), 3.6 * nrows),
-                                 squeeze=False)
-        for i, (label, lines) in enumerate(curves):
-            for j, d in enumerate(dims):
-                ax = axes[i][j]
-                for name, get in lines:
-                    xs, _, ys = series(d, get)
-                    ax.plot(xs, ys, marker="o", label=name,
-                            color=_COLORS.get(name.replace(" (vs plain)", "")))
-                ax.set_xscale("log", base=2)
-                if logy:
-                    ax.set_yscale("log")
-                ax.set_title(f"{label}, d = {d}")
-                ax.set_xlabel("N")
-                ax.set_ylabel(ylabel if nrows == 1 else label)
-                ax.grid(True, which="both", alpha=0.3)
-                ax.legend(fontsize=7)
-        fig.tight_layout()
-        path = out / fname
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        paths.append(path)
-
-    figure("speedup.png", "cycles(X) / cycles(AttenIO)", [
-        ("AttenIO speedup", [(TITLES[n], lambda r, n=n: r["baselines"][n]["speedup"]) for n in names]
-         + [("AttenIO s = 1", lambda r: r["attenio_unsplit"]["speedup"]),
-            ("AttenIO causal (vs plain)", lambda r: 1 / r["attenio_causal"]["gain"])])])
-    figure("traffic.png", "bytes(X) / bytes(AttenIO)", [
-        ("off-chip traffic", [(TITLES[n], lambda r, n=n: r["baselines"][n]["traffic_ratio"])
-                              for n in names]
-         + [("AttenIO causal", lambda r: r["attenio_causal"]["traffic_ratio"])])])
-    every = [("AttenIO", lambda r, k=None: r["attenio"])] + \
-        [(TITLES[n], lambda r, n=n: r["baselines"][n]) for n in names] + \
-        [("AttenIO s = 1", lambda r: r["attenio_unsplit"])]
-    figure("utilization.png", "fraction", [
-        (label, [(name, lambda r, get=get, key=key: get(r)[key]) for name, get in every])
-        for label, key in (("PE time utilization", "pe_util"),
-                           ("spatial utilization", "spatial_util"),
-                           ("EXP utilization", "exp_util"))], logy=False)
-    return paths
-
-
 def write_all(data, out):
     """compare.json, compare.md and the plots in directory `out`; returns the paths."""
     import json
+
+    from .compareplots import write_plots
 
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "compare.json", out / "compare.md"]

@@ -1,16 +1,19 @@
 """`attenio compare`: its JSON contract, its tables and its files (its bad input: test_cli)."""
 
 import json
+import math
 
 import pytest
 
 from attenio.cli import main
+from attenio.sim.compare import geomeans
 
 ENTRY_KEYS = {"cycles", "pe_busy", "exp_busy", "mem_stall", "bytes_read", "bytes_written",
               "offchip_bytes", "pe_util", "spatial_util", "mac_efficiency", "exp_util",
               "stall_fraction"}
 BASELINES = {"standard", "flat", "flashattention2", "flashattention2_fair"}
-FILES = {"compare.json", "compare.md", "speedup.png", "traffic.png", "utilization.png"}
+FILES = {"compare.json", "compare.md", "speedup.png", "traffic.png", "utilization.png",
+         "roofline.png"}
 
 
 def test_compare_json_contract_and_files(capsys, tmp_path):
@@ -18,6 +21,8 @@ def test_compare_json_contract_and_files(capsys, tmp_path):
                "--json", "-o", str(tmp_path)])
     assert rc == 0
     data = json.loads(capsys.readouterr().out)
+    assert data["timing"]["mode"] == "fair"         # the default; the paper timing: test_paper_mode
+    assert data["timing"]["parameters"]["bw_bytes_per_cycle"] == 8
     assert FILES <= {p.name for p in tmp_path.iterdir()}
     assert json.loads((tmp_path / "compare.json").read_text())["rows"] == data["rows"]
     assert (tmp_path / "speedup.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -54,6 +59,7 @@ def test_compare_paper_preset_tables(capsys, tmp_path):
                "--split", "2", "-o", str(tmp_path)])
     assert rc == 0
     out = capsys.readouterr().out
+    assert out.splitlines()[1].startswith("fair timing: the cycle models")
     for word in ("d = 64", "d = 128", "utilization per dataflow", "FLAT", "FA-2 fair",
                  "AttenIO s=2 r=1", "AttenIO s=1", "rows split over s MACs", "causal",
                  "modelled 4 configurations"):
@@ -64,6 +70,11 @@ def test_compare_paper_preset_tables(capsys, tmp_path):
     assert {(r["head_dim"], r["attenio"]["split"], r["attenio"]["a"], r["attenio_unsplit"]["a"])
             for r in data["rows"]} == {(64, 2, 1024, 1284), (128, 2, 660, 661)}
     assert all(r["mapping"]["mode"] == "forced" for r in data["rows"])
+    means = geomeans(data)
+    for d in (64, 128):
+        s = [r["baselines"]["flashattention2"]["speedup"] for r in data["rows"]
+             if r["head_dim"] == d]
+        assert means[d]["flashattention2"]["speedup"] == pytest.approx(math.sqrt(s[0] * s[1]))
 
 
 def test_compare_default_directory_is_build_name_compare(tmp_path, monkeypatch):
