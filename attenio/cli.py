@@ -230,14 +230,47 @@ def _progress(message):
     print(message, file=sys.stderr, flush=True)
 
 
-def cmd_compare(args):
-    from .sim.compare import compare, render_text, write_all
+def _positive_number(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive finite number")
+    return value
 
-    config = config_from_args(args)
+
+def _cache_kib_list(text):
+    """A comma-separated list of cache sizes in KiB, each as --cache-kib takes it."""
+    return [_cache_kib(item.strip()) for item in text.split(",")]
+
+
+def cmd_compare(args):
+    from .sim.compare import compare, render_text, sweep, write_all
+    from .sim.papertiming import PaperTiming
+
+    bws, caches = args.bw or [], args.cache_kib or []
+    if len(bws) > 1 and len(caches) > 1:
+        raise ConfigError("sweep one budget at a time: a list for --bw or for --cache-kib, "
+                          "not both")
+    if args.timing == "fair" and args.bw_eff is not None:
+        raise ConfigError("--bw-eff is the paper timing's effective bandwidth; add --timing paper")
+    if args.timing == "paper" and len(bws) > 1:
+        raise ConfigError("the bandwidth sweep is of the fair timing (the paper timing pays "
+                          "traffic at --bw-eff); give one --bw with --timing paper")
+    one = argparse.Namespace(**{**vars(args), "bw": bws[0] if len(bws) == 1 else None,
+                                "cache_kib": caches[0] if len(caches) == 1 else None})
+    config = config_from_args(one)
     seq_lens = args.seq_lens or [config.workload.seq_len]
     head_dims = args.head_dims or [config.workload.head_dim]
     try:
-        data = compare(config, seq_lens, head_dims)
+        timing = None if args.timing == "fair" else PaperTiming(bw_eff=args.bw_eff)
+        if len(bws) > 1:
+            data = sweep(config, seq_lens, head_dims, axis="bw", values=bws)
+        elif len(caches) > 1:
+            data = sweep(config, seq_lens, head_dims, axis="cache", values=caches, timing=timing)
+        else:
+            data = compare(config, seq_lens, head_dims, timing=timing)
     except ValueError as exc:       # a model's own argument check, e.g. N beyond the Plan's
         raise ConfigError(str(exc)) from None
     out = Path(args.out) if args.out else Path("build") / config.name / "compare"
@@ -284,9 +317,9 @@ def cmd_synth(args):
     return 0
 
 
-def _add_command(sub, name, func, help, *, with_json=False, out="build/<name>"):
+def _add_command(sub, name, func, help, *, with_json=False, out="build/<name>", **parser_options):
     """A subcommand with the shared options, -o/--out and, if asked, --json."""
-    p = sub.add_parser(name, help=help)
+    p = sub.add_parser(name, help=help, **parser_options)
     _shared_options(p)
     if with_json:
         p.add_argument("--json", action="store_true", help="print the JSON instead of tables")
@@ -336,12 +369,28 @@ def build_parser():
                         "instead of DSP blocks (8: the q*k products and the narrow pieces of "
                         "wide products; default 0: none)")
 
+    # "resolve": compare takes --bw and --cache-kib as lists (a list sweeps that budget)
     p = _add_command(sub, "compare", cmd_compare, with_json=True, out="build/<name>/compare",
-                     help="cycles, traffic and utilization of AttenIO and the baselines")
+                     help="cycles, traffic and utilization of AttenIO and the baselines",
+                     conflict_handler="resolve")
     p.add_argument("--seq-lens", type=_int_list, metavar="N,N,...",
                    help="sequence lengths to compare, e.g. 8K,16K,32K (default: --seq-len)")
     p.add_argument("--head-dims", type=_int_list, metavar="D,D,...",
                    help="head dimensions to compare, e.g. 64,128 (default: --head-dim)")
+    g = p.add_argument_group("timing and sweeps")
+    g.add_argument("--timing", choices=["fair", "paper"], default="fair",
+                   help="fair (default): the cycle models, every dataflow overlapping memory and "
+                        "compute at the full bandwidth; paper: the paper's evaluation assumptions "
+                        "as closed forms (attenio.sim.papertiming), beside the fair speedups")
+    g.add_argument("--bw-eff", type=_positive_number, metavar="B",
+                   help="paper timing: bytes a cycle at which the baselines pay their traffic "
+                        "(default half of --bw: 64 on the paper preset)")
+    g.add_argument("--bw", type=_int_list, metavar="B[,B,...]",
+                   help="off-chip bytes per cycle; a list sweeps it (fair timing): AttenIO's "
+                        "speedup, each baseline's crossover and a roofline, e.g. 4,8,16,32,64,128")
+    g.add_argument("--cache-kib", type=_cache_kib_list, metavar="KIB[,KIB,...]",
+                   help="on-chip cache in KiB; a list sweeps it (either timing), e.g. "
+                        "64,128,256,512,768")
     return parser
 
 

@@ -1,7 +1,9 @@
 """The paper timing (`attenio.sim.papertiming`): each rule's closed form on cases small
-enough to work by hand, and its agreement with the fair models' traffic."""
+enough to work by hand, its agreement with the fair models' traffic, and the CLI's
+`--timing`, `--bw-eff` and sweeps (fair mode's own contract: test_compare)."""
 
 import dataclasses
+import json
 
 import pytest
 
@@ -16,6 +18,7 @@ from attenio.sim.cyclemodel import simulate
 from attenio.sim.papertiming import (PaperTiming, analytic_a, attenio_timing, baseline_timing,
                                      break_even_bw, ladder, paper_one, roofline, visited,
                                      without_each)
+from attenio.cli import main
 
 # N = 16, d = 4 on 2 x 2 MACs, 2 EXP units, 52 bytes of int8 cache, 16 B/cycle:
 # M = 52 elements, so the analytic a = (52 - 4) / (2 * 4 + 4) = 4 and FA-2's
@@ -174,3 +177,87 @@ def test_parameters_are_checked(kw, message):
 def test_bw_eff_above_the_peak_is_refused():
     with pytest.raises(ConfigError, match="exceeds the peak"):
         PaperTiming(bw_eff=17).bandwidth(TINY.budget)
+
+
+# --- the command ---------------------------------------------------------------------
+
+def test_cli_paper_timing_json_records_every_parameter(capsys, tmp_path):
+    rc = main(["compare", "--preset", "small", "--seq-lens", "128,256", "--head-dims", "16",
+               "--timing", "paper", "--json", "-o", str(tmp_path)])
+    assert rc == 0
+    data = json.loads(capsys.readouterr().out)
+    t = data["timing"]
+    assert t["mode"] == "paper"
+    assert t["parameters"] == {"bw_eff": 4.0, "bw_eff_from": "half the peak bandwidth",
+                               "baselines_serial": True, "softmax_exposed": True,
+                               "exps_per_score": 2, "a_rule": "analytic"}
+    assert set(t["rules"]) >= {"bw_eff", "baselines_serial", "softmax_exposed",
+                               "exps_per_score", "a_rule"}
+    for row in data["rows"]:
+        assert row["a"] == analytic_a(preset("small")) and row["a_rule"] == "analytic"
+        assert set(row["fair"]["speedup"]) == set(row["baselines"])
+        for b in row["baselines"].values():
+            assert b["speedup"] == pytest.approx(b["cycles"] / row["attenio"]["cycles"])
+    assert {"compare.json", "compare.md", "speedup.png", "time.png"} <= \
+        {p.name for p in tmp_path.iterdir()}
+    assert "paper timing" in (tmp_path / "compare.md").read_text()
+
+
+def test_cli_paper_timing_table_says_so(capsys, tmp_path):
+    assert main(["compare", "--preset", "small", "--timing", "paper", "--bw-eff", "2",
+                 "-o", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Paper-timing comparison")
+    assert "paper timing:" in out and "bw_eff = 2 B/cycle (given)" in out
+    assert "break-even bw_eff" in out and "causal" in out and "  fair  " in out
+    assert "reports" not in out         # the paper reports d = 64 and 128 only
+
+
+def test_cli_bandwidth_sweep(capsys, tmp_path):
+    rc = main(["compare", "--preset", "small", "--head-dims", "8,16", "--bw", "2,8,32", "--json",
+               "-o", str(tmp_path)])
+    assert rc == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["timing"]["mode"] == "fair" and data["sweep"]["values"] == [2, 8, 32]
+    assert len(data["rows"]) == 6
+    assert {(c["head_dim"], c["baseline"]) for c in data["crossovers"]} == \
+        {(d, x) for d in (8, 16) for x in ("standard", "flat", "flashattention2",
+                                          "flashattention2_fair")}
+    for c in data["crossovers"]:
+        pts = [r for r in data["rows"] if r["head_dim"] == c["head_dim"]]
+        b = pts[0]["baselines"][c["baseline"]]
+        assert c["ridge_bw"] == b["offchip_bytes"] / b["pe_busy"]
+    assert {"sweep_bw.png", "roofline.png"} <= {p.name for p in tmp_path.iterdir()}
+
+
+def test_cli_cache_sweep_both_timings(capsys, tmp_path):
+    for timing in ("fair", "paper"):
+        rc = main(["compare", "--preset", "small", "--cache-kib", "2,4,8", "--timing", timing,
+                   "--json", "-o", str(tmp_path / timing)])
+        assert rc == 0
+        data = json.loads(capsys.readouterr().out)
+        assert data["timing"]["mode"] == timing and data["sweep"]["axis"] == "cache"
+        assert [r["value"] for r in data["rows"]] == [2048, 4096, 8192]
+        assert (tmp_path / timing / "sweep_cache.png").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--timing", "slow"], "argument --timing: invalid choice: 'slow'"),
+    (["--bw-eff", "0", "--timing", "paper"], "argument --bw-eff: '0' is not a positive"),
+    (["--bw-eff", "x"], "argument --bw-eff: 'x' is not a number"),
+    (["--bw-eff", "4"], "--bw-eff is the paper timing's effective bandwidth; add --timing paper"),
+    (["--timing", "paper", "--bw", "4,8"], "the bandwidth sweep is of the fair timing"),
+    (["--bw", "4,8", "--cache-kib", "2,4"], "sweep one budget at a time"),
+    (["--timing", "paper", "--bw-eff", "9"], "bw_eff = 9 bytes a cycle exceeds the peak"),
+    (["--cache-kib", "2,x"], "argument --cache-kib: 'x' is not a number of KiB"),
+    (["--bw", "4,0"], "argument --bw: '4,0': '0' is not a positive integer"),
+])
+def test_bad_options_one_line_status_2(capsys, tmp_path, args, message):
+    try:
+        rc = main(["compare", "--preset", "small", *args, "-o", str(tmp_path)])
+    except SystemExit as exc:       # argparse's own errors
+        rc = exc.code
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
