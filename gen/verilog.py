@@ -6,6 +6,8 @@ from pathlib import Path
 
 from amaranth.back import verilog
 
+from attenio.hdl import hierarchy
+
 __all__ = ["emit", "lint", "LINT_WAIVERS", "verilator_bin_dir", "verilator_path"]
 
 
@@ -30,9 +32,16 @@ def verilator_path():
 
 
 def emit(component, path, *, name):
-    """Convert `component` to Verilog with top module `name` at `path`; returns seconds taken."""
+    """Convert `component` to Verilog with top module `name` at `path`; returns seconds taken.
+
+    Blocks the design instantiates as modules of their own (`attenio.hdl.hierarchy`: the
+    PE array's identical lines) are converted once each and written after the top, in
+    the same file."""
     t0 = time.perf_counter()
-    text = verilog.convert(component, name=name, emit_src=False)
+    with hierarchy.collect() as modules:
+        text = verilog.convert(component, name=name, emit_src=False)
+    for module, block in modules.items():
+        text += verilog.convert(block, name=module, emit_src=False)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
@@ -52,6 +61,8 @@ LINT_WAIVERS = {
                    "initializer and then assigns it in a process; that is intended",
     "ASCRANGE": "zero-width signals (e.g. the lane index of a line with one lane) are emitted as "
                 "[-1:0] wires that nothing reads",
+    "PINMISSING": "the same zero-width ports of the PE array's line module are left unconnected "
+                  "by its instances (Amaranth connects no zero-width port); they carry nothing",
 }
 
 

@@ -77,11 +77,12 @@ def check_arith(owner, arith):
 class MAC(wiring.Component):
     """One MAC with its share of r rows of Q and O (see the module docstring).
 
-    `line`, `index`: its place in the array; with `split` = s it is MAC
-    ``index mod s`` (its `position`) of group ``index div s`` (Q words are addressed
-    to the group). `lane_index`: its group's index among the groups of its softmax
-    lane (the (P, alpha) bus address).
-    Ports: `wi` the word from the previous MAC (or the line entry), `wo` the
+    `index`: its place in its line; with `split` = s it is MAC ``index mod s`` (its
+    `position`) of group ``index div s`` (Q words are addressed to the group).
+    `lane_index`: its group's index among the groups of its softmax lane (the
+    (P, alpha) bus address).
+    Ports: `line_id` the index of its line (an input, so that every line is the same
+    module), `wi` the word from the previous MAC (or the line entry), `wo` the
     word one cycle later, `score` the two banks of r scores (bank * r + slot; the
     row's score at the group's last MAC, a partial sum elsewhere), `chain_in` /
     `chain_out` the adder chain of the partial scores (s > 1), `pa` the lane's
@@ -90,21 +91,21 @@ class MAC(wiring.Component):
     """
 
     def __init__(self, *, arith, mac_lines, macs_per_line, rows_per_mac, head_dim,
-                 macs_per_lane, line, index, lane_index, split=1):
+                 macs_per_lane, index, lane_index, split=1):
         check_arith("MAC", arith)
         validate.positive("MAC", mac_lines=mac_lines, macs_per_line=macs_per_line,
                           rows_per_mac=rows_per_mac, head_dim=head_dim,
                           macs_per_lane=macs_per_lane)
         validate.split("MAC", split, head_dim=head_dim, macs_per_line=macs_per_line)
-        validate.index("MAC", "line", line, mac_lines)
         validate.index("MAC", "index", index, macs_per_line)
         validate.index("MAC", "lane_index", lane_index, macs_per_lane // split)
         self._arith = arith
         self._r, self._d, self._s = rows_per_mac, head_dim // split, split
-        self._line, self._index, self._lane_index = line, index, lane_index
+        self._index, self._lane_index = index, lane_index
         word = word_layout(mac_lines=mac_lines, macs_per_line=macs_per_line,
                            rows_per_mac=rows_per_mac, head_dim=head_dim, split=split)
         super().__init__({
+            "line_id": In(range(mac_lines)),
             "wi": In(word),
             "wo": Out(word),
             "score": Out(data.ArrayLayout(arith.score_shape, 2 * rows_per_mac)),
@@ -128,10 +129,6 @@ class MAC(wiring.Component):
         bank: the q*k product register (a DSP's output register, or LUTs) before the
         accumulator's, and with s > 1 the adder chain's stage."""
         return 1 if split == 1 else 2
-
-    @property
-    def line(self):
-        return self._line
 
     @property
     def index(self):
@@ -166,7 +163,7 @@ class MAC(wiring.Component):
         # Q load: the word addressed to this MAC's group writes its slot's element.
         m.d.comb += [
             q_wr.addr.eq(w.addr), q_wr.data.eq(value),
-            q_wr.en.eq(w.valid & w.is_q & (w.line == self._line) & (w.mac == self.group)),
+            q_wr.en.eq(w.valid & w.is_q & (w.line == self.line_id) & (w.mac == self.group)),
             q_rd.addr.eq(wi.addr),                 # read one cycle ahead: data arrives with w
         ]
 

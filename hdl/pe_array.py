@@ -19,6 +19,7 @@ from amaranth.lib.wiring import In, Out
 
 from attenio import validate
 
+from . import hierarchy
 from .mac import MAC, check_arith, word_layout
 from .softmax import SoftmaxLane, start_layout
 
@@ -74,16 +75,17 @@ def _or_all(values):
 
 class MacLine(wiring.Component):
     """One line of q MACs in groups of `split` and its L = `lanes` softmax lanes (q/L MACs,
-    q/(L s) groups each).
+    q/(L s) groups each). Every line is the same module: its index is an input.
 
-    Ports: `wi` the entry word; `tail` the word leaving the last MAC; `c` the
-    softmax constant for the lanes; `ready`/`consume` the lanes' per-bank
+    Ports: `line_id` the line's index (Q words are addressed by it); `wi` the entry
+    word; `tail` the word leaving the last MAC; `c` the softmax constant for the
+    lanes; `ready`/`consume` the lanes' per-bank
     "(P, alpha) written" flags, ANDed, and their clear strobes; `exp_active`
     some lane has a row in flight; `drain` the read port of the normalizer (its
     `line` is ignored here).
     """
 
-    def __init__(self, *, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, lanes, line,
+    def __init__(self, *, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, lanes,
                  split=1):
         check_arith("MacLine", arith)
         validate.positive("MacLine", mac_lines=mac_lines, macs_per_line=macs_per_line,
@@ -92,13 +94,12 @@ class MacLine(wiring.Component):
                                 macs_per_line=macs_per_line, owner="MacLine")
         validate.split("MacLine", split, head_dim=head_dim, macs_per_line=macs_per_line,
                        lanes=lanes)
-        validate.index("MacLine", "line", line, mac_lines)
         self._arith = arith
         self._p, self._q, self._r, self._d = mac_lines, macs_per_line, rows_per_mac, head_dim
-        self._lanes, self._line, self._s = lanes, line, split
-        super().__init__(_line_signature(arith=arith, mac_lines=mac_lines,
-                                         macs_per_line=macs_per_line, rows_per_mac=rows_per_mac,
-                                         head_dim=head_dim, lanes=lanes, split=split))
+        self._lanes, self._s = lanes, split
+        super().__init__({"line_id": In(range(mac_lines)), **_line_signature(
+            arith=arith, mac_lines=mac_lines, macs_per_line=macs_per_line,
+            rows_per_mac=rows_per_mac, head_dim=head_dim, lanes=lanes, split=split)})
 
     #: cycles from a drain address to its O and l on the line's outputs: the memories'
     #: synchronous read, then the MAC and lane selects registered
@@ -113,10 +114,11 @@ class MacLine(wiring.Component):
         macs = []
         for c in range(q):
             mac = MAC(arith=A, mac_lines=self._p, macs_per_line=q, rows_per_mac=r,
-                      head_dim=self._d, macs_per_lane=ql, line=self._line, index=c,
-                      lane_index=(c // s) % gl, split=s)
+                      head_dim=self._d, macs_per_lane=ql, index=c, lane_index=(c // s) % gl,
+                      split=s)
             m.submodules[f"mac{c}"] = mac
-            m.d.comb += mac.wi.eq(self.wi if c == 0 else macs[-1].wo)
+            m.d.comb += [mac.line_id.eq(self.line_id),
+                         mac.wi.eq(self.wi if c == 0 else macs[-1].wo)]
             if mac.position:
                 m.d.comb += mac.chain_in.eq(macs[-1].chain_out)
             m.d.comb += mac.drain_addr.eq(drain.addr)
@@ -161,10 +163,14 @@ class MacLine(wiring.Component):
 class PEArray(wiring.Component):
     """p MAC lines fed by one entry word, with E = `exp_units` lanes in all (E / p per line).
 
-    The ports are `MacLine`'s, except that `ready` is ANDed over the lines,
-    `exp_active` ORed, `tail` is line 0's, and the drain's `line` selects the line
-    (one more register).
+    The ports are `MacLine`'s but `line_id`, except that `ready` is
+    ANDed over the lines, `exp_active` ORed, `tail` is line 0's, and the drain's `line`
+    selects the line (one more register). While Verilog is emitted the lines are one
+    module, `LINE_MODULE`, instantiated p times (`attenio.hdl.hierarchy`).
     """
+
+    #: the Verilog module name of a line when the array is emitted
+    LINE_MODULE = "attenio_mac_line"
 
     def __init__(self, *, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, exp_units,
                  split=1):
@@ -178,9 +184,9 @@ class PEArray(wiring.Component):
         self._p, self._q, self._r, self._d, self._lanes = (mac_lines, macs_per_line, rows_per_mac,
                                                           head_dim, lanes)
         self._s = split
-        super().__init__(_line_signature(arith=arith, mac_lines=mac_lines,
-                                         macs_per_line=macs_per_line, rows_per_mac=rows_per_mac,
-                                         head_dim=head_dim, lanes=lanes, split=split))
+        super().__init__({"line_id": In(range(mac_lines)), **_line_signature(
+            arith=arith, mac_lines=mac_lines, macs_per_line=macs_per_line,
+            rows_per_mac=rows_per_mac, head_dim=head_dim, lanes=lanes, split=split)})
 
     #: cycles from a drain address to its O and l: the line's, then the line select
     drain_read_latency = MacLine.drain_read_latency + 1
@@ -192,13 +198,20 @@ class PEArray(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         drain = self.drain
+        proto = MacLine(arith=self._arith, mac_lines=self._p, macs_per_line=self._q,
+                        rows_per_mac=self._r, head_dim=self._d, lanes=self._lanes, split=self._s)
         lines = []
         for i in range(self._p):
-            line = MacLine(arith=self._arith, mac_lines=self._p, macs_per_line=self._q,
-                           rows_per_mac=self._r, head_dim=self._d, lanes=self._lanes, line=i,
-                           split=self._s)
-            m.submodules[f"line{i}"] = line
-            m.d.comb += [line.wi.eq(self.wi), line.c.eq(self.c), line.consume.eq(self.consume),
+            if hierarchy.collecting():      # one module, instantiated
+                line = proto.signature.create(path=(f"line{i}",))
+                m.submodules[f"line{i}"] = hierarchy.instance(self.LINE_MODULE, proto, line)
+            else:
+                line = proto if i == 0 else MacLine(
+                    arith=self._arith, mac_lines=self._p, macs_per_line=self._q,
+                    rows_per_mac=self._r, head_dim=self._d, lanes=self._lanes, split=self._s)
+                m.submodules[f"line{i}"] = line
+            m.d.comb += [line.line_id.eq(i),
+                         line.wi.eq(self.wi), line.c.eq(self.c), line.consume.eq(self.consume),
                          line.drain.addr.eq(drain.addr), line.drain.u.eq(drain.u),
                          line.drain.mac.eq(drain.mac), line.drain.lane.eq(drain.lane)]
             lines.append(line)
