@@ -143,14 +143,13 @@ def _choose(config):
     return choose_plan(config, progress=_progress)
 
 
-def _planned_config(args):
+def _planned_config(config):
     """The configuration of the options with its split fixed to the planner's choice, so the
     floors that make their own Plan from it (gen, sim) build the chosen mapping. What the
     RTL cannot build is refused first, before the planner models anything."""
     from .hdl.top import check_plan
     from .plan import make_plan
 
-    config = config_from_args(args)
     check_plan(make_plan(config))
     plan = _choose(config)
     c = plan.mapping_choice
@@ -177,7 +176,7 @@ def cmd_plan(args):
 def cmd_gen(args):
     from .gen.build import generate
 
-    config = _planned_config(args)
+    config = _planned_config(config_from_args(args))
     out = _out_dir(args, config)
     summary = generate(config, out, run_lint=args.lint, log=_progress)
     print(f"wrote {summary['verilog']} ({summary['verilog_bytes']} bytes, converted in "
@@ -193,10 +192,13 @@ def cmd_gen(args):
 
 
 def cmd_sim(args):
-    from .sim.e2e import E2EOptions, run_e2e
+    from .sim.e2e import E2EOptions, load_inputs, run_e2e
     from .sim.runner import SimulatorMissing
 
-    config = _planned_config(args)
+    config = config_from_args(args)
+    if args.inputs:     # a bad file is refused before the planner and the elaboration
+        load_inputs(args.inputs, head_dim=config.workload.head_dim)
+    config = _planned_config(config)
     out = _out_dir(args, config)
     opts = E2EOptions(simulator=args.simulator, seed=args.seed, inputs=args.inputs,
                       input_kind=args.input_kind, latency=(args.latency_prob, args.latency_max),
@@ -281,7 +283,7 @@ def cmd_compare(args):
 def cmd_synth(args):
     from .gen.synth import TARGETS, render_table, synthesize
 
-    config = _planned_config(args)
+    config = _planned_config(config_from_args(args))
     out = _out_dir(args, config)
     targets = TARGETS if args.target == "all" else (args.target,)
     from concurrent.futures import ThreadPoolExecutor

@@ -15,6 +15,7 @@ Everything is written beside the Verilog: `sim_report.json` and `sim_outputs.npz
 import hashlib
 import json
 import time
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,6 +90,11 @@ class E2EOptions:
 
 def load_inputs(path, *, head_dim):
     """q, k, v int8 [heads, N, d] and their scales from an npz (float arrays are quantized)."""
+    if not Path(path).is_file():
+        raise ConfigError(f"cannot read inputs {str(path)!r}: no such file")
+    if not zipfile.is_zipfile(path):
+        raise ConfigError(f"inputs {str(path)!r} is not an .npz archive (numpy.savez) with "
+                          f"arrays q, k and v")
     try:
         data = np.load(path)
     except (OSError, ValueError) as exc:
@@ -193,8 +199,8 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
     out_dir.mkdir(parents=True, exist_ok=True)
     if opts.memory not in ("axiram", "model"):
         raise ConfigError(f"memory must be 'axiram' or 'model', not {opts.memory!r}")
-    plan, verilog, toplevel = _verilog(config, out_dir, opts.memory, log)
-    w = plan.workload
+    # The inputs first: a bad file is refused before minutes of elaboration.
+    w = config.workload
     d = w.head_dim
     rng = np.random.default_rng(opts.seed)
     if opts.inputs:
@@ -207,6 +213,7 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
     if n > w.seq_len:
         raise ConfigError(f"the inputs have N = {n} rows, above the {w.seq_len} this hardware is "
                           f"generated for (raise --seq-len)")
+    plan, verilog, toplevel = _verilog(config, out_dir, opts.memory, log)
     c = golden.softmax_constant(data["scale_q"], data["scale_k"], d, plan.config.format)
     beat = plan.budget.axi_data_bits // 8
     if opts.memory == "model" and (opts.latency[1] or opts.backpressure):

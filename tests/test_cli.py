@@ -115,6 +115,10 @@ def test_options_override_preset_and_config(capsys, tmp_path):
      "mapping: split 8 must divide the head dimension d = 12"),
     ("compare", ["--head-dims", "4096"], "cannot hold one query row"),
     ("compare", ["--preset", "huge"], "invalid choice: 'huge'"),
+    ("sim", ["--inputs", "/nonexistent.npz"], "cannot read inputs '/nonexistent.npz': no such "
+                                              "file"),
+    ("sim", ["--inputs", __file__], f"inputs {__file__!r} is not an .npz archive (numpy.savez) "
+                                    f"with arrays q, k and v"),
 ])
 def test_bad_input_is_one_line_and_status_2(capsys, tmp_path, command, args, message):
     try:
