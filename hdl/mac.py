@@ -33,9 +33,9 @@ sums meet in an adder chain along the group, which the systolic skew makes
 free of waiting: MAC g finishes its partial one cycle after MAC g - 1, so one
 cycle after that it adds the running sum of MACs 0 .. g - 1 (a register in MAC
 g - 1) and passes the sum on; the last MAC of the group writes the row's score
-into its bank. One adder per cycle, one cycle of latency more than s = 1
-(`MAC.score_latency`), and no wire longer than one MAC (a tree would add
-fewer cycles for large s, but its inputs would come from s MACs away).
+into its bank. One adder per cycle, one cycle of latency more than s = 1 for
+any s (`MAC.score_latency`), and no wire longer than one MAC (a tree would take
+log2 s stages and reach across s MACs).
 """
 
 from amaranth.hdl import Array, Module, Mux, Signal, signed
@@ -83,8 +83,8 @@ class MAC(wiring.Component):
     (P, alpha) bus address).
     Ports: `line_id` the index of its line (an input, so that every line is the same
     module), `wi` the word from the previous MAC (or the line entry), `wo` the
-    word one cycle later, `score` the two banks of r scores (bank * r + slot; the
-    row's score at the group's last MAC, a partial sum elsewhere), `chain_in` /
+    word one cycle later, `score` the two banks of r scores (bank * r + slot; written
+    by the group's last MAC only), `chain_in` /
     `chain_out` the adder chain of the partial scores (s > 1), `pa` the lane's
     write bus, `drain_addr` / `o_rd` the drain read port of O (data one cycle after
     the address; used only while no V word is present).
