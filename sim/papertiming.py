@@ -55,8 +55,8 @@ __all__ = ["PaperTiming", "roofline", "ladder", "without_each", "RULES", "A_RULE
            "PAPER_REPORTED", "analytic_a", "visited", "attenio_timing", "baseline_timing",
            "paper_one", "break_even_bw"]
 
-#: AttenIO's speedup over each baseline as the paper reports it (issue 18), over
-#: N = 8K..128K, keyed by d.
+#: AttenIO's speedup over each baseline as the paper reports it, over N = 8K..128K,
+#: keyed by d.
 PAPER_REPORTED = {64: {"standard": 2.5, "flat": 8.8, "flashattention2": 1.6},
                   128: {"standard": 1.9, "flat": 9.9, "flashattention2": 1.3}}
 

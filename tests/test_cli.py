@@ -119,6 +119,25 @@ def test_options_override_preset_and_config(capsys, tmp_path):
                                               "file"),
     ("sim", ["--inputs", __file__], f"inputs {__file__!r} is not an .npz archive (numpy.savez) "
                                     f"with arrays q, k and v"),
+    # the paper timing's options (tests/test_paper_mode.py holds the rules themselves)
+    ("compare", ["--preset", "small", "--timing", "slow"],
+     "argument --timing: invalid choice: 'slow'"),
+    ("compare", ["--preset", "small", "--bw-eff", "0", "--timing", "paper"],
+     "argument --bw-eff: '0' is not a positive"),
+    ("compare", ["--preset", "small", "--bw-eff", "x"],
+     "argument --bw-eff: 'x' is not a number"),
+    ("compare", ["--preset", "small", "--bw-eff", "4"],
+     "--bw-eff is the paper timing's effective bandwidth; add --timing paper"),
+    ("compare", ["--preset", "small", "--timing", "paper", "--bw", "4,8"],
+     "the bandwidth sweep is of the fair timing"),
+    ("compare", ["--preset", "small", "--bw", "4,8", "--cache-kib", "2,4"],
+     "sweep one budget at a time"),
+    ("compare", ["--preset", "small", "--timing", "paper", "--bw-eff", "9"],
+     "bw_eff = 9 bytes a cycle exceeds the peak"),
+    ("compare", ["--preset", "small", "--cache-kib", "2,x"],
+     "argument --cache-kib: 'x' is not a number of KiB"),
+    ("compare", ["--preset", "small", "--bw", "4,0"],
+     "argument --bw: '4,0': '0' is not a positive integer"),
 ])
 def test_bad_input_is_one_line_and_status_2(capsys, tmp_path, command, args, message):
     try:

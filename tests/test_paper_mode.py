@@ -239,25 +239,3 @@ def test_cli_cache_sweep_both_timings(capsys, tmp_path):
         assert data["timing"]["mode"] == timing and data["sweep"]["axis"] == "cache"
         assert [r["value"] for r in data["rows"]] == [2048, 4096, 8192]
         assert (tmp_path / timing / "sweep_cache.png").exists()
-
-
-@pytest.mark.parametrize("args, message", [
-    (["--timing", "slow"], "argument --timing: invalid choice: 'slow'"),
-    (["--bw-eff", "0", "--timing", "paper"], "argument --bw-eff: '0' is not a positive"),
-    (["--bw-eff", "x"], "argument --bw-eff: 'x' is not a number"),
-    (["--bw-eff", "4"], "--bw-eff is the paper timing's effective bandwidth; add --timing paper"),
-    (["--timing", "paper", "--bw", "4,8"], "the bandwidth sweep is of the fair timing"),
-    (["--bw", "4,8", "--cache-kib", "2,4"], "sweep one budget at a time"),
-    (["--timing", "paper", "--bw-eff", "9"], "bw_eff = 9 bytes a cycle exceeds the peak"),
-    (["--cache-kib", "2,x"], "argument --cache-kib: 'x' is not a number of KiB"),
-    (["--bw", "4,0"], "argument --bw: '4,0': '0' is not a positive integer"),
-])
-def test_bad_options_one_line_status_2(capsys, tmp_path, args, message):
-    try:
-        rc = main(["compare", "--preset", "small", *args, "-o", str(tmp_path)])
-    except SystemExit as exc:       # argparse's own errors
-        rc = exc.code
-    assert rc == 2
-    err = capsys.readouterr().err
-    assert message in err
-    assert err.count("\n") == 1 and "Traceback" not in err
