@@ -198,17 +198,18 @@ class PEArray(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         drain = self.drain
-        proto = MacLine(arith=self._arith, mac_lines=self._p, macs_per_line=self._q,
-                        rows_per_mac=self._r, head_dim=self._d, lanes=self._lanes, split=self._s)
+        def new_line():
+            return MacLine(arith=self._arith, mac_lines=self._p, macs_per_line=self._q,
+                           rows_per_mac=self._r, head_dim=self._d, lanes=self._lanes,
+                           split=self._s)
+        proto = new_line()
         lines = []
         for i in range(self._p):
             if hierarchy.collecting():      # one module, instantiated
                 line = proto.signature.create(path=(f"line{i}",))
                 m.submodules[f"line{i}"] = hierarchy.instance(self.LINE_MODULE, proto, line)
             else:
-                line = proto if i == 0 else MacLine(
-                    arith=self._arith, mac_lines=self._p, macs_per_line=self._q,
-                    rows_per_mac=self._r, head_dim=self._d, lanes=self._lanes, split=self._s)
+                line = proto if i == 0 else new_line()
                 m.submodules[f"line{i}"] = line
             m.d.comb += [line.line_id.eq(i),
                          line.wi.eq(self.wi), line.c.eq(self.c), line.consume.eq(self.consume),
