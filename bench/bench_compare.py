@@ -43,7 +43,7 @@ r rows a group of s MACs, a rows a Q block. *spatial*: useful MAC operations
 over the busy MACs' capacity; *PE time*: cycles in which the array computes;
 *bound*: max(2 N^2 d / 2048 MACs, traffic / 128 B a cycle); FA-2: the
 FlashAttention-2 baseline on the same array (its block rule) in the same model.
-Targets (issue 15): spatial >= 97 %, cycles <= 1.03 x bound, cycles <= FA-2's,
+Targets: spatial >= 97 %, cycles <= 1.03 x bound, cycles <= FA-2's,
 FA-2's traffic >= 10x (d = 64) and 3x (d = 128) AttenIO's. A target missed is
 marked with `!`.
 
