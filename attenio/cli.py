@@ -77,7 +77,7 @@ def _int_list(text):
     return values
 
 
-def _split(text):
+def _int_or_auto(text):
     if text == "auto":
         return text
     try:
@@ -107,16 +107,19 @@ def _shared_options(p):
     g.add_argument("--axi-width", type=_positive_int, metavar="BITS", help="AXI data width")
     g.add_argument("--format", choices=sorted(FORMATS), help="number format")
     g.add_argument("--name", help="name of the build directory build/<name>/")
-    g.add_argument("--split", type=_split, metavar="S|auto",
+    g.add_argument("--split", type=_int_or_auto, metavar="S|auto",
                    help="MACs that share one Q row (a divisor of d; default auto: the mapping "
                         "the cycle model finds fastest)")
+    g.add_argument("--rows-per-mac", type=_int_or_auto, metavar="R|auto",
+                   help="Q rows each group of s MACs holds (a = R x groups; default auto: "
+                        "the planner's choice)")
 
 
 def config_from_args(args):
     macs = args.macs or (None, None)
     return resolve(
         preset_name=args.preset, config_file=args.config, format_name=args.format, name=args.name,
-        split=args.split,
+        split=args.split, rows_per_mac=args.rows_per_mac,
         workload={"seq_len": args.seq_len, "head_dim": args.head_dim, "heads": args.heads},
         budget={"mac_lines": macs[0], "macs_per_line": macs[1], "exp_units": args.exp_units,
                 "cache_bytes": args.cache_kib, "kv_buffer_bytes": args.kv_buffer_bytes,
@@ -144,8 +147,8 @@ def _choose(config):
 
 
 def _planned_config(config):
-    """The configuration of the options with its split fixed to the planner's choice, so the
-    floors that make their own Plan from it (gen, sim) build the chosen mapping. What the
+    """The configuration of the options with its mapping (split, rows per group) fixed to the
+    planner's choice, so the floors that make their own Plan from it (gen, sim) build it. What the
     RTL cannot build is refused first, before the planner models anything."""
     from .hdl.top import check_plan
     from .plan import make_plan
@@ -153,11 +156,11 @@ def _planned_config(config):
     check_plan(make_plan(config))
     plan = _choose(config)
     c = plan.mapping_choice
-    runner = "" if c.runner_up is None else f"; runner-up s = {c.runner_up}"
+    runner = "" if c.runner_up is None else "; runner-up s = {}, r = {}".format(*c.runner_up)
     _progress(f"mapping ({c.mode}): s = {plan.split}, r = {plan.rows_per_mac}, a = {plan.a}, "
               f"{plan.macs_active} of {plan.budget.macs} MACs active, "
-              f"{c.candidate(plan.split).cycles} cycles modelled{runner}")
-    return dataclasses.replace(config, split=plan.split)
+              f"{c.candidate(*c.chosen).cycles} cycles modelled{runner}")
+    return dataclasses.replace(config, split=plan.split, rows_per_mac=plan.rows_per_mac)
 
 
 def cmd_plan(args):

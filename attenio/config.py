@@ -77,8 +77,9 @@ class Budget:
 class Config:
     """One workload on one budget in one number format; `name` names build/<name>/.
 
-    `split` is the number s of MACs that share one Q row (`attenio.plan`): None lets
-    the planner choose it (`attenio.sim.planner.choose_plan`), an int forces it.
+    `split` is the number s of MACs that share one Q row and `rows_per_mac` the number
+    r of rows each group of s MACs holds (`attenio.plan`): None lets the planner choose
+    (`attenio.sim.planner.choose_plan`), an int forces it.
     """
 
     workload: Workload
@@ -86,12 +87,14 @@ class Config:
     format: object = field(default_factory=Int8Format)
     name: str = "custom"
     split: int | None = None
+    rows_per_mac: int | None = None
 
     def __post_init__(self):
         if not isinstance(self.format, (Int8Format, FP16Format)):
             raise ConfigError(f"config: format must be a format object, not {self.format!r}")
-        if self.split is not None:
-            validate.integer("config", "split", self.split, lo=1, error=ConfigError)
+        for key in ("split", "rows_per_mac"):
+            if getattr(self, key) is not None:
+                validate.integer("config", key, getattr(self, key), lo=1, error=ConfigError)
 
 
 def _preset(name, fmt, *, seq_len, head_dim, **budget):
@@ -124,14 +127,16 @@ def preset(name):
             f"unknown preset {name!r}; choose one of {', '.join(sorted(PRESETS))}") from None
 
 
-_SECTIONS = {"workload": fields(Workload), "budget": fields(Budget), "mapping": ("split",)}
+_SECTIONS = {"workload": fields(Workload), "budget": fields(Budget),
+             "mapping": ("split", "rows_per_mac")}
 
 
 def load_toml(path):
     """Read a TOML file into a dict of overrides: {preset?, name?, workload, budget, format,
     mapping}.
 
-    `[mapping]` holds `split`: a positive integer forces s, "auto" leaves it to the planner.
+    `[mapping]` holds `split` and `rows_per_mac`: a positive integer forces s (r), "auto"
+    leaves it to the planner.
     """
     path = Path(path)
     try:
@@ -156,10 +161,11 @@ def load_toml(path):
         if bad:
             raise ConfigError(f"config file {str(path)!r}: [{section}] has unknown key(s) "
                               f"{', '.join(sorted(bad))}; expected {', '.join(sorted(names))}")
-    split = raw.get("mapping", {}).get("split", "auto")
-    if split != "auto" and (isinstance(split, bool) or not isinstance(split, int) or split < 1):
-        raise ConfigError(f"config file {str(path)!r}: [mapping] split must be a positive integer "
-                          f"or \"auto\", not {split!r}")
+    for key in ("split", "rows_per_mac"):
+        value = raw.get("mapping", {}).get(key, "auto")
+        if value != "auto" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ConfigError(f"config file {str(path)!r}: [mapping] {key} must be a positive "
+                              f"integer or \"auto\", not {value!r}")
     fmt = raw.get("format", {})
     if isinstance(fmt, str):
         raw["format"] = {"name": fmt}
@@ -169,11 +175,12 @@ def load_toml(path):
 
 
 def resolve(*, preset_name=None, config_file=None, workload=None, budget=None, format_name=None,
-            name=None, split=None):
+            name=None, split=None, rows_per_mac=None):
     """Merge preset < TOML file < explicit overrides into one `Config`.
 
     `workload` and `budget` are dicts of field overrides (None values ignored);
-    `split` is an int (forced), "auto" (the planner chooses) or None (not given).
+    `split` and `rows_per_mac` are each an int (forced), "auto" (the planner chooses) or
+    None (not given).
     """
     file = load_toml(config_file) if config_file else {}
     base = preset(preset_name or file.get("preset") or "small")
@@ -190,9 +197,12 @@ def resolve(*, preset_name=None, config_file=None, workload=None, budget=None, f
         fmt = base.format
     else:
         fmt = format_by_name(fmt_name, **fmt_table)
-    s = file.get("mapping", {}).get("split", base.split) if split is None else split
+    mapping = file.get("mapping", {})
+    s = mapping.get("split", base.split) if split is None else split
+    r = mapping.get("rows_per_mac", base.rows_per_mac) if rows_per_mac is None else rows_per_mac
     try:
         return Config(workload=Workload(**w), budget=Budget(**b), format=fmt,
-                      name=name or file.get("name") or base.name, split=None if s == "auto" else s)
+                      name=name or file.get("name") or base.name,
+                      split=None if s == "auto" else s, rows_per_mac=None if r == "auto" else r)
     except TypeError as exc:
         raise ConfigError(f"configuration: {exc}") from None

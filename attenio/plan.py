@@ -33,7 +33,11 @@ a >= G (rounded up if that still fits, else down), else every row gets a group o
 its own and G - a groups idle. What the rounding costs in traffic is kept beside
 the plan (`traffic_unrounded`), and so is what a split's a costs against the a of
 s = 1 (`traffic_unsplit`): a wide split may round a well below the I/O optimum, and
-the planner (`attenio.sim.planner`) weighs that against the MACs it fills.
+the planner (`attenio.sim.planner`) weighs that against the MACs it fills. The
+planner may also take fewer rows a group than fit (`rows_options`): every K/V pass
+costs r d / s cycles whether or not the last block's rows exist, so when N is not a
+multiple of a, the fewest rows that keep the number of blocks do the same work in
+fewer cycles, and a few more blocks of a smaller a can beat a partial one.
 
 Which s are possible is `split_problem`'s to say: s divides d (each MAC of a group
 takes d/s of the row), s divides the MACs of one EXP lane (a group never
@@ -51,7 +55,8 @@ from .errors import ConfigError
 from .traffic import Traffic, Transfer
 
 __all__ = ["Reservation", "Candidate", "MappingChoice", "Plan", "make_plan", "attenio_traffic",
-           "kv_prefetch_depth", "split_problem", "check_split", "valid_splits"]
+           "kv_prefetch_depth", "split_problem", "check_split", "valid_splits", "rows_problem",
+           "rows_options"]
 
 
 @dataclass(frozen=True)
@@ -180,7 +185,7 @@ def attenio_traffic(config, a, *, seq_len=None, heads=None):
 
 @dataclass(frozen=True)
 class Candidate:
-    """One mapping the planner modelled: s MACs a row, its plan's r and a, and what it gives."""
+    """One mapping the planner modelled: s MACs a row, r rows a group, its a, and what it gives."""
 
     split: int
     groups: int
@@ -193,18 +198,23 @@ class Candidate:
     spatial_util: float
     offchip_bytes: int
 
+    @property
+    def mapping(self):
+        """(s, r): what names a candidate."""
+        return (self.split, self.rows_per_mac)
+
     def to_dict(self):
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 @dataclass(frozen=True)
 class MappingChoice:
-    """How the Plan's `split` was chosen: the candidates modelled at `seq_len` and `heads`,
-    the `chosen` s and the `runner_up` s (None when nothing else was modelled).
+    """How the Plan's mapping was chosen: the candidates modelled at `seq_len` and `heads`,
+    the `chosen` (s, r) and the `runner_up` (s, r) (None when nothing else was modelled).
 
     `mode` is "auto" (of the mappings within `tolerance` of the fewest modelled cycles,
-    the least traffic, then the smaller s) or
-    "forced" (the configuration's split; the one candidate is what it gives).
+    the least traffic, then the smaller s, then the larger r) or "forced" (the
+    configuration's split and rows_per_mac; the one candidate is what they give).
     """
 
     mode: str
@@ -212,15 +222,18 @@ class MappingChoice:
     heads: int
     tolerance: float
     candidates: tuple
-    chosen: int
-    runner_up: int | None = None
+    chosen: tuple
+    runner_up: tuple | None = None
 
-    def candidate(self, split):
-        return next(c for c in self.candidates if c.split == split)
+    def candidate(self, split, rows_per_mac):
+        return next(c for c in self.candidates if c.mapping == (split, rows_per_mac))
 
     def to_dict(self):
+        def named(m):
+            return None if m is None else {"split": m[0], "rows_per_mac": m[1]}
         return {"mode": self.mode, "seq_len": self.seq_len, "heads": self.heads,
-                "tolerance": self.tolerance, "chosen": self.chosen, "runner_up": self.runner_up,
+                "tolerance": self.tolerance, "chosen": named(self.chosen),
+                "runner_up": named(self.runner_up),
                 "candidates": [c.to_dict() for c in self.candidates]}
 
 
@@ -232,9 +245,11 @@ class Plan:
     `rows_per_mac` (r) rows per MAC group of s MACs (its slots), `q_blocks` blocks
     per head. `a_ideal` is the analysis' optimum with M counted in stored elements
     and no hardware reservations; `a_fit` the largest a the real reservations allow;
-    `a` the rounded value the hardware uses; `a_unsplit` the a of the same
-    configuration at s = 1 (`traffic_unsplit` its traffic). `mapping_choice`
-    records how the planner chose s (None for a Plan made directly by `make_plan`).
+    `a_largest` that rounded to the MAC groups (the largest r that fits); `a` what the
+    hardware uses, r times the groups (fewer rows a group than the largest when the
+    planner finds it faster); `a_unsplit` the a of the same configuration at s = 1
+    (`traffic_unsplit` its traffic). `mapping_choice` records how the planner chose s
+    and r (None for a Plan made directly by `make_plan`).
     """
 
     config: Config
@@ -252,6 +267,7 @@ class Plan:
     a_unsplit: int | None = None
     traffic_unsplit: Traffic | None = None
     mapping_choice: MappingChoice | None = None
+    a_largest: int | None = None
 
     @property
     def workload(self):
@@ -371,18 +387,67 @@ def _fit(config, split):
     return depth, a_fit, 1, a_cap
 
 
-def make_plan(config, split=None):
-    """The AttenIO Plan of `config` with rows split over `split` MACs.
+def rows_problem(config, split, rows_per_mac):
+    """Why groups of `split` MACs cannot hold `rows_per_mac` rows each, or None if they can."""
+    try:
+        validate.integer("mapping", "rows_per_mac", rows_per_mac, lo=1, error=ConfigError)
+    except ConfigError as exc:
+        return str(exc)
+    r_max = _fit(config, split)[2]
+    if rows_per_mac > r_max:
+        return (f"mapping: {rows_per_mac} rows per group of {split} MAC(s) do not fit the cache "
+                f"(at most {r_max} at s = {split})")
+    return None
 
-    `split` defaults to `config.split`, and to 1 when that is None (auto: choosing
-    is `attenio.sim.planner.choose_plan`'s, which needs the cycle model). Raises
-    ConfigError for an impossible split (`split_problem`) or when not even one row fits.
+
+def rows_options(config, split):
+    """The rows per group (r) the planner weighs at s = `split`, largest first.
+
+    For each number of Q blocks from the fewest (the largest r that fits) up to twice
+    as many, the fewest rows per group that give that many blocks: the last block is
+    then as full as it can be, so no K/V pass runs for rows that do not exist. A
+    smaller r shortens every pass (r d / s cycles) but adds blocks, each a pass over
+    K and V; which wins is the cycle model's to say. (1,) when a < G (every row has
+    a group of its own and a pass takes d / s cycles whatever a is).
+    """
+    check_split(config, split)
+    _, _, r_max, a = _fit(config, split)
+    groups = config.budget.macs // split
+    if a < groups:
+        return (1,)
+    n = config.workload.seq_len
+    fewest = ceil(n / (r_max * groups))
+    out = []
+    for blocks in range(fewest, 2 * fewest + 1):
+        r = ceil(n / (blocks * groups))
+        if r not in out:
+            out.append(r)
+    return tuple(out)
+
+
+def make_plan(config, split=None, rows_per_mac=None):
+    """The AttenIO Plan of `config` with rows split over `split` MACs, `rows_per_mac`
+    rows a group.
+
+    `split` defaults to `config.split`, and to 1 when that is None; `rows_per_mac` to
+    `config.rows_per_mac`, and to the largest r that fits when that is None (choosing
+    either is `attenio.sim.planner.choose_plan`'s, which needs the cycle model). Raises
+    ConfigError for an impossible split (`split_problem`), rows that do not fit
+    (`rows_problem`), or when not even one row fits.
     """
     s = split if split is not None else config.split if config.split is not None else 1
     check_split(config, s)
     w = config.workload
     m = config.budget.cache_bytes // config.format.element_bytes
-    depth, a_fit, r, a = _fit(config, s)
+    depth, a_fit, r_max, a_max = _fit(config, s)
+    r = rows_per_mac if rows_per_mac is not None else config.rows_per_mac
+    if r is None or r == r_max:
+        r, a = r_max, a_max
+    else:
+        problem = rows_problem(config, s, r)
+        if problem:
+            raise ConfigError(problem)
+        a = r * (config.budget.macs // s)
     a_unsplit = a if s == 1 else _fit(config, 1)[3]
     a_ideal, _ = attention_optimum(w.seq_len, w.head_dim, m)
     plan = Plan(config=config, a=a, b=1, rows_per_mac=r, kv_depth=depth, a_ideal=a_ideal,
@@ -390,6 +455,6 @@ def make_plan(config, split=None):
                 traffic=attenio_traffic(config, a),
                 traffic_unrounded=attenio_traffic(config, min(a_fit, w.seq_len)),
                 traffic_ideal=attenio_traffic(config, a_ideal), split=s, a_unsplit=a_unsplit,
-                traffic_unsplit=attenio_traffic(config, a_unsplit))
+                traffic_unsplit=attenio_traffic(config, a_unsplit), a_largest=a_max)
     assert plan.cache_used_bytes <= config.budget.cache_bytes
     return plan

@@ -42,23 +42,25 @@ def _traffic_rows(plan, baselines):
 
 def _mapping_lines(plan):
     """The mapping the planner chose, every candidate it modelled, and what the choice costs."""
-    lines = ["Mapping (each Q row over s MACs)"]
+    lines = ["Mapping (each Q row over s MACs, r rows a group of s)"]
     choice = plan.mapping_choice
     if choice is not None:
         at = f"the cycle model at N = {choice.seq_len}, {choice.heads} head(s)"
+        s, r = choice.chosen
         if choice.mode == "auto":
-            lines.append(f"  chosen s = {choice.chosen} by {at}: of the mappings within "
+            lines.append(f"  chosen s = {s}, r = {r} by {at}: of the mappings within "
                          f"{100 * choice.tolerance:g} % of the fewest cycles, the least traffic "
-                         f"(then the smaller s)")
+                         f"(then the smaller s, the larger r)")
         else:
-            lines.append(f"  forced s = {choice.chosen} (--split, or split in [mapping]); {at}")
+            lines.append(f"  forced s = {s}, r = {r} (--split and --rows-per-mac, or [mapping]); "
+                         f"{at}")
         mark = {choice.chosen: "chosen", choice.runner_up: "runner-up"}
         lines.append(table(
             ["s", "r", "a", "groups", "MACs active", "K/V depth", "cycles", "PE time", "spatial",
              "traffic", ""],
             [(c.split, c.rows_per_mac, c.a, c.groups, c.macs_active, c.kv_depth, c.cycles,
               f"{100 * c.pe_util:.1f}%", f"{100 * c.spatial_util:.1f}%",
-              human_bytes(c.offchip_bytes), mark.get(c.split, ""))
+              human_bytes(c.offchip_bytes), mark.get(c.mapping, ""))
              for c in choice.candidates], [">"] * 10 + ["<"]))
     if plan.split == 1:
         lines.append(f"  a = {plan.a} is the a of one MAC a row: the mapping costs no traffic")
@@ -83,7 +85,10 @@ def plan_report(plan, baselines=None):
         f"  s = {plan.split} MAC(s) per row: {plan.groups} groups of {plan.split} MAC(s), "
         f"{plan.rows_per_mac} row(s) per group, {plan.macs_active} of {b.macs} MACs active",
         f"  a without reservations (M = {plan.m_elements} elements): {plan.a_ideal}; "
-        f"largest a that fits the reservations: {plan.a_fit}; rounded for the array: {plan.a}",
+        f"largest a that fits the reservations: {plan.a_fit}; rounded for the array: "
+        f"{plan.a_largest or plan.a}"
+        + (f"; r = {plan.rows_per_mac} rows a group: {plan.a}"
+           if plan.a_largest not in (None, plan.a) else ""),
         f"  K/V prefetch depth: {plan.kv_depth} rows",
         "",
         "Budget use",

@@ -92,10 +92,11 @@ def compare_one(config):
     plan = choose_plan(config)
     ours = _timed(plan)
     choice = plan.mapping_choice
-    ours.update(mapping_mode=choice.mode, runner_up=choice.runner_up,
+    ours.update(mapping_mode=choice.mode, runner_up=choice.to_dict()["runner_up"],
                 split_cost_bytes=plan.split_cost_bytes)
     # s = 1 against the chosen plan: speedup > 1 is what the split gains
-    unsplit = ours if plan.split == 1 else _timed(make_plan(config, split=1))
+    unsplit = ours if plan.split == 1 else _timed(
+        make_plan(dataclasses.replace(config, rows_per_mac=None), split=1))
     unsplit = dict(unsplit, speedup=unsplit["cycles"] / ours["cycles"],
                    traffic_ratio=unsplit["offchip_bytes"] / ours["offchip_bytes"])
     causal_e = _timed(plan, causal=True)
@@ -160,6 +161,7 @@ def _frame(config, seq_lens, head_dims, timing):
                      "axi_data_bits": b.axi_data_bits},
         "seq_lens": list(seq_lens), "head_dims": list(head_dims),
         "split": "auto" if config.split is None else config.split,
+        "rows_per_mac": "auto" if config.rows_per_mac is None else config.rows_per_mac,
         "timing": mode, "definitions": definitions,
     }
 
@@ -348,7 +350,8 @@ def _tables(data):
             ours, one, c = r["attenio"], r["attenio_unsplit"], r["attenio_causal"]
             ext.append([r["seq_len"], f"{ours['split']} ({r['mapping']['mode']})",
                         ours["rows_per_mac"], ours["a"], f"{ours['macs_active']}",
-                        "-" if ours["runner_up"] is None else ours["runner_up"],
+                        "-" if ours["runner_up"] is None else
+                        "s={split} r={rows_per_mac}".format(**ours["runner_up"]),
                         _pct(ours["spatial_util"]), one["a"], _m(one["cycles"]),
                         _pct(one["spatial_util"]), f"{one['speedup']:.2f}x",
                         human_bytes(ours["split_cost_bytes"]),
@@ -357,7 +360,7 @@ def _tables(data):
         out.append((f"d = {d}: the mapping (rows split over s MACs) against s = 1 (split gain = "
                     f"cycles(s = 1) / cycles(AttenIO)), and beyond the paper, causal row "
                     f"skipping (gain = cycles(AttenIO) / cycles(causal))",
-                    ["N", "s", "r", "a", "MACs active", "runner-up s", "spatial", "s=1 a",
+                    ["N", "s", "r", "a", "MACs active", "runner-up", "spatial", "s=1 a",
                      "s=1 Mcycles", "s=1 spatial", "split gain", "split traffic cost",
                      "causal Mcycles", "causal gain", "causal traffic", "causal vs FA-2 causal"],
                     ext))

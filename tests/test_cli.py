@@ -45,30 +45,45 @@ def test_plan_json_carries_the_mapping_choice(capsys, tmp_path):
     plan = json.loads(capsys.readouterr().out)["plan"]
     m = plan["mapping"]
     assert (m["mode"], m["seq_len"], m["heads"], m["tolerance"]) == ("auto", 256, 1, 0.001)
-    assert [c["split"] for c in m["candidates"]] == [1, 2, 4]
-    assert [(c["rows_per_mac"], c["a"], c["groups"]) for c in m["candidates"]] == [
-        (2, 32, 16), (4, 32, 8), (9, 36, 4)]
-    assert m["chosen"] == plan["split"] and m["runner_up"] in {1, 2, 4} - {m["chosen"]}
+    assert [(c["split"], c["rows_per_mac"], c["a"], c["groups"]) for c in m["candidates"]] == [
+        (1, 2, 32, 16), (1, 1, 16, 16), (2, 4, 32, 8), (2, 3, 24, 8), (2, 2, 16, 8),
+        (4, 8, 32, 4), (4, 7, 28, 4), (4, 6, 24, 4), (4, 5, 20, 4), (4, 4, 16, 4)]
+    assert m["chosen"] == {"split": plan["split"], "rows_per_mac": plan["rows_per_mac"]}
+    assert m["runner_up"] != m["chosen"] and set(m["runner_up"]) == {"split", "rows_per_mac"}
     assert {"cycles", "pe_util", "spatial_util", "offchip_bytes", "macs_active"} <= set(
         m["candidates"][0])
     assert plan["split_cost_bytes"] == plan["offchip_bytes"] - m["candidates"][0]["offchip_bytes"]
     assert json.loads((tmp_path / "plan.json").read_text())["plan"] == plan
 
 
-def test_plan_split_2_is_forced(capsys, tmp_path):
+def test_plan_split_2_is_forced_and_its_rows_chosen(capsys, tmp_path):
     assert main(["plan", "--preset", "small", "--split", "2", "--json", "-o", str(tmp_path)]) == 0
     plan = json.loads(capsys.readouterr().out)["plan"]
-    assert (plan["split"], plan["groups"], plan["rows_per_mac"], plan["a"], plan["macs_active"],
-            plan["kv_prefetch_depth"]) == (2, 8, 4, 32, 16, 4)
+    assert (plan["split"], plan["groups"], plan["macs_active"], plan["kv_prefetch_depth"]) == (
+        2, 8, 16, 4)
     m = plan["mapping"]
-    assert (m["mode"], m["chosen"], m["runner_up"], len(m["candidates"])) == ("forced", 2, None, 1)
+    assert m["mode"] == "auto" and [c["rows_per_mac"] for c in m["candidates"]] == [4, 3, 2]
+
+
+def test_plan_split_and_rows_forced(capsys, tmp_path):
+    assert main(["plan", "--preset", "small", "--split", "2", "--rows-per-mac", "3", "--json",
+                 "-o", str(tmp_path)]) == 0
+    plan = json.loads(capsys.readouterr().out)["plan"]
+    assert (plan["split"], plan["rows_per_mac"], plan["a"], plan["q_blocks"]) == (2, 3, 24, 11)
+    m = plan["mapping"]
+    assert (m["mode"], m["chosen"], m["runner_up"], len(m["candidates"])) == (
+        "forced", {"split": 2, "rows_per_mac": 3}, None, 1)
 
 
 def test_plan_table_shows_the_mapping(capsys, tmp_path):
-    assert main(["plan", "--preset", "small", "--split", "4", "-o", str(tmp_path)]) == 0
+    assert main(["plan", "--preset", "small", "--split", "4", "--rows-per-mac", "9",
+                 "-o", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "s = 4 MAC(s) per row: 4 groups of 4 MAC(s), 9 row(s) per group, 16 of 16 MACs" in out
-    assert "forced s = 4" in out and "a = 36 at s = 4 instead of 32 at s = 1 costs" in out
+    assert "forced s = 4, r = 9" in out and "a = 36 at s = 4 instead of 32 at s = 1 costs" in out
+    assert main(["plan", "--preset", "small", "--split", "4", "-o", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "rounded for the array: 36; r = 8 rows a group: 32" in out
     assert main(["plan", "--preset", "small", "-o", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "by the cycle model at N = 256, 1 head(s): of the mappings within 0.1 % of the fewest " \
@@ -107,6 +122,12 @@ def test_options_override_preset_and_config(capsys, tmp_path):
     ("plan", ["--split", "4", "--format", "fp16", "--axi-width", "32"],
      "mapping: split 4 feeds chunks of 8 bytes of fp16 a cycle, which must divide the "
      "32-bit AXI beat"),
+    ("plan", ["--rows-per-mac", "0"], "argument --rows-per-mac: '0' is not a positive integer"),
+    ("plan", ["--split", "4", "--rows-per-mac", "10"],
+     "attenio plan: error: mapping: 10 rows per group of 4 MAC(s) do not fit the cache (at most "
+     "9 at s = 4)"),
+    ("gen", ["--split", "4", "--rows-per-mac", "10"], "attenio gen: error: mapping: 10 rows per "
+                                                      "group of 4 MAC(s) do not fit the cache"),
     ("gen", ["--split", "3"], "attenio gen: error: mapping: split 3 must divide"),
     ("sim", ["--split", "3"], "attenio sim: error: mapping: split 3 must divide"),
     ("synth", ["--split", "3"], "attenio synth: error: mapping: split 3 must divide"),

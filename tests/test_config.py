@@ -72,6 +72,22 @@ def test_toml_mapping_table_and_the_split_option(tmp_path, table, option, split)
     assert resolve(config_file=f, split=option).split == split
 
 
+@pytest.mark.parametrize("table, option, rows", [
+    ("", None, None),
+    ("[mapping]\nrows_per_mac = 3\n", None, 3),
+    ("[mapping]\nrows_per_mac = 3\n", "auto", None),   # the option beats the file
+    ("", 2, 2),
+])
+def test_toml_mapping_table_and_the_rows_option(tmp_path, table, option, rows):
+    f = tmp_path / "c.toml"
+    f.write_text(table)
+    assert resolve(config_file=f, rows_per_mac=option).rows_per_mac == rows
+    if rows is None:
+        return
+    with pytest.raises(ConfigError, match="config: rows_per_mac must be a positive integer, not 0"):
+        dataclasses.replace(resolve(config_file=f), rows_per_mac=0)
+
+
 def test_toml_then_options_override_the_preset(tmp_path):
     f = tmp_path / "c.toml"
     f.write_text('preset = "paper"\nname = "mine"\n[workload]\nseq_len = 8192\nhead_dim = 128\n'
@@ -99,10 +115,12 @@ def test_toml_format_table(tmp_path):
     ('format = "bf16"\n', "unknown format 'bf16'"),
     ("[workload]\nseq_len = -4\n", "seq_len must be a positive integer, not -4"),
     ("mapping = 2\n", r"\[mapping\] must be a table"),
-    ("[mapping]\ns = 2\n", r"\[mapping\] has unknown key\(s\) s; expected split"),
+    ("[mapping]\ns = 2\n", r"\[mapping\] has unknown key\(s\) s; expected rows_per_mac, split"),
     ("[mapping]\nsplit = 0\n", r'\[mapping\] split must be a positive integer or "auto", not 0'),
     ('[mapping]\nsplit = "wide"\n',
      r'\[mapping\] split must be a positive integer or "auto", not \'wide\''),
+    ("[mapping]\nrows_per_mac = -1\n",
+     r'\[mapping\] rows_per_mac must be a positive integer or "auto", not -1'),
 ])
 def test_toml_errors_are_clear(tmp_path, text, message):
     f = tmp_path / "c.toml"

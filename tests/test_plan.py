@@ -11,7 +11,7 @@ from attenio.baselines import all_baselines
 from attenio.executor import (reference_attention, run_attenio, run_flashattention2, run_flat,
                               run_standard)
 from attenio.plan import (Candidate, _cache_bytes, check_split, kv_prefetch_depth, make_plan,
-                          valid_splits)
+                          rows_options, valid_splits)
 from attenio.sim import planner
 from attenio.sim.cyclemodel import simulate
 from attenio.sim.planner import choose_plan
@@ -253,8 +253,8 @@ def test_a_lane_budget_the_rtl_refuses_still_plans_unsplit():
 
 # --- the planner ---------------------------------------------------------------------------
 
-def cand(split, cycles, traffic=1):
-    return Candidate(split=split, groups=16 // split, rows_per_mac=1, a=16, macs_active=16,
+def cand(split, cycles, traffic=1, r=1):
+    return Candidate(split=split, groups=16 // split, rows_per_mac=r, a=16, macs_active=16,
                      kv_depth=2, cycles=cycles, pe_util=1.0, spatial_util=1.0,
                      offchip_bytes=traffic)
 
@@ -270,36 +270,96 @@ def cand(split, cycles, traffic=1):
 ])
 def test_near_ties_go_to_the_least_traffic_then_the_smaller_split(cands, chosen, runner_up):
     assert planner.TOLERANCE == 0.001
-    assert planner._pick([cand(*c) for c in cands]) == (chosen, runner_up)
+    assert planner._pick([cand(*c) for c in cands]) == (
+        (chosen, 1), None if runner_up is None else (runner_up, 1))
 
 
-def test_choose_plan_models_every_possible_split():
+def test_a_tie_in_cycles_traffic_and_split_goes_to_the_larger_r():
+    assert planner._pick([cand(4, 100000, 5, 2), cand(4, 100000, 5, 3), cand(4, 99990, 6, 4)]) == (
+        (4, 3), (4, 2))
+
+
+def test_rows_options_are_the_fewest_rows_for_each_number_of_blocks():
+    # small: N = 256; s = 4 gives 4 groups and up to 9 rows each (a = 36, 8 blocks);
+    # 8..16 blocks need ceil(64 / blocks) rows
+    c = preset("small")
+    assert {s: rows_options(c, s) for s in (1, 2, 4)} == {
+        1: (2, 1), 2: (4, 3, 2), 4: (8, 7, 6, 5, 4)}
+    assert rows_options(paper(64, seq_len=8192), 16) == (8, 7, 6, 5, 4)
+    # a < G: every row has a group of its own, whatever a is
+    assert rows_options(config(64, 16, 4096, macs=(16, 16)), 1) == (1,)
+
+
+def test_a_plan_of_fewer_rows_a_group_is_r_times_the_groups():
+    c = preset("small")
+    largest, fewer = make_plan(c, split=4), make_plan(c, split=4, rows_per_mac=8)
+    assert (largest.rows_per_mac, largest.a, largest.a_largest) == (9, 36, 36)
+    assert (fewer.rows_per_mac, fewer.a, fewer.a_largest, fewer.q_blocks) == (8, 32, 36, 8)
+    assert fewer.traffic == largest.traffic                 # 8 blocks either way
+    assert fewer.cache_used_bytes < largest.cache_used_bytes
+    forced = dataclasses.replace(c, split=4, rows_per_mac=8)
+    assert make_plan(forced) == dataclasses.replace(fewer, config=forced)
+
+
+@pytest.mark.parametrize("r, message", [
+    (10, "mapping: 10 rows per group of 4 MAC(s) do not fit the cache (at most 9 at s = 4)"),
+    (0, "mapping: rows_per_mac must be a positive integer, not 0"),
+])
+def test_rows_that_do_not_fit_are_refused_in_one_line(r, message):
+    with pytest.raises(ConfigError) as info:
+        make_plan(preset("small"), split=4, rows_per_mac=r)
+    assert str(info.value) == message
+
+
+def test_choose_plan_models_every_split_with_its_rows_options():
     c = preset("small")
     plan = choose_plan(c)
     choice = plan.mapping_choice
     assert choice.mode == "auto" and (choice.seq_len, choice.heads) == (256, 1)
-    assert [x.split for x in choice.candidates] == [1, 2, 4]
+    expect = [(s, r) for s in (1, 2, 4) for r in rows_options(c, s)]
+    assert [x.mapping for x in choice.candidates] == expect
     for x in choice.candidates:
-        p = make_plan(c, split=x.split)
+        p = make_plan(c, split=x.split, rows_per_mac=x.rows_per_mac)
         assert (x.groups, x.rows_per_mac, x.a, x.macs_active, x.kv_depth, x.offchip_bytes) == (
             p.groups, p.rows_per_mac, p.a, p.macs_active, p.kv_depth, p.traffic.bytes)
         assert x.cycles == simulate(p).cycles
     assert (choice.chosen, choice.runner_up) == planner._pick(choice.candidates)
-    assert dataclasses.replace(plan, mapping_choice=None) == make_plan(c, split=choice.chosen)
+    assert dataclasses.replace(plan, mapping_choice=None) == make_plan(c, *choice.chosen)
     d = plan.to_dict()["mapping"]
-    assert (d["mode"], d["chosen"], d["runner_up"]) == ("auto", choice.chosen, choice.runner_up)
-    assert [x["split"] for x in d["candidates"]] == [1, 2, 4]
+    assert (d["mode"], d["chosen"]) == ("auto", {"split": plan.split,
+                                                 "rows_per_mac": plan.rows_per_mac})
+    assert [(x["split"], x["rows_per_mac"]) for x in d["candidates"]] == expect
     assert set(d["candidates"][0]) == {"split", "groups", "rows_per_mac", "a", "macs_active",
                                        "kv_depth", "cycles", "pe_util", "spatial_util",
                                        "offchip_bytes"}
 
 
-def test_choose_plan_keeps_a_forced_split_and_models_it_alone():
-    plan = choose_plan(dataclasses.replace(preset("small"), split=2), seq_len=64, heads=2)
+def test_a_full_last_block_beats_a_partial_one():
+    # s = 4 on the small preset: 9 rows a group (a = 36) leave the 8th block 4 rows
+    # full, yet every pass of it costs 9 d / s cycles; 8 rows (a = 32) fill all 8
+    small = preset("small")
+    choice = choose_plan(dataclasses.replace(small, split=4)).mapping_choice
+    largest = make_plan(small, split=4)
+    assert largest.rows_per_mac == 9 and (4, 9) not in [x.mapping for x in choice.candidates]
+    fewer = choice.candidate(4, 8)
+    assert fewer.offchip_bytes == largest.traffic.bytes
+    assert fewer.cycles < 0.95 * simulate(largest).cycles
+
+
+def test_choose_plan_keeps_a_forced_mapping_and_models_it_alone():
+    forced = dataclasses.replace(preset("small"), split=2, rows_per_mac=4)
+    plan = choose_plan(forced, seq_len=64, heads=2)
     choice = plan.mapping_choice
-    assert (plan.split, choice.mode, choice.chosen, choice.runner_up) == (2, "forced", 2, None)
+    assert (plan.split, choice.mode, choice.chosen, choice.runner_up) == (2, "forced", (2, 4), None)
     assert (choice.seq_len, choice.heads, len(choice.candidates)) == (64, 2, 1)
     assert choice.candidates[0].cycles == simulate(plan, seq_len=64, heads=2).cycles
+
+
+def test_a_forced_split_still_weighs_its_rows():
+    plan = choose_plan(dataclasses.replace(preset("small"), split=2))
+    choice = plan.mapping_choice
+    assert plan.split == 2 and choice.mode == "auto"
+    assert [x.mapping for x in choice.candidates] == [(2, 4), (2, 3), (2, 2)]
 
 
 def test_choose_plan_reports_progress_once_it_is_slow(monkeypatch):
@@ -308,7 +368,7 @@ def test_choose_plan_reports_progress_once_it_is_slow(monkeypatch):
     assert heard == []                      # well under a second
     monkeypatch.setattr(planner, "_QUIET_SECONDS", -1.0)
     choose_plan(preset("small"), progress=heard.append)
-    assert [m.split(":")[0] for m in heard] == ["mapping 1/3", "mapping 2/3", "mapping 3/3"]
+    assert [m.split(":")[0] for m in heard] == [f"mapping {i}/10" for i in range(1, 11)]
 
 
 @pytest.mark.parametrize("d", [64, 128])
@@ -316,7 +376,7 @@ def test_on_the_paper_preset_the_choice_fills_the_array(d):
     plan = choose_plan(paper(d, seq_len=8192))
     choice = plan.mapping_choice
     assert plan.split > 1 and plan.macs_active == 2048
-    assert choice.candidate(plan.split).cycles < choice.candidate(1).cycles
+    assert choice.candidate(*choice.chosen).cycles < choice.candidate(1, 1).cycles
 
 
 def test_cache_too_small_for_one_row_is_a_clear_error():
