@@ -1,0 +1,353 @@
+"""IEEE 754 binary floating point: the encodings, pipelined builders and their NumPy twins.
+
+The floating-point formats (fp16 or bf16 storage, fp32 accumulation) are built
+from three operations, each an Amaranth builder beside a NumPy twin that
+computes the same bits:
+
+* `mul`: the product of two numbers (fp16, bf16 or fp32 each), rounded to fp32;
+* `add`: the sum of two fp32 numbers, rounded to fp32;
+* `convert`: a number rounded to another format (exact when it widens).
+
+Semantics, the same in hardware and twin, checked against Berkeley SoftFloat
+(`softfloatpy`) as an independent oracle:
+
+* round to nearest, ties to even, the only rounding;
+* subnormal inputs and results are honoured (gradual underflow): nothing is flushed;
+* infinities as IEEE: a result beyond the largest finite number rounds to inf,
+  inf - inf and 0 x inf are NaN;
+* every NaN result is the canonical quiet NaN (`FloatSpec.nan`: sign 0, exponent
+  all ones, the quiet bit alone): payloads do not propagate, and a NaN is data like
+  any other, it never traps or stalls a pipeline;
+* signed zeros as IEEE: x + (-x) = +0, -0 + -0 = -0, a product's sign is the XOR;
+* no exception flags.
+
+The twins compute through NumPy's float32 (IEEE binary32 with gradual underflow
+on every platform NumPy runs on) and the conversions of NumPy (fp16) and
+ml_dtypes (bf16), then make NaNs canonical; their agreement with SoftFloat is
+tested, so they are an executable statement of the semantics above.
+
+Every builder ends in the same normalize-round-pack pipeline (`_round_pack`): a
+value sig * 2**e with an unsigned integer significand is normalized (leading-zero
+count, shift), placed at the destination's exponent (subnormal results shifted
+right, the bits shifted out kept as a sticky bit), rounded by one increment of
+the packed exponent and mantissa (a carry out of the mantissa steps the exponent,
+and out of the largest finite number gives inf), and the special cases selected.
+Each stage holds at most one carry chain or comparison.
+
+No floating-point library is maintained for Amaranth 0.5 (libre-soc's ieee754fpu
+targets nmigen), hence these builders.
+"""
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+from amaranth.hdl import Cat, Const, Fragment, Module, Mux, Signal, Value, signed, unsigned
+
+from .dsp import Stages, partial_products, sum_partials
+
+__all__ = ["FloatSpec", "FP16", "BF16", "FP32", "SPECS", "mul", "add", "convert",
+           "mul_latency", "add_latency", "convert_latency", "np_mul", "np_add", "np_convert",
+           "np_canonical"]
+
+
+@dataclass(frozen=True)
+class FloatSpec:
+    """An IEEE 754 binary interchange format: 1 sign bit, `exp_bits`, `man_bits`."""
+
+    name: str
+    exp_bits: int
+    man_bits: int
+    np_dtype: object
+    bits_dtype: object
+
+    @property
+    def width(self):
+        return 1 + self.exp_bits + self.man_bits
+
+    @property
+    def bias(self):
+        return (1 << (self.exp_bits - 1)) - 1
+
+    @property
+    def exp_all_ones(self):
+        return (1 << self.exp_bits) - 1
+
+    @property
+    def inf(self):
+        """+inf's bits."""
+        return self.exp_all_ones << self.man_bits
+
+    @property
+    def nan(self):
+        """The canonical quiet NaN's bits: sign 0, exponent all ones, the quiet bit."""
+        return self.inf | (1 << (self.man_bits - 1))
+
+    def is_nan(self, bits):
+        """Which of `bits` (an array of encodings) are NaNs."""
+        bits = np.asarray(bits, dtype=np.uint64)
+        return ((bits >> self.man_bits) & self.exp_all_ones == self.exp_all_ones) & (
+            bits & ((1 << self.man_bits) - 1) != 0)
+
+    def to_float(self, bits):
+        """The values of `bits` as this format's NumPy dtype."""
+        return np.asarray(bits).astype(self.bits_dtype).view(self.np_dtype)
+
+    def from_float(self, values):
+        """The encodings of `values` (already of this format's dtype)."""
+        return np.asarray(values, dtype=self.np_dtype).view(self.bits_dtype)
+
+
+FP16 = FloatSpec("fp16", 5, 10, np.float16, np.uint16)
+BF16 = FloatSpec("bf16", 8, 7, ml_dtypes.bfloat16, np.uint16)
+FP32 = FloatSpec("fp32", 8, 23, np.float32, np.uint32)
+SPECS = {s.name: s for s in (FP16, BF16, FP32)}
+
+
+def _check(op, **specs):
+    for role, spec in specs.items():
+        if spec not in SPECS.values():
+            raise TypeError(f"{op}: {role} must be one of FP16, BF16, FP32, not {spec!r}")
+
+
+# -- NumPy twins --------------------------------------------------------------------------------
+
+def np_canonical(bits, spec):
+    """`bits` with every NaN replaced by `spec.nan`."""
+    bits = np.asarray(bits, dtype=spec.bits_dtype)
+    return np.where(spec.is_nan(bits), spec.bits_dtype(spec.nan), bits).astype(spec.bits_dtype)
+
+
+def np_mul(a, b, src_a, src_b):
+    """The twin of `mul`: fp32 bits of a * b for encodings `a` of `src_a`, `b` of `src_b`.
+
+    Every source format is a subset of fp32, so NumPy's float32 product of the exact
+    operands is the correctly rounded product."""
+    _check("np_mul", src_a=src_a, src_b=src_b)
+    x = src_a.to_float(a).astype(np.float32)
+    y = src_b.to_float(b).astype(np.float32)
+    with np.errstate(all="ignore"):
+        return np_canonical((x * y).view(np.uint32), FP32)
+
+
+def np_add(a, b):
+    """The twin of `add`: fp32 bits of a + b for fp32 encodings `a`, `b`."""
+    with np.errstate(all="ignore"):
+        return np_canonical((FP32.to_float(a) + FP32.to_float(b)).view(np.uint32), FP32)
+
+
+def np_convert(x, src, dst):
+    """The twin of `convert`: encodings `x` of `src` rounded to `dst` (ties to even)."""
+    _check("np_convert", src=src, dst=dst)
+    if src is not FP32 and dst is not FP32 and src is not dst:
+        raise TypeError("np_convert: between fp16 and bf16 go through fp32 (two roundings)")
+    with np.errstate(all="ignore"):
+        out = src.to_float(x).astype(np.float32).astype(dst.np_dtype)
+    return np_canonical(dst.from_float(out), dst)
+
+
+# -- hardware -----------------------------------------------------------------------------------
+
+_EXP = signed(12)       # unbiased exponents of every value in flight (fp32 products: -298 .. 254)
+
+
+def _unpack(m, x, spec, name):
+    """(sign, sig, e, zero, inf, nan) of encoding `x`, combinational: the value is
+    (-1)**sign * sig * 2**e with sig the significand as an integer (hidden bit set
+    for normal numbers), one adder for e."""
+    x = Value.cast(x)
+    M, E = spec.man_bits, spec.exp_bits
+    mant, ef, sign = x[:M], x[M:M + E], x[M + E]
+    normal = ef != 0
+    special = ef == spec.exp_all_ones
+    sig = Signal(M + 1, name=f"{name}_sig")
+    e = Signal(_EXP, name=f"{name}_e")
+    m.d.comb += [sig.eq(Cat(mant, normal)),
+                 e.eq(Mux(normal, ef, 1) - (spec.bias + M))]
+    return sign, sig, e, ~normal & (mant == 0), special & (mant == 0), special & (mant != 0)
+
+
+def _round_up(guard, rest, lsb):
+    """Round to nearest, ties to even: up when above half, or at half with an odd mantissa."""
+    return guard & (rest | lsb)
+
+
+def _round_pack(st, *, sign, zero_sign, sig, e, dst, nan, inf, name):
+    """The fp `dst` encoding of (-1)**sign * sig * 2**e, rounded to nearest even; NaN if
+    `nan`, (-1)**sign inf if `inf`, and (-1)**zero_sign 0 if sig is 0. Five stages."""
+    m = st.m
+    M, E = dst.man_bits, dst.exp_bits
+    sig = Value.cast(sig)
+    pad = max(0, M + 3 - len(sig))            # room for the mantissa, guard and round bits
+    W = len(sig) + pad
+    sig = Cat(Const(0, pad), sig) if pad else sig       # value = sig * 2**(e - pad)
+
+    def reg(shape, stage, what):
+        return Signal(shape, name=f"{name}_{what}{stage}")
+
+    def carry(stage, **flags):
+        """Registers of the flags that ride along, for `stage`."""
+        out = {k: reg(1, stage, k) for k in flags}
+        return out, [out[k].eq(v) for k, v in flags.items()]
+
+    # 1: leading-zero count; the biased exponent the normalized value would have, plus it
+    lead = Signal(range(W), name=f"{name}_lead")
+    for i in range(W):
+        with m.If(sig[i]):
+            m.d.comb += lead.eq(i)
+    sig1, lz1, eb1 = reg(W, 1, "sig"), reg(range(W), 1, "lz"), reg(_EXP, 1, "eb")
+    f1, s1 = carry(1, sign=sign, zsign=zero_sign, nan=nan, inf=inf, zero=sig == 0)
+    st.stage(s1, sig1.eq(sig), lz1.eq(W - 1 - lead), eb1.eq(e + (W - 1 + dst.bias - pad)))
+
+    # 2: normalize (the leading one to bit W - 1) and its biased exponent
+    sig2, be2 = reg(W, 2, "sig"), reg(_EXP, 2, "be")
+    f2, s2 = carry(2, **f1)
+    st.stage(s2, sig2.eq((sig1 << lz1)[:W]), be2.eq(eb1 - lz1))
+
+    # 3: how far a subnormal result shifts right (at most W + 1: everything sticky),
+    # the exponent field, overflow
+    k3 = reg(range(W + 2), 3, "k")
+    ef3 = reg(E, 3, "ef")
+    sig3 = reg(W, 3, "sig")
+    f3, s3 = carry(3, over=be2 >= dst.exp_all_ones, **f2)
+    st.stage(s3, sig3.eq(sig2),
+             k3.eq(Mux(be2 < -W, W + 1, Mux(be2 < 1, 1 - be2, 0))),
+             ef3.eq(Mux(be2 < 1, 0, be2)))
+
+    # 4: the shift, the fields, the rounding decision
+    shifted = (Cat(Const(0, W + 1), sig3) >> k3)
+    kept, lost = shifted[W + 1:], shifted[:W + 1] != 0
+    mant = kept[W - 1 - M:W - 1]
+    guard = kept[W - 2 - M]
+    rest = (kept[:W - 2 - M] != 0) | lost if W - 2 - M > 0 else lost
+    base4 = reg(E + M, 4, "base")
+    up4 = reg(1, 4, "up")
+    f4, s4 = carry(4, **f3)
+    st.stage(s4, base4.eq(Cat(mant, ef3)), up4.eq(_round_up(guard, rest, mant[0])))
+
+    # 5: the increment (its carry steps the exponent) and the special cases
+    out = reg(dst.width, 5, "out")
+    rounded = (base4 + up4)[:E + M]
+    inf_bits = Const(dst.inf, E + M)
+    zero = f4["zero"] & ~f4["inf"]          # a zero significand overflows nothing
+    st.stage(out.eq(Mux(f4["nan"], dst.nan,
+                        Cat(Mux(zero, 0, Mux(f4["inf"] | f4["over"], inf_bits, rounded)),
+                            Mux(zero, f4["zsign"], f4["sign"])))))
+    return out
+
+
+def mul(m, a, b, src_a, src_b, *, domain="sync", en=None, name="fmul"):
+    """fp32 bits of a * b for encodings a of `src_a` and b of `src_b`, `mul_latency`
+    cycles later: unpack, the significands' product (ECP5 DSPs) with the exponents'
+    sum, the partial products' sum, then `_round_pack`."""
+    return _mul(Stages(m, domain, en), a, b, src_a, src_b, name)
+
+
+def _mul(st, a, b, src_a, src_b, name):
+    _check("mul", src_a=src_a, src_b=src_b)
+    m = st.m
+    sa, siga, ea, za, ia, na = _unpack(m, a, src_a, f"{name}_a")
+    sb, sigb, eb, zb, ib, nb = _unpack(m, b, src_b, f"{name}_b")
+    sig1a, sig1b = Signal.like(siga, name=f"{name}_siga1"), Signal.like(sigb, name=f"{name}_sigb1")
+    e1a, e1b = Signal(_EXP, name=f"{name}_ea1"), Signal(_EXP, name=f"{name}_eb1")
+    s1, nan1, inf1 = (Signal(name=f"{name}_{k}1") for k in ("sign", "nan", "inf"))
+    st.stage(sig1a.eq(siga), sig1b.eq(sigb), e1a.eq(ea), e1b.eq(eb), s1.eq(sa ^ sb),
+             nan1.eq(na | nb | (ia & zb) | (za & ib)), inf1.eq(ia | ib))
+    parts, products = partial_products(sig1a, sig1b, name=name)
+    e2 = Signal(_EXP, name=f"{name}_e2")
+    s2, nan2, inf2 = (Signal(name=f"{name}_{k}2") for k in ("sign", "nan", "inf"))
+    st.stage(products, e2.eq(e1a + e1b), s2.eq(s1), nan2.eq(nan1), inf2.eq(inf1))
+    prod = Signal(len(sig1a) + len(sig1b), name=f"{name}_prod")
+    e3 = Signal(_EXP, name=f"{name}_e3")
+    s3, nan3, inf3 = (Signal(name=f"{name}_{k}3") for k in ("sign", "nan", "inf"))
+    st.stage(prod.eq(sum_partials(parts)), e3.eq(e2), s3.eq(s2), nan3.eq(nan2), inf3.eq(inf2))
+    return _round_pack(st, sign=s3, zero_sign=s3, sig=prod, e=e3, dst=FP32, nan=nan3,
+                       inf=inf3, name=name)
+
+
+def add(m, a, b, *, domain="sync", en=None, name="fadd"):
+    """fp32 bits of a + b for fp32 encodings a, b, `add_latency` cycles later: unpack and
+    compare magnitudes, swap and the exponents' difference, align (three extra bits,
+    the lowest sticky), add or subtract, then `_round_pack`."""
+    return _add(Stages(m, domain, en), a, b, name)
+
+
+def _add(st, a, b, name):
+    m = st.m
+    a, b = Value.cast(a), Value.cast(b)
+    M = FP32.man_bits
+    sa, siga, ea, _, ia, na = _unpack(m, a, FP32, f"{name}_a")
+    sb, sigb, eb, _, ib, nb = _unpack(m, b, FP32, f"{name}_b")
+
+    def regs(stage, **values):
+        out = {k: Signal.like(Value.cast(v), name=f"{name}_{k}{stage}") for k, v in values.items()}
+        return out, [out[k].eq(v) for k, v in values.items()]
+
+    # 1: unpacked, and which magnitude is larger (the encodings compare as integers)
+    r1, s1 = regs(1, sa=sa, sb=sb, siga=siga, sigb=sigb, ea=ea, eb=eb,
+                  a_ge=a[:31] >= b[:31],
+                  nan=na | nb | (ia & ib & (sa != sb)), inf=ia | ib, inf_sign=Mux(ia, sa, sb))
+    st.stage(s1)
+    # 2: the larger first, the exponents' difference (never negative)
+    a_ge = r1["a_ge"]
+    big_e, small_e = Mux(a_ge, r1["ea"], r1["eb"]), Mux(a_ge, r1["eb"], r1["ea"])
+    r2, s2 = regs(2, sign=Mux(a_ge, r1["sa"], r1["sb"]), sub=r1["sa"] ^ r1["sb"],
+                  zsign=r1["sa"] & r1["sb"],
+                  big=Mux(a_ge, r1["siga"], r1["sigb"]), small=Mux(a_ge, r1["sigb"], r1["siga"]),
+                  nan=r1["nan"], inf=r1["inf"], inf_sign=r1["inf_sign"])
+    e2, d2 = Signal(_EXP, name=f"{name}_e2"), Signal(_EXP, name=f"{name}_d2")
+    st.stage(s2, e2.eq(big_e - 3), d2.eq(big_e - small_e))
+    # 3: the smaller aligned: three bits below the significand, the lowest sticky (the OR
+    # of everything shifted past it); beyond M + 5 places all of it is sticky
+    limit = M + 5
+    dist = Mux(d2 > limit, limit, d2[:8])
+    ext = Cat(Const(0, limit), r2["small"]) >> dist
+    small3 = Signal(M + 4, name=f"{name}_small3")
+    big3 = Signal(M + 4, name=f"{name}_big3")
+    r3, s3 = regs(3, sign=r2["sign"], sub=r2["sub"], zsign=r2["zsign"], e=e2,
+                  nan=r2["nan"], inf=r2["inf"], inf_sign=r2["inf_sign"])
+    st.stage(s3, big3.eq(Cat(Const(0, 3), r2["big"])),
+             small3.eq(Cat((ext[:limit - 3] != 0) | ext[limit - 3], ext[limit - 2:limit + M + 1])))
+    # 4: the sum or difference (never negative: the larger magnitude comes first)
+    total = Signal(M + 5, name=f"{name}_sum4")
+    r4, s4 = regs(4, sign=Mux(r3["inf"], r3["inf_sign"], r3["sign"]), zsign=r3["zsign"],
+                  e=r3["e"], nan=r3["nan"], inf=r3["inf"])
+    st.stage(s4, total.eq(Mux(r3["sub"], big3 - small3, big3 + small3)))
+    return _round_pack(st, sign=r4["sign"], zero_sign=r4["zsign"], sig=total, e=r4["e"],
+                       dst=FP32, nan=r4["nan"], inf=r4["inf"], name=name)
+
+
+def convert(m, x, src, dst, *, domain="sync", en=None, name="fcvt"):
+    """`dst` bits of encoding x of `src`, rounded to nearest even, `convert_latency`
+    cycles later: unpack, then `_round_pack`."""
+    return _convert(Stages(m, domain, en), x, src, dst, name)
+
+
+def _convert(st, x, src, dst, name):
+    _check("convert", src=src, dst=dst)
+    m = st.m
+    s, sig, e, _, inf, nan = _unpack(m, x, src, name)
+    s1, inf1, nan1 = (Signal(name=f"{name}_{k}1") for k in ("sign", "inf", "nan"))
+    sig1, e1 = Signal.like(sig, name=f"{name}_sig1"), Signal(_EXP, name=f"{name}_e1")
+    st.stage(s1.eq(s), inf1.eq(inf), nan1.eq(nan), sig1.eq(sig), e1.eq(e))
+    return _round_pack(st, sign=s1, zero_sign=s1, sig=sig1, e=e1, dst=dst, nan=nan1,
+                       inf=inf1, name=name)
+
+
+def _latency(builder, *args):
+    stages = Stages(Module())
+    builder(stages, *args)
+    Fragment.get(stages.m, None)        # elaborated, so Amaranth does not warn it unused
+    return stages.count
+
+
+def mul_latency(src_a, src_b):
+    return _latency(_mul, Signal(src_a.width), Signal(src_b.width), src_a, src_b, "fmul")
+
+
+def add_latency():
+    return _latency(_add, Signal(32), Signal(32), "fadd")
+
+
+def convert_latency(src, dst):
+    return _latency(_convert, Signal(src.width), src, dst, "fcvt")

@@ -1,0 +1,99 @@
+"""The floating-point builders side by side, for the benches: `FloatHarness` and its ops.
+
+Every op of `OPS` gets ports ``<op>_a`` (and ``<op>_b`` for two operands) and
+``<op>_y``, its builder in between; `expected` gives what the twin says and
+`oracle` what SoftFloat says for the same inputs, `latency` how many cycles the
+builder takes. The pytest side (tests/test_fp.py) runs the harness in Amaranth's
+simulator and emits it for the cocotb bench (`bench_fp`).
+"""
+
+from amaranth.back import verilog
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from attenio.hdl.formats import fp
+from attenio.hdl.formats.fp import BF16, FP16, FP32
+from attenio.sim.tb import ieee
+
+__all__ = ["OPS", "FloatHarness", "expected", "oracle", "latency", "emit"]
+
+
+def _mul(sa, sb):
+    return dict(ins=(sa, sb), out=FP32, build=lambda m, a, b, name: fp.mul(m, a, b, sa, sb, name=name),
+                twin=lambda a, b: fp.np_mul(a, b, sa, sb),
+                oracle=lambda a, b: ieee.oracle_mul(a, b, sa, sb),
+                latency=lambda: fp.mul_latency(sa, sb))
+
+
+def _cvt(src, dst):
+    return dict(ins=(src,), out=dst, build=lambda m, x, name: fp.convert(m, x, src, dst, name=name),
+                twin=lambda x: fp.np_convert(x, src, dst),
+                oracle=lambda x: ieee.oracle_convert(x, src, dst),
+                latency=lambda: fp.convert_latency(src, dst))
+
+
+#: op name (as `attenio.sim.tb.ieee.vectors` knows it) -> what it is
+OPS = {
+    "mul_fp16_fp16": _mul(FP16, FP16),
+    "mul_bf16_bf16": _mul(BF16, BF16),
+    "mul_fp32_bf16": _mul(FP32, BF16),
+    "mul_fp32_fp32": _mul(FP32, FP32),
+    "add": dict(ins=(FP32, FP32), out=FP32, build=lambda m, a, b, name: fp.add(m, a, b, name=name),
+                twin=fp.np_add, oracle=ieee.oracle_add, latency=fp.add_latency),
+    "cvt_fp32_fp16": _cvt(FP32, FP16),
+    "cvt_fp32_bf16": _cvt(FP32, BF16),
+    "cvt_fp16_fp32": _cvt(FP16, FP32),
+    "cvt_bf16_fp32": _cvt(BF16, FP32),
+}
+
+
+def _ports(op):
+    spec = OPS[op]
+    ports = {f"{op}_{'ab'[i]}": In(s.width) for i, s in enumerate(spec["ins"])}
+    ports[f"{op}_y"] = Out(spec["out"].width)
+    return ports
+
+
+class FloatHarness(wiring.Component):
+    """Every op of `ops` (default: all of `OPS`) between its ports."""
+
+    def __init__(self, ops=None):
+        self._ops = tuple(ops or OPS)
+        super().__init__({k: v for op in self._ops for k, v in _ports(op).items()})
+
+    @property
+    def ops(self):
+        return self._ops
+
+    def elaborate(self, platform):
+        m = Module()
+        for op in self._ops:
+            spec = OPS[op]
+            ins = [getattr(self, f"{op}_{'ab'[i]}") for i in range(len(spec["ins"]))]
+            m.d.comb += getattr(self, f"{op}_y").eq(spec["build"](m, *ins, name=op))
+        return m
+
+
+def expected(op, *inputs):
+    return OPS[op]["twin"](*inputs)
+
+
+def oracle(op, *inputs):
+    return OPS[op]["oracle"](*inputs)
+
+
+def latency(op):
+    return OPS[op]["latency"]()
+
+
+def out_spec(op):
+    return OPS[op]["out"]
+
+
+def emit(path, ops=None):
+    """Write the harness's Verilog (top module `fp_harness`) to `path`."""
+    harness = FloatHarness(ops)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(verilog.convert(harness, name="fp_harness", emit_src=False))
+    return path

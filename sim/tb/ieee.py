@@ -1,0 +1,175 @@
+"""Berkeley SoftFloat as the oracle of the floating-point builders, and the vectors they face.
+
+The builders of `attenio.hdl.formats.fp` and their NumPy twins are checked against
+SoftFloat (`softfloatpy`, round to nearest even), never only against each other.
+`oracle_mul`, `oracle_add`, `oracle_convert` take and return encodings (arrays of
+unsigned integers); `same` compares results the way the semantics define them: bit
+for bit, except that any NaN equals any NaN (SoftFloat propagates payloads and its
+x86 default NaN is negative, the hardware's NaN is canonical).
+
+`edge_values(spec)` lists what breaks floating-point units: signed zeros, the
+smallest and largest subnormals, the smallest normal, one and its neighbours, the
+largest finite number, infinities and NaNs (quiet, signalling, negative, with a
+payload). `vectors(op, rng, count)` pairs them all against each other and adds
+seeded random encodings and the cases random bits rarely reach: sums that cancel,
+exponent distances around the alignment limit, products and conversions that land
+exactly halfway between two results.
+"""
+
+import numpy as np
+import softfloatpy as sf
+
+from attenio.hdl.formats.fp import BF16, FP16, FP32
+
+__all__ = ["oracle_mul", "oracle_add", "oracle_convert", "same", "edge_values", "vectors"]
+
+_SF = {FP16: sf.Float16, BF16: sf.BFloat16, FP32: sf.Float32}
+_TO32 = {FP16: sf.f16_to_f32, BF16: sf.bf16_to_f32, FP32: lambda x: x}
+_FROM32 = {FP16: sf.f32_to_f16, BF16: sf.f32_to_bf16, FP32: lambda x: x}
+
+
+def _sf(bits, spec):
+    return _SF[spec].from_bytes(int(bits).to_bytes(spec.width // 8, "big"))
+
+
+def _bits(x):
+    return int.from_bytes(x.to_bytes(), "big")
+
+
+def _map(fn, *arrays, dtype):
+    return np.array([fn(*vals) for vals in zip(*(np.asarray(a).tolist() for a in arrays))],
+                    dtype=dtype)
+
+
+def oracle_mul(a, b, src_a, src_b):
+    """fp32 bits of a * b (every source widens to fp32 exactly, then one rounding)."""
+    def one(x, y):
+        return _bits(sf.f32_mul(_TO32[src_a](_sf(x, src_a)), _TO32[src_b](_sf(y, src_b))))
+    return _map(one, a, b, dtype=np.uint32)
+
+
+def oracle_add(a, b):
+    """fp32 bits of a + b."""
+    return _map(lambda x, y: _bits(sf.f32_add(_sf(x, FP32), _sf(y, FP32))), a, b,
+                dtype=np.uint32)
+
+
+def oracle_convert(x, src, dst):
+    """`dst` bits of x, through fp32 (exact for fp16 and bf16 sources)."""
+    return _map(lambda v: _bits(_FROM32[dst](_TO32[src](_sf(v, src)))), x,
+                dtype=dst.bits_dtype)
+
+
+def same(got, want, spec):
+    """Which results agree: equal bits, or both NaN."""
+    got, want = np.asarray(got, dtype=np.uint64), np.asarray(want, dtype=np.uint64)
+    return (got == want) | (spec.is_nan(got) & spec.is_nan(want))
+
+
+def edge_values(spec):
+    """Encodings of `spec` at every boundary, both signs."""
+    M = spec.man_bits
+    one = spec.bias << M
+    pos = [0, 1, 2, (1 << M) - 1, 1 << M, (1 << M) + 1, one - 1, one, one + 1,
+           one | (1 << (M - 1)), spec.inf - 2, spec.inf - 1, spec.inf,
+           spec.nan, spec.inf | 1, spec.nan | 1]
+    return np.array(pos + [v | (1 << (spec.width - 1)) for v in pos], dtype=np.uint64)
+
+
+def _random_bits(rng, spec, count):
+    return rng.integers(0, 1 << spec.width, size=count, dtype=np.uint64)
+
+
+def _pairs(x, y):
+    return np.repeat(x, len(y)), np.tile(y, len(x))
+
+
+def _spec(name):
+    return {"fp16": FP16, "bf16": BF16, "fp32": FP32}[name]
+
+
+def _mul_vectors(sa, sb, rng, count, exhaustive):
+    a, b = _pairs(edge_values(sa), edge_values(sb))
+    out_a, out_b = [a, _random_bits(rng, sa, count)], [b, _random_bits(rng, sb, count)]
+    # exponents that put the product near fp32's underflow or overflow threshold
+    n = count // 4
+    ea = rng.integers(1, sa.exp_all_ones, size=n)
+    eb = (FP32.bias + sa.bias + sb.bias - ea + rng.integers(-30, 30, size=n)).clip(
+        0, sb.exp_all_ones - 1)
+    eb = np.where(rng.integers(0, 2, size=n) == 1, eb,
+                  (2 * FP32.bias + sb.bias + sa.bias - 127 - ea).clip(0, sb.exp_all_ones - 1))
+    out_a.append(_with_exponent(rng, sa, ea))
+    out_b.append(_with_exponent(rng, sb, eb))
+    if sa.man_bits + sb.man_bits <= 14:
+        # every pair of significands (or `count` of them), at exponents for normal,
+        # subnormal, underflowing and overflowing products
+        ma, mb = _pairs(np.arange(1 << sa.man_bits, dtype=np.uint64),
+                        np.arange(1 << sb.man_bits, dtype=np.uint64))
+        if not exhaustive:
+            pick = rng.choice(len(ma), size=min(count, len(ma)), replace=False)
+            ma, mb = ma[pick], mb[pick]
+        for fa, fb in ((sa.bias, sb.bias), (0, sb.bias), (1, 1), (0, 0),
+                       (sa.bias - 63, sb.bias - 64), (sa.bias - 70, sb.bias - 70),
+                       (sa.bias + 64, sb.bias + 63)):
+            signs = rng.integers(0, 2, size=(2, len(ma))).astype(np.uint64)
+            out_a.append((signs[0] << np.uint64(sa.width - 1)) |
+                         np.uint64(fa << sa.man_bits) | ma)
+            out_b.append((signs[1] << np.uint64(sb.width - 1)) |
+                         np.uint64(fb << sb.man_bits) | mb)
+    return np.concatenate(out_a), np.concatenate(out_b)
+
+
+def _with_exponent(rng, spec, exps):
+    """Random encodings of `spec` with exponent fields `exps` and random signs."""
+    bits = _random_bits(rng, spec, len(exps))
+    keep = np.uint64((1 << spec.man_bits) - 1) | np.uint64(1 << (spec.width - 1))
+    return (bits & keep) | (np.asarray(exps, dtype=np.uint64) << np.uint64(spec.man_bits))
+
+
+def _add_vectors(rng, count):
+    a, b = _pairs(edge_values(FP32), edge_values(FP32))
+    out_a, out_b = [a, _random_bits(rng, FP32, count)], [b, _random_bits(rng, FP32, count)]
+    n = count // 4
+    # cancellation: b = -a give or take a few ulps
+    ca = _random_bits(rng, FP32, n)
+    out_a.append(ca)
+    out_b.append((ca ^ np.uint64(1 << 31)) + rng.integers(-3, 4, size=n).astype(np.uint64))
+    # alignment: exponents 0 .. 30 apart, either sign
+    ea = rng.integers(31, FP32.exp_all_ones, size=n)
+    out_a.append(_with_exponent(rng, FP32, ea))
+    out_b.append(_with_exponent(rng, FP32, ea - rng.integers(0, 31, size=n)))
+    return (np.concatenate(out_a) & np.uint64(0xFFFFFFFF),
+            np.concatenate(out_b) & np.uint64(0xFFFFFFFF))
+
+
+def _cvt_vectors(src, dst, rng, count, exhaustive):
+    if src.width <= 16:                          # every encoding (or `count` of them)
+        every = np.arange(1 << src.width, dtype=np.uint64)
+        if exhaustive:
+            return every
+        return np.concatenate([edge_values(src), rng.choice(every, size=count, replace=False)])
+    x = [edge_values(src), _random_bits(rng, src, count)]
+    # exactly halfway between two dst values, and a src ulp either side
+    drop = np.uint64(src.man_bits - dst.man_bits)
+    mid = (_random_bits(rng, src, count // 2) >> drop << drop) | (np.uint64(1) << (drop - 1))
+    x += [mid, mid + np.uint64(1), mid - np.uint64(1)]
+    # exponents around dst's subnormal range and its overflow threshold
+    e = rng.integers(src.bias - dst.bias - dst.man_bits - 2, src.bias + dst.bias + 2,
+                     size=count // 2)
+    x.append(_with_exponent(rng, src, e))
+    return np.concatenate(x) & np.uint64((1 << src.width) - 1)
+
+
+def vectors(op, rng, count, exhaustive=True):
+    """Input arrays (a, b) of op "mul_<src_a>_<src_b>" or "add", (x, None) of
+    "cvt_<src>_<dst>": every edge value against every edge value, `count` random
+    cases, and the op's hard ones. `exhaustive`: every significand pair of products
+    of two bf16 numbers and every encoding of a 16-bit source, else `count` of each."""
+    kind, *names = op.split("_")
+    if kind == "mul":
+        return _mul_vectors(_spec(names[0]), _spec(names[1]), rng, count, exhaustive)
+    if kind == "add":
+        return _add_vectors(rng, count)
+    if kind == "cvt":
+        return _cvt_vectors(_spec(names[0]), _spec(names[1]), rng, count, exhaustive), None
+    raise ValueError(f"vectors: unknown op {op!r}")

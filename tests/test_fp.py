@@ -1,0 +1,140 @@
+"""The floating-point builders and their twins against Berkeley SoftFloat.
+
+The twins (`attenio.hdl.formats.fp.np_*`) against SoftFloat on every op's vectors;
+the builders against SoftFloat and the twins, in Amaranth's simulator (a few
+hundred vectors an op) and on the emitted Verilog under cocotb on both simulators
+(edge values against each other and seeded random cases; a slow test adds every
+16-bit source converted and every pair of bf16 significands multiplied); and a rounding mistake planted in
+the builders, which the same check must catch.
+"""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+
+from attenio.hdl.formats import fp
+from attenio.hdl.formats.fp import BF16, FP16, FP32
+from attenio.sim.benches.bench_fp_dut import (OPS, FloatHarness, emit, expected, latency,
+                                              oracle, out_spec)
+from attenio.sim.runner import SIMULATORS, run_bench, simulator_available
+from attenio.sim.tb import ieee
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_twin_equals_softfloat(op, rng):
+    a, b = ieee.vectors(op, rng, 20000, exhaustive=True)
+    ins = (a,) if b is None else (a, b)
+    twin, want = expected(op, *ins), oracle(op, *ins)
+    spec = out_spec(op)
+    ok = ieee.same(twin, want, spec)
+    assert ok.all(), f"{op}: {int((~ok).sum())} of {len(ok)} differ, first at {np.nonzero(~ok)[0][0]}"
+    assert not (spec.is_nan(twin) & (twin != spec.nan)).any()       # NaNs are canonical
+
+
+def test_the_semantics_in_examples():
+    one, half_ulp = np.uint32(0x3F800000), np.uint32(0x33800000)      # 1 and 2**-24
+    assert fp.np_add([one], [half_ulp])[0] == 0x3F800000              # a tie: to even, down
+    assert fp.np_add([0x3F800001], [half_ulp])[0] == 0x3F800002       # a tie: to even, up
+    assert fp.np_add([0x7F800000], [0xFF800000])[0] == FP32.nan       # inf - inf
+    assert fp.np_add([0x80000000], [0x80000000])[0] == 0x80000000     # -0 + -0 = -0
+    assert fp.np_add([0x3F800000], [0xBF800000])[0] == 0              # 1 - 1 = +0
+    assert fp.np_mul([0x7C00], [0x0000], FP16, FP16)[0] == FP32.nan   # inf * 0
+    assert fp.np_mul([0x0001], [0x0001], FP16, FP16)[0] == 0x27800000  # 2**-48, exact in fp32
+    assert fp.np_mul([0x0001], [0x0001], BF16, BF16)[0] == 0           # underflows to +0
+    assert fp.np_convert([0x7F7FFFFF], FP32, FP16)[0] == 0x7C00        # overflow: inf
+    assert fp.np_convert([0x7FC01234], FP32, BF16)[0] == BF16.nan      # payload dropped
+    assert fp.np_convert([0x33000001], FP32, FP16)[0] == 0x0001        # just above half of
+    assert fp.np_convert([0x33000000], FP32, FP16)[0] == 0x0000        # 2**-24: tie to even 0
+
+
+def _run_harness(ops, rng, count, limit):
+    """Every op of `ops` in Amaranth's simulator on at most `limit` of its vectors:
+    {op: (inputs, results)}."""
+    dut = FloatHarness(ops)
+    plan = {}
+    for op in ops:
+        a, b = ieee.vectors(op, rng, count, exhaustive=False)
+        pick = np.sort(rng.choice(len(a), size=min(limit, len(a)), replace=False))
+        ins = (a[pick],) if b is None else (a[pick], b[pick])
+        plan[op] = (ins, latency(op), [])
+
+    async def bench(ctx):
+        total = max(len(ins[0]) + lat for ins, lat, _ in plan.values())
+        for i in range(total + 1):
+            for op, (ins, lat, got) in plan.items():
+                if 0 <= i - lat < len(ins[0]):
+                    got.append(ctx.get(getattr(dut, f"{op}_y")))
+                if i < len(ins[0]):
+                    for k, x in enumerate(ins):
+                        ctx.set(getattr(dut, f"{op}_{'ab'[k]}"), int(x[i]))
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    return {op: (ins, np.array(got, dtype=np.uint64)) for op, (ins, _, got) in plan.items()}
+
+
+def _mismatches(results):
+    """{op: how many results differ from SoftFloat or from the twin's bits}."""
+    out = {}
+    for op, (ins, got) in results.items():
+        want, twin = oracle(op, *ins), expected(op, *ins)
+        out[op] = int((~ieee.same(got, want, out_spec(op)) | (got != twin)).sum())
+    return out
+
+
+def test_builders_in_amaranth_sim(rng):
+    results = _run_harness(sorted(OPS), rng, count=400, limit=600)
+    assert _mismatches(results) == {op: 0 for op in OPS}
+
+
+@pytest.mark.parametrize("mutant, caught", [
+    (lambda guard, rest, lsb: guard, {"add", "mul_fp32_fp32", "cvt_fp32_fp16"}),   # ties up
+    (lambda guard, rest, lsb: guard & rest, {"add", "mul_fp32_fp32", "cvt_fp32_bf16"}),  # down
+])
+def test_a_wrong_rounding_is_caught(monkeypatch, rng, mutant, caught):
+    monkeypatch.setattr(fp, "_round_up", mutant)
+    results = _run_harness(sorted(caught), rng, count=400, limit=600)
+    bad = _mismatches(results)
+    assert all(bad[op] > 0 for op in caught), bad
+
+
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_published_latency_is_the_pipeline(op):
+    # the harness check above reads each result `latency` cycles after its inputs; a
+    # latency off by one would misalign every result, so here only the counts
+    assert latency(op) == {"mul": 8, "add": 9, "cvt": 6}[op.split("_")[0]]
+
+
+@pytest.fixture(scope="module")
+def harness_verilog():
+    return emit(ROOT / "build" / "fp" / "fp_harness.v")
+
+
+def _verilog_bench(simulator, verilog, seed, *, count, exhaustive):
+    if not simulator_available(simulator):
+        pytest.skip(f"{simulator} is not installed: skipping the {simulator} run of the fp bench")
+    run_bench(quick_build=True, simulator=simulator, verilog_sources=[verilog],
+              toplevel="fp_harness", module="attenio.sim.benches.bench_fp",
+              build_dir=ROOT / "build" / "fp" / simulator,
+              params={"ops": sorted(OPS), "seed": seed, "count": count, "exhaustive": exhaustive},
+              seed=seed)
+
+
+@pytest.mark.parametrize("simulator", SIMULATORS)
+def test_builders_equal_softfloat_on_verilog(simulator, harness_verilog, seed):
+    _verilog_bench(simulator, harness_verilog, seed, count=1500, exhaustive=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("simulator", SIMULATORS)
+def test_builders_equal_softfloat_on_verilog_exhaustively(simulator, harness_verilog, seed):
+    """Every fp16 and bf16 encoding converted to fp32, every pair of bf16 significands
+    multiplied at seven exponent pairs (114688 products), and 4000 random cases an op."""
+    _verilog_bench(simulator, harness_verilog, seed, count=4000, exhaustive=True)
