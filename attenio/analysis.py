@@ -17,6 +17,13 @@ Attention with b = 1: Q once, K and V once per Q block, O once::
 
     T_att(a) = N d + 2 N d ceil(N / a) + N d   subject to  2 a d + b d + a b + 3 a <= M
 
+With causal masking a Q block reads K and V only up to its last row, so the short
+block goes first (`q_blocks`); against N_kv keys, N_kv replaces N in the K/V term.
+When g query heads share a K/V head, a block of the same a/g rows of all g heads
+reads each K/V row once for all of them: the same traffic as g one-head passes when
+a/g rows tile N as well as a rows do, far less when N < a (a decode step: one pass
+over the cache instead of g).
+
 so a = floor((M - d) / (2 d + 4)) for b = 1. The order-of-growth bound it is
 measured against is N^2 d^2 / M (meaningful for M >= d^2).
 """
@@ -28,7 +35,7 @@ from .errors import ConfigError
 
 __all__ = [
     "mmm_io", "mmm_feasible", "mmm_optimum", "mmm_io_continuous",
-    "attention_io", "attention_feasible", "attention_optimum", "attention_io_continuous",
+    "attention_io", "q_blocks", "causal_limit", "grouped_blocks_win", "attention_feasible", "attention_optimum", "attention_io_continuous",
     "attention_bound", "general_mmm_tile", "general_mmm_reads",
 ]
 
@@ -70,10 +77,60 @@ def attention_feasible(a, b, d, m):
     return a >= 1 and b >= 1 and 2 * a * d + b * d + a * b + 3 * a <= m
 
 
-def attention_io(n, d, a):
-    """Exact elements moved by the AttenIO dataflow with Q blocks of a rows: (reads, writes)."""
-    blocks = ceil(n / a)
-    return n * d + 2 * n * d * blocks, n * d
+def causal_limit(row, n, n_kv):
+    """How many keys query row `row` of `n` sees under causal masking against `n_kv` keys:
+    rows are aligned at the end (the last query row sees every key, as in a decoder whose
+    cache holds the n_kv - n keys before the queries)."""
+    return row + 1 + n_kv - n
+
+
+def q_blocks(n, a, *, causal=False):
+    """The Q blocks of the AttenIO schedule as (first row, rows): a rows each but one.
+    Without masking the short block is the last; with causal masking it is the first,
+    since a block reads the keys up to its last row's and the first block's last row
+    sees the fewest: N = 10, a = 4 reads 2 + 6 + 10 key rows instead of 4 + 8 + 10."""
+    short = n % a
+    if not causal or short == 0:
+        return [(r0, min(a, n - r0)) for r0 in range(0, n, a)]
+    return [(0, short)] + [(r0, a) for r0 in range(short, n, a)]
+
+
+def attention_io(n, d, a, *, causal=False, n_kv=None, heads=1, grouped=False):
+    """Exact elements moved by the AttenIO dataflow with Q blocks of a rows: (reads, writes).
+
+    n query rows against `n_kv` key and value rows (default n). Each block reads its Q
+    rows, the K and V rows it needs and writes its O rows: every key without masking,
+    with causal masking (`causal_limit`) only the keys up to its last row's.
+
+    `heads` query heads share the one K/V head (grouped-query attention). A block holds
+    rows of one head (`grouped` False: each head is a separate pass over K and V) or the
+    same a // heads rows of every head of the group (`grouped`: each K/V row fetched
+    serves them all).
+    """
+    n_kv = n if n_kv is None else n_kv
+    if causal and n_kv < n:
+        raise ConfigError(f"causal attention needs at least as many keys as queries "
+                          f"(N_kv = {n_kv} < N = {n}): the first rows would see no key")
+    rows_a = a
+    if grouped:
+        rows_a = a // heads
+        if rows_a < 1:
+            raise ConfigError(f"a Q block of {a} rows cannot hold a row of each of {heads} "
+                              f"heads")
+    keys = sum(causal_limit(r0 + rows - 1, n, n_kv) if causal else n_kv
+               for r0, rows in q_blocks(n, rows_a, causal=causal))
+    passes = 1 if grouped else heads
+    return heads * n * d + 2 * d * keys * passes, heads * n * d
+
+
+def grouped_blocks_win(n, d, a, *, heads, causal=False, n_kv=None):
+    """Whether blocks of the same rows of every head (`attention_io(grouped=True)`) move
+    fewer elements than blocks of one head; ties go to one head (no interleaving)."""
+    if a < heads:
+        return False
+    one = attention_io(n, d, a, causal=causal, n_kv=n_kv, heads=heads)
+    grouped = attention_io(n, d, a, causal=causal, n_kv=n_kv, heads=heads, grouped=True)
+    return sum(grouped) < sum(one)
 
 
 def attention_io_continuous(n, d, m):

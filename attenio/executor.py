@@ -14,6 +14,8 @@ from collections import Counter
 
 import numpy as np
 
+from .analysis import causal_limit, q_blocks
+
 __all__ = ["CapacityError", "OnChip", "run_mmm", "run_attenio", "run_flashattention2",
            "run_flat", "run_standard", "reference_attention"]
 
@@ -82,8 +84,14 @@ class OnChip:
         return sum(self.writes.values())
 
 
-def reference_attention(q, k, v):
+def reference_attention(q, k, v, *, causal=False):
+    """softmax(Q K^T) V in float64; `causal`: query row i sees the keys up to
+    `attenio.analysis.causal_limit` (rows aligned at the end)."""
     s = q @ k.T
+    if causal:
+        n, n_kv = s.shape
+        lim = np.array([causal_limit(i, n, n_kv) for i in range(n)])
+        s = np.where(np.arange(n_kv)[None, :] < lim[:, None], s, -np.inf)
     p = np.exp(s - s.max(axis=1, keepdims=True))
     return (p / p.sum(axis=1, keepdims=True)) @ v
 
@@ -92,7 +100,7 @@ def _attention_chip(q, k, v, capacity):
     """An on-chip store over Q, K, V and the O, S and P a dataflow may write."""
     n, d = q.shape
     return OnChip(capacity, {"Q": q, "K": k, "V": v, "O": np.zeros((n, d)),
-                             "S": np.zeros((n, n)), "P": np.zeros((n, n))})
+                             "S": np.zeros((n, len(k))), "P": np.zeros((n, len(k)))})
 
 
 def _blocks(n, size):
@@ -189,39 +197,66 @@ def run_mmm(a_mat, b_mat, *, a, b, capacity):
     return chip
 
 
-def _online_softmax(q, k, v, *, a, b, capacity, step):
+def _online_softmax(q, k, v, *, a, b, capacity, step, blocks=None, keys=None):
     """The loop nest AttenIO and FlashAttention-2 share: Q blocks of a rows outer, K/V
     blocks of b rows inner, O, m and l kept on chip for the whole block. `step(chip, rows,
-    cols, d)` is the inner body; the two dataflows differ only in it."""
+    cols, d)` is the inner body; the two dataflows differ only in it. `blocks`: the Q
+    blocks as ranges (default: a rows each, the short one last); `keys(rows)`: how many
+    K/V rows a block reads (default: all)."""
     n, d = q.shape
     chip = _attention_chip(q, k, v, capacity)
-    for rows in _blocks(n, a):
+    for rows in blocks or _blocks(n, a):
         _open_q_block(chip, rows, d)
-        for cols in _blocks(n, b):
+        for cols in _blocks(len(k) if keys is None else keys(rows), b):
             step(chip, rows, cols, d)
         _close_q_block(chip, rows, d, "Q", "o", "m", "l")
     return chip
 
 
-def run_attenio(q, k, v, *, a, b=1, capacity):
+def run_attenio(q, k, v, *, a, b=1, capacity, causal=False, blocks=None, heads=1,
+                grouped=False):
     """The AttenIO dataflow: Q block of a rows outer, K/V b rows at a time, online softmax.
 
     On chip: Q block (a d), O block (a d), one K or V block (b d), S or P (a b),
-    m_old, m, l (3 a).
+    m_old, m, l (3 a). K and V may have more rows than Q. `causal`: a block reads
+    K and V up to its last row's `causal_limit`, the short block first
+    (`attenio.analysis.q_blocks`), and a row's masked scores take no part: its P is
+    0, its m and l stay as they are. `blocks`: other Q blocks as (first row, rows) of
+    one head, for a search over blockings.
+
+    `heads` query heads share K and V: q holds their rows head after head (heads * N
+    rows). A block holds rows of one head, or (`grouped`) the same a // heads rows of
+    every head, so that each K/V row it reads serves all of them.
     """
+    n, n_kv = len(q) // heads, len(k)
+    limit = (lambda i: causal_limit(i % n, n, n_kv)) if causal else (lambda i: n_kv)
+
     def step(chip, rows, cols, d):      # K, then V in K's place
         _load_rows(chip, ("K",), cols, d)
         _scores(chip, rows, cols, d)
         chip.drop_tensor("K")
+        seen = {i: [j for j in cols if j < limit(i)] for i in rows}
         for i in rows:                  # m_old stays on chip until V arrives
             chip.set(("m_old", i), chip.get(("m", i)))
-            _softmax_step(chip, i, cols)
+            if seen[i]:
+                _softmax_step(chip, i, seen[i])
         _load_rows(chip, ("V",), cols, d)
         for i in rows:
-            _accumulate_o(chip, i, np.exp(chip.get(("m_old", i)) - chip.get(("m", i))), cols, d)
+            if seen[i]:
+                alpha = np.exp(chip.get(("m_old", i)) - chip.get(("m", i)))
+                _accumulate_o(chip, i, alpha, seen[i], d)
         chip.drop_tensor("m_old", "V", "s")
 
-    return _online_softmax(q, k, v, a=a, b=b, capacity=capacity, step=step)
+    rows_a = a // heads if grouped else a
+    one_head = blocks or q_blocks(n, rows_a, causal=causal)
+    if grouped:
+        blocks = [[h * n + r for h in range(heads) for r in range(r0, r0 + rows)]
+                  for r0, rows in one_head]
+    else:
+        blocks = [range(h * n + r0, h * n + r0 + rows) for h in range(heads)
+                  for r0, rows in one_head]
+    return _online_softmax(q, k, v, a=a, b=b, capacity=capacity, step=step, blocks=blocks,
+                           keys=lambda rows: max(limit(i) for i in rows))
 
 
 def run_flashattention2(q, k, v, *, br, bc, capacity):

@@ -65,14 +65,17 @@ estimate.
 Beyond the RTL (model only):
 
 * `causal=True`: K/V row j is needed only by Q rows >= j, and with b = 1 a Q
-  block can stop after the K/V row of its last row: block i streams
-  min(N, (i+1) a) K/V rows, so both cycles and K/V traffic shrink. Rows inside
-  the diagonal block are masked in the lanes (P = 0) at no cost.
+  block can stop after the K/V row of its last row, the short block first
+  (`attenio.analysis.q_blocks`): a block streams the K/V rows up to its last
+  row, so both cycles and K/V traffic shrink. Rows inside the diagonal block are
+  masked in the lanes (P = 0) at no cost.
 """
 
 from collections import deque
 from dataclasses import dataclass, field
 from math import ceil
+
+from attenio.analysis import causal_limit, q_blocks
 
 from .memmodel import Link, Memory
 from .rtl_params import RtlParams
@@ -407,8 +410,8 @@ def _repeat(mc, count, step, fast, rows_per_step, frozen=False):
 
 def _blocks(plan, n, heads, causal):
     """[(valid rows, K/V rows)] of every Q block of every head, in run order."""
-    a = plan.a
-    one = [(min(a, n - i), min(n, i + a) if causal else n) for i in range(0, n, a)]
+    one = [(rows, causal_limit(r0 + rows - 1, n, n) if causal else n)
+           for r0, rows in q_blocks(n, plan.a, causal=causal)]
     return one * heads
 
 

@@ -4,7 +4,7 @@ and the planner's optimum against an exhaustive search over every (a, b)."""
 import numpy as np
 import pytest
 
-from attenio import analysis
+from attenio import ConfigError, analysis
 from attenio.executor import (CapacityError, reference_attention, run_attenio, run_mmm)
 
 
@@ -30,6 +30,117 @@ def test_attention_executor_matches_closed_form(rng, n, d, a, b):
     assert np.allclose(chip.mem["O"], reference_attention(q, k, v))
     assert (chip.total_reads, chip.total_writes) == analysis.attention_io(n, d, a)
     assert chip.peak == m
+
+
+@pytest.mark.parametrize("n, n_kv, d, a, b, causal", [
+    (12, 12, 3, 5, 1, True),            # short block first: 2, then 5 and 5
+    (13, 13, 2, 4, 3, True),
+    (10, 10, 2, 4, 1, True),
+    (8, 8, 2, 4, 1, True),              # blocks divide N: nothing to reorder
+    (7, 20, 3, 3, 1, True),             # a prefill after 13 cached keys
+    (1, 16, 4, 1, 1, True),             # a decode step: one query, every key
+    (6, 15, 2, 4, 1, False),            # cross-attention: 6 queries, 15 keys
+])
+def test_causal_and_longer_keys_match_the_closed_form(rng, n, n_kv, d, a, b, causal):
+    q = rng.standard_normal((n, d))
+    k, v = rng.standard_normal((n_kv, d)), rng.standard_normal((n_kv, d))
+    m = 2 * a * d + b * d + a * b + 3 * a
+    chip = run_attenio(q, k, v, a=a, b=b, capacity=m, causal=causal)
+    assert np.allclose(chip.mem["O"], reference_attention(q, k, v, causal=causal))
+    assert (chip.total_reads, chip.total_writes) == analysis.attention_io(
+        n, d, a, causal=causal, n_kv=n_kv)
+    assert chip.peak <= m
+
+
+def test_causal_reads_the_keys_up_to_each_blocks_last_row():
+    # N = 10, a = 4: blocks of 2, 4, 4 rows read 2, 6 and 10 key rows
+    assert analysis.q_blocks(10, 4, causal=True) == [(0, 2), (2, 4), (6, 4)]
+    assert analysis.q_blocks(10, 4) == [(0, 4), (4, 4), (8, 2)]
+    assert analysis.attention_io(10, 3, 4, causal=True) == (10 * 3 + 2 * 3 * (2 + 6 + 10), 30)
+    with pytest.raises(ConfigError, match=r"causal attention needs at least as many keys as "
+                                          r"queries \(N_kv = 4 < N = 6\)"):
+        analysis.attention_io(6, 2, 3, causal=True, n_kv=4)
+
+
+def compositions(n, most):
+    """Every split of n rows into consecutive blocks of at most `most` rows."""
+    if n == 0:
+        yield []
+        return
+    for first in range(1, min(most, n) + 1):
+        for rest in compositions(n - first, most):
+            yield [first] + rest
+
+
+@pytest.mark.parametrize("n, d, a", [(10, 2, 4), (11, 2, 3), (9, 3, 5)])
+def test_no_causal_blocking_reads_less_than_the_planners(rng, n, d, a):
+    """Every blocking of N rows into blocks of at most a rows (uneven ones too), walked
+    with causal masking: none moves fewer elements than the closed form's."""
+    q, k, v = qkv(rng, n, d)
+    m = 2 * a * d + d + a + 3 * a
+    best = None
+    for sizes in compositions(n, a):
+        starts = np.cumsum([0] + sizes[:-1])
+        chip = run_attenio(q, k, v, a=a, capacity=m, causal=True,
+                           blocks=list(zip(starts.tolist(), sizes)))
+        io = chip.total_reads + chip.total_writes
+        best = io if best is None else min(best, io)
+    assert best == sum(analysis.attention_io(n, d, a, causal=True))
+    # the short block last (the unmasked order) reads more
+    last = run_attenio(q, k, v, a=a, capacity=m, causal=True, blocks=analysis.q_blocks(n, a))
+    assert last.total_reads + last.total_writes > best
+
+
+@pytest.mark.parametrize("n, n_kv, heads, a, causal", [
+    (6, 6, 2, 4, False), (7, 7, 3, 6, True), (1, 12, 4, 4, True), (2, 9, 2, 8, False),
+])
+@pytest.mark.parametrize("grouped", [False, True])
+def test_grouped_heads_match_the_closed_form(rng, n, n_kv, heads, a, causal, grouped):
+    d = 2
+    q = rng.standard_normal((heads * n, d))
+    k, v = rng.standard_normal((n_kv, d)), rng.standard_normal((n_kv, d))
+    m = 2 * a * d + d + a + 3 * a
+    chip = run_attenio(q, k, v, a=a, capacity=m, causal=causal, heads=heads, grouped=grouped)
+    for h in range(heads):
+        assert np.allclose(chip.mem["O"][h * n:(h + 1) * n],
+                           reference_attention(q[h * n:(h + 1) * n], k, v, causal=causal))
+    assert (chip.total_reads, chip.total_writes) == analysis.attention_io(
+        n, d, a, causal=causal, n_kv=n_kv, heads=heads, grouped=grouped)
+
+
+def test_a_decode_step_reads_the_cache_once_for_the_whole_group():
+    # one query row of each of 8 heads against 4096 cached keys, a = 64
+    one = analysis.attention_io(1, 64, 64, causal=True, n_kv=4096, heads=8)
+    grouped = analysis.attention_io(1, 64, 64, causal=True, n_kv=4096, heads=8, grouped=True)
+    assert one[0] == 8 * 64 + 8 * 2 * 64 * 4096 and grouped[0] == 8 * 64 + 2 * 64 * 4096
+    assert analysis.grouped_blocks_win(1, 64, 64, heads=8, causal=True, n_kv=4096)
+    # a long prefill: a / g rows tile N as a rows do, so grouping gains nothing
+    assert not analysis.grouped_blocks_win(4096, 64, 1024, heads=8)
+    with pytest.raises(ConfigError, match="a Q block of 4 rows cannot hold a row of each of 8"):
+        analysis.attention_io(4, 2, 4, heads=8, grouped=True)
+
+
+@pytest.mark.parametrize("n, n_kv, heads, a, causal", [(5, 5, 2, 4, True), (2, 7, 3, 6, False),
+                                                       (6, 6, 2, 4, False)])
+def test_no_blocking_of_either_kind_beats_the_planners_choice(rng, n, n_kv, heads, a, causal):
+    """Every split of a head's rows into consecutive blocks, as one-head blocks (at most a
+    rows) and as blocks of every head (at most a // heads rows each): none moves fewer
+    elements than the better closed form."""
+    d = 2
+    q = rng.standard_normal((heads * n, d))
+    k, v = rng.standard_normal((n_kv, d)), rng.standard_normal((n_kv, d))
+    m = 2 * a * d + d + a + 3 * a
+    best = None
+    for grouped, most in ((False, a), (True, a // heads)):
+        for sizes in compositions(n, most):
+            starts = np.cumsum([0] + sizes[:-1]).tolist()
+            chip = run_attenio(q, k, v, a=a, capacity=m, causal=causal, heads=heads,
+                               grouped=grouped, blocks=list(zip(starts, sizes)))
+            io = chip.total_reads + chip.total_writes
+            best = io if best is None else min(best, io)
+    win = analysis.grouped_blocks_win(n, d, a, heads=heads, causal=causal, n_kv=n_kv)
+    assert best == sum(analysis.attention_io(n, d, a, causal=causal, n_kv=n_kv, heads=heads,
+                                             grouped=win))
 
 
 def test_executor_refuses_to_overfill():

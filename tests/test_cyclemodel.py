@@ -5,7 +5,7 @@ from math import ceil
 
 import pytest
 
-from attenio import FP16Format, preset
+from attenio import FP16Format, analysis, preset
 from attenio.baselines import all_baselines
 from attenio.plan import make_plan
 from attenio.sim.baselinemodel import matmul, simulate_baseline, simulate_baselines
@@ -186,8 +186,12 @@ def test_causal_skips_rows_past_each_block_and_their_traffic():
     plan = make_plan(config(seq_len=1000))
     full, causal = simulate(plan), simulate(plan, causal=True)
     n, d, a = 1000, 16, plan.a
-    kv_rows = sum(min(n, i + a) for i in range(0, n, a))
+    assert n % a                                               # a short block, first
+    kv_rows = sum(n % a + i for i in range(0, n, a))           # up to each block's last row
     assert causal.bytes_read == n * d + 2 * kv_rows * d        # int8: 1 byte an element
+    assert causal.bytes_read == analysis.attention_io(n, d, a, causal=True)[0]
+    shorter_last = sum(min(n, i + a) for i in range(0, n, a))
+    assert kv_rows < shorter_last
     assert causal.bytes_written == full.bytes_written
     assert causal.pe_busy == 2 * plan.rows_per_mac * d * kv_rows
     assert causal.cycles < 0.6 * full.cycles
