@@ -1,0 +1,211 @@
+"""Running a sweep on Ray: each (point, stage) is one task, its row appended to the table as
+it finishes, so a sweep that stops (Ctrl-C, a lost node) resumes where it stopped.
+
+Locally `ray.init()` takes every core; with `address` the same tasks go to an existing
+cluster, whose nodes need attenio (and the tools of the stages they run) installed.
+Each task declares its resources (`stages.RESOURCES`: one CPU, and for synthesis and
+simulation their memory), so Ray places no more synthesis runs on a node than it
+holds; `workers` caps the tasks in flight (1 runs the sweep serially).
+"""
+
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from attenio.errors import ConfigError
+
+from .stages import RESOURCES, _error, run_task
+
+__all__ = ["Summary", "run_sweep", "read_rows", "RESULTS"]
+
+#: The results table in the output directory: JSON Lines, one row per point and stage.
+RESULTS = "results.jsonl"
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("attenio sweep runs its points on Ray, which is not installed: "
+                          "pip install 'attenio[sweep]' (or 'ray')") from None
+    return ray
+
+
+def read_rows(path):
+    """{key: row} of a results table, the last row of a key winning (a rerun of a failure);
+    a line cut short by an interrupted write is skipped."""
+    rows = {}
+    if Path(path).exists():
+        for line in Path(path).read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(row, dict) and "key" in row:
+                rows[row["key"]] = row
+    return rows
+
+
+class Progress:
+    """Points done, failed and remaining: one rewritten line on a terminal, a line per
+    finished task elsewhere (logs, CI)."""
+
+    def __init__(self, total, earlier, stream):
+        self.total, self.done, self.failed, self.earlier = total, earlier, 0, earlier
+        self.stream, self.tty = stream, stream.isatty()
+        self.t0 = time.monotonic()
+
+    def line(self, running):
+        width = 24
+        fill = width * self.done // max(self.total, 1)
+        return (f"[{'#' * fill}{'.' * (width - fill)}] {self.done}/{self.total} done "
+                f"({self.earlier} earlier), {self.failed} failed, "
+                f"{self.total - self.done} remaining ({running} in flight), "
+                f"{time.monotonic() - self.t0:.0f} s")
+
+    def finished(self, row, running):
+        self.done += 1
+        self.failed += row["error"] is not None
+        if self.tty:
+            self.tick(running)
+        else:
+            what = f"failed: {row['error']}" if row["error"] else "ok"
+            print(f"{self.line(running)}  {row['point']} {row['stage']} {what} "
+                  f"({row['wall_seconds']} s)", file=self.stream, flush=True)
+
+    def tick(self, running):
+        if self.tty:
+            print("\r" + self.line(running), end="", file=self.stream, flush=True)
+
+    def close(self):
+        if self.tty:
+            print(file=self.stream, flush=True)
+
+
+def _lost(task, sweep, exc):
+    """The row of a task whose worker died (out of memory, a lost node)."""
+    return {"sweep": sweep, "point": task.point.id, "stage": task.stage, "key": task.key,
+            "options": task.point.options, "stage_options": task.options,
+            "command": task.command, "config": None, "figures": None,
+            "error": _error(exc),
+            "wall_seconds": None, "node": None, "finished": None}
+
+
+def _unplaceable(ray, demand):
+    """Why no live node can ever run a task asking `demand` (None if one can): Ray would
+    otherwise keep it pending for ever."""
+    nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+    names = {"num_cpus": "CPU", "memory": "memory"}
+    for node in nodes:
+        if all(node.get(names[k], 0) >= v for k, v in demand.items()):
+            return None
+    most = max((n.get("memory", 0) for n in nodes), default=0)
+    return (f"no node has {demand.get('num_cpus', 0)} CPU and "
+            f"{demand.get('memory', 0) / 2**30:.1f} GiB free for Ray "
+            f"(the largest offers {most / 2**30:.1f} GiB)")
+
+
+def _connect(ray, address):
+    """Start or join Ray; True if this call started it (and must shut it down)."""
+    if ray.is_initialized():
+        return False
+    import logging
+    kw = {"log_to_driver": False, "logging_level": logging.WARNING}
+    try:
+        if address:
+            ray.init(address=address, **kw)
+        else:
+            ray.init(include_dashboard=False, **kw)
+    except ConnectionError as exc:
+        raise ConfigError(f"cannot reach the Ray cluster at {address!r}: {exc}") from None
+    return True
+
+
+def _execute(todo, spec, out, *, address, workers, table, progress):
+    ray = _ray()
+    started = _connect(ray, address)
+    ran = []
+    try:
+        remote = ray.remote(run_task)
+        queue, pending = list(todo), {}
+        limit = workers or len(queue)
+        with open(table, "a") as f:
+            def record(row):
+                f.write(json.dumps(row) + "\n")
+                f.flush()
+                ran.append(row)
+                progress.finished(row, len(pending))
+            while queue or pending:
+                while queue and len(pending) < limit:
+                    task = queue.pop(0)
+                    demand = RESOURCES[task.stage](task.options)
+                    why = _unplaceable(ray, demand)
+                    if why:
+                        record(_lost(task, spec.name, ConfigError(why)))
+                        continue
+                    ref = remote.options(**demand, max_retries=1).remote(task, spec.name, str(out))
+                    pending[ref] = task
+                if not pending:
+                    continue
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+                for ref in ready:
+                    task = pending.pop(ref)
+                    try:
+                        row = ray.get(ref)
+                    except Exception as exc:    # the worker died: a row, not a stop
+                        row = _lost(task, spec.name, exc)
+                    record(row)
+                progress.tick(len(pending))
+    finally:
+        progress.close()
+        if started:
+            ray.shutdown()
+    return ran
+
+
+@dataclass
+class Summary:
+    """What a run of the sweep did: rows it ran now, rows taken from earlier runs, and the
+    rows of the whole spec (in spec order) with the files written."""
+
+    ran: list
+    reused: int
+    rows: list
+    paths: list
+    wall_seconds: float
+
+    @property
+    def failed(self):
+        return [r for r in self.rows if r["error"]]
+
+
+def run_sweep(spec, out, *, address=None, workers=None, retry_failed=False, stream=None):
+    """Run what `spec` asks that the table in `out` does not hold yet, then write the front.
+
+    A task whose key (its point, stage and stage options) has a row is not rerun;
+    `retry_failed` reruns the failed ones. Nothing to run: Ray is not even started.
+    """
+    from .pareto import write_front
+
+    if workers is not None and workers < 1:
+        raise ConfigError(f"workers must be a positive integer, not {workers!r}")
+    t0 = time.perf_counter()
+    out = Path(out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    table = out / RESULTS
+    rows = read_rows(table)
+    tasks = spec.tasks()
+    todo = [t for t in tasks
+            if t.key not in rows or (retry_failed and rows[t.key]["error"] is not None)]
+    ran = []
+    if todo:
+        progress = Progress(len(tasks), len(tasks) - len(todo), stream or sys.stderr)
+        ran = _execute(todo, spec, out, address=address, workers=workers, table=table,
+                       progress=progress)
+        rows.update((r["key"], r) for r in ran)
+    current = [rows[t.key] for t in tasks if t.key in rows]
+    paths = [table, *write_front(spec, current, out)]
+    return Summary(ran=ran, reused=len(tasks) - len(todo), rows=current, paths=paths,
+                   wall_seconds=time.perf_counter() - t0)
