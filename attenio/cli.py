@@ -322,6 +322,20 @@ def cmd_synth(args):
     return 0
 
 
+def cmd_sweep(args):
+    from .sweep import load_spec, run_sweep
+
+    spec = load_spec(args.spec)
+    out = Path(args.out) if args.out else Path("build") / spec.name
+    summary = run_sweep(spec, out, address=args.address, workers=args.workers,
+                        retry_failed=args.retry_failed)
+    print(f"{len(spec.points)} points x {len(spec.stages)} stages: {len(summary.ran)} run now, "
+          f"{summary.reused} from earlier runs, {len(summary.failed)} failed "
+          f"({summary.wall_seconds:.1f} s)")
+    print(f"wrote {', '.join(str(p) for p in summary.paths)}")
+    return 0
+
+
 def _add_command(sub, name, func, help, *, with_json=False, out="build/<name>", **parser_options):
     """A subcommand with the shared options, -o/--out and, if asked, --json."""
     p = sub.add_parser(name, help=help, **parser_options)
@@ -396,6 +410,19 @@ def build_parser():
     g.add_argument("--cache-kib", type=_cache_kib_list, metavar="KIB[,KIB,...]",
                    help="on-chip cache in KiB; a list sweeps it (either timing), e.g. "
                         "64,128,256,512,768")
+
+    p = sub.add_parser("sweep", help="run a grid of configurations through plan, model, synth "
+                                     "and sim on Ray, with a results table and a Pareto front")
+    p.add_argument("spec", metavar="SPEC.toml", help="the sweep: points and stages (README)")
+    p.add_argument("--address", metavar="ADDR",
+                   help="an existing Ray cluster (e.g. ray://head:10001; default: a local Ray "
+                        "on every core of this machine)")
+    p.add_argument("--workers", type=_positive_int, metavar="N",
+                   help="at most N tasks at once (default: as many as the resources allow)")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="rerun the points that failed (default: a recorded failure is done)")
+    p.add_argument("-o", "--out", metavar="DIR", help="output directory (default build/<name>)")
+    p.set_defaults(func=cmd_sweep)
     return parser
 
 
