@@ -77,7 +77,8 @@ def test_every_point_and_stage_is_one_row(tiny):
         (c, s) for c in (4, 0.25, 0.0625) for s in ("plan", "model", "synth"))
     for r in rows.values():
         assert r["options"] == {**TINY, "cache_kib": r["options"]["cache_kib"]}
-        assert r["wall_seconds"] >= 0 and r["node"] and r["sweep"] == "tiny"
+        assert r["wall_seconds"] >= 0 and r["cpu_seconds"] >= 0 and r["node"]
+        assert r["sweep"] == "tiny"
     last = progress.strip().splitlines()[-1]
     assert "9/9 done (0 earlier), 3 failed, 0 remaining" in last
 

@@ -90,7 +90,7 @@ def _lost(task, sweep, exc):
             "options": task.point.options, "stage_options": task.options,
             "command": task.command, "config": None, "figures": None,
             "error": _error(exc),
-            "wall_seconds": None, "node": None, "finished": None}
+            "wall_seconds": None, "cpu_seconds": None, "node": None, "finished": None}
 
 
 def _unplaceable(ray, demand):

@@ -14,6 +14,7 @@ sweep an impossible configuration is an answer, not a crash.
 import dataclasses
 import datetime
 import platform
+import resource
 import time
 import traceback
 from pathlib import Path
@@ -74,7 +75,7 @@ def synth_figures(config, out, options):
                    pnr=options["pnr"], lut_mul_width=options["lut_mul_width"],
                    generic_level=options["level"], log=_quiet)
     figures = {"target": r["target"], "num_cells": r["yosys"]["num_cells"],
-               "num_wire_bits": r["yosys"]["num_wire_bits"], "yosys_seconds": r["yosys"]["seconds"]}
+               "num_wire_bits": r["yosys"]["num_wire_bits"]}
     for key in ("fits", "why_not_placed", "fmax_mhz", "closes"):
         if key in r:
             figures[key] = r[key]
@@ -93,7 +94,9 @@ def sim_figures(config, out, options):
     run = report["runs"][0]
     figures = {k: run[k] for k in ("bit_exact", "mismatches", "bytes_match_plan")}
     figures["cycles"] = run["counters"]["CYCLES"]
-    figures.update(_scalars(report, skip=("config", "simulator", "memory", "seed")))
+    # the design's figures; the run's times are the row's wall_seconds and cpu_seconds
+    figures.update(_scalars(report, skip=("config", "simulator", "memory", "seed", "wall_seconds",
+                                          "golden_seconds", "sim_cycles_per_second")))
     if report.get("model"):
         figures["model_cycles"] = report["model"]["cycles"]
     return figures
@@ -115,21 +118,28 @@ def describe(config):
             "format": dataclasses.asdict(config.format), "split": config.split}
 
 
+def _cpu_seconds():
+    """CPU time of this worker and its finished tools (Yosys, nextpnr, Verilator): against
+    wall_seconds it shows whether a slow task worked more or waited for a busy machine."""
+    own, tools = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return own.ru_utime + own.ru_stime + tools.ru_utime + tools.ru_stime
+
+
 def _error(exc):
     lines = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
 def run_task(task, sweep, out_dir):
-    """One stage of one point, as a results row: {sweep, point, stage, key, options, command,
-    config, figures, error, wall_seconds, node, finished}."""
+    """One stage of one point, as a results row: {sweep, point, stage, key, options,
+    stage_options, command, config, figures, error, wall_seconds, cpu_seconds, node, finished}."""
     from .spec import config_of
 
     out = Path(out_dir) / "points" / task.point.id / task.stage
     row = {"sweep": sweep, "point": task.point.id, "stage": task.stage, "key": task.key,
            "options": task.point.options, "stage_options": task.options,
            "command": task.command, "config": None, "figures": None, "error": None}
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _cpu_seconds()
     try:
         config = config_of(task.point.argv)
         row["config"] = describe(config)
@@ -140,6 +150,7 @@ def run_task(task, sweep, out_dir):
         if out.exists():
             (out / "error.txt").write_text(traceback.format_exc())
     row["wall_seconds"] = round(time.perf_counter() - t0, 3)
+    row["cpu_seconds"] = round(_cpu_seconds() - cpu0, 3)
     row["node"] = platform.node()
     row["finished"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     return row
