@@ -16,8 +16,9 @@ its stages fail.
     preset = "small"
 
     [grid]                            # every combination of these lists
-    macs = ["2x2", "4x4"]
     cache_kib = [2, 4]
+    array = [{macs = "2x2", exp_units = 2},   # a list of tables: options that go together
+             {macs = "4x4", exp_units = 4}]
 
     [[points]]                        # more points, each over [base]
     macs = "8x4"
@@ -222,7 +223,10 @@ def load_spec(path):
     for key, values in grid.items():
         if not isinstance(values, list) or not values:
             raise ConfigError(f"{where}: [grid] {key} must be a non-empty list, not {values!r}")
-    combos = [dict(zip(grid, values)) for values in itertools.product(*grid.values())] if grid else []
+    axes = [[v if isinstance(v, dict) else {key: v} for v in values]
+            for key, values in grid.items()]
+    combos = [{k: v for part in parts for k, v in part.items()}
+              for parts in itertools.product(*axes)] if grid else []
     if not combos and not listed:
         combos = [{}]
     parser = options_parser()
