@@ -119,7 +119,9 @@ def _connect(ray, address):
         else:
             ray.init(include_dashboard=False, **kw)
     except ConnectionError as exc:
-        raise ConfigError(f"cannot reach the Ray cluster at {address!r}: {exc}") from None
+        raise ConfigError(f"cannot reach the Ray cluster at {address!r}: {exc} (a cluster with "
+                          "token authentication needs RAY_AUTH_MODE=token and its token here)"
+                          ) from None
     return True
 
 
