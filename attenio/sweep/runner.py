@@ -118,10 +118,11 @@ def _connect(ray, address):
             ray.init(address=address, **kw)
         else:
             ray.init(include_dashboard=False, **kw)
-    except ConnectionError as exc:
-        raise ConfigError(f"cannot reach the Ray cluster at {address!r}: {exc} (a cluster with "
-                          "token authentication needs RAY_AUTH_MODE=token and its token here)"
-                          ) from None
+    except (ConnectionError, ValueError) as exc:    # unreachable; ray:// without ray[client]
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        hint = (" (a cluster with token authentication needs RAY_AUTH_MODE=token and its token "
+                "here)" if isinstance(exc, ConnectionError) else "")
+        raise ConfigError(f"cannot reach the Ray cluster at {address!r}: {first}{hint}") from None
     return True
 
 
