@@ -49,7 +49,7 @@ TOO_SMALL = ("ConfigError: a cache of 64 bytes cannot hold one query row with it
 
 @pytest.fixture(scope="module")
 def ray_session():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 
@@ -176,7 +176,8 @@ def test_a_task_no_node_can_hold_is_a_failed_row(ray_session, tmp_path):
                                        'exp_units = 1\n[synth]\nmemory_gib = 100000\n')
     summary = run_sweep(load_spec(tmp_path / "big.toml"), tmp_path / "out", stream=io.StringIO())
     (row,) = summary.rows
-    assert row["error"].startswith("ConfigError: no node has 1 CPU and 100000.0 GiB free for Ray")
+    assert row["error"].startswith("ConfigError: no Ray node has 1 CPU and 100000.0 GiB of memory "
+                                   "for tasks (the largest has ")
 
 
 def test_the_front_is_the_undominated_points():

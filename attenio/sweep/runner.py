@@ -16,7 +16,7 @@ from pathlib import Path
 
 from attenio.errors import ConfigError
 
-from .stages import RESOURCES, _error, run_task
+from .stages import RESOURCES, error_line, run_task
 
 __all__ = ["Summary", "run_sweep", "read_rows", "RESULTS"]
 
@@ -84,27 +84,28 @@ class Progress:
             print(file=self.stream, flush=True)
 
 
-def _lost(task, sweep, exc):
-    """The row of a task whose worker died (out of memory, a lost node)."""
+def _failed_row(task, sweep, exc):
+    """The row of a task that ran nowhere or whose worker died (out of memory, a lost node)."""
     return {"sweep": sweep, "point": task.point.id, "stage": task.stage, "key": task.key,
             "options": task.point.options, "stage_options": task.options,
             "command": task.command, "config": None, "figures": None,
-            "error": _error(exc),
+            "error": error_line(exc),
             "wall_seconds": None, "cpu_seconds": None, "node": None, "finished": None}
 
 
 def _unplaceable(ray, demand):
     """Why no live node can ever run a task asking `demand` (None if one can): Ray would
-    otherwise keep it pending for ever."""
+    otherwise keep it pending for ever. (A cluster that autoscales past its present nodes
+    would need this check off.)"""
     nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
     names = {"num_cpus": "CPU", "memory": "memory"}
     for node in nodes:
         if all(node.get(names[k], 0) >= v for k, v in demand.items()):
             return None
     most = max((n.get("memory", 0) for n in nodes), default=0)
-    return (f"no node has {demand.get('num_cpus', 0)} CPU and "
-            f"{demand.get('memory', 0) / 2**30:.1f} GiB free for Ray "
-            f"(the largest offers {most / 2**30:.1f} GiB)")
+    return (f"no Ray node has {demand.get('num_cpus', 0)} CPU and "
+            f"{demand.get('memory', 0) / 2**30:.1f} GiB of memory for tasks "
+            f"(the largest has {most / 2**30:.1f} GiB)")
 
 
 def _connect(ray, address):
@@ -117,7 +118,8 @@ def _connect(ray, address):
         if address:
             ray.init(address=address, **kw)
         else:
-            ray.init(include_dashboard=False, **kw)
+            # "local": a new instance on this machine, not a cluster `ray start` left running
+            ray.init(address="local", include_dashboard=False, **kw)
     except (ConnectionError, ValueError) as exc:    # unreachable; ray:// without ray[client]
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         hint = (" (a cluster with token authentication needs RAY_AUTH_MODE=token and its token "
@@ -146,7 +148,7 @@ def _execute(todo, spec, out, *, address, workers, table, progress):
                     demand = RESOURCES[task.stage](task.options)
                     why = _unplaceable(ray, demand)
                     if why:
-                        record(_lost(task, spec.name, ConfigError(why)))
+                        record(_failed_row(task, spec.name, ConfigError(why)))
                         continue
                     ref = remote.options(**demand, max_retries=1).remote(task, spec.name, str(out))
                     pending[ref] = task
@@ -158,7 +160,7 @@ def _execute(todo, spec, out, *, address, workers, table, progress):
                     try:
                         row = ray.get(ref)
                     except Exception as exc:    # the worker died: a row, not a stop
-                        row = _lost(task, spec.name, exc)
+                        row = _failed_row(task, spec.name, exc)
                     record(row)
                 progress.tick(len(pending))
     finally:

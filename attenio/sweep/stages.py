@@ -19,7 +19,7 @@ import time
 import traceback
 from pathlib import Path
 
-__all__ = ["run_task", "RESOURCES"]
+__all__ = ["run_task", "RESOURCES", "error_line"]
 
 
 def _resources(options):
@@ -125,7 +125,8 @@ def _cpu_seconds():
     return own.ru_utime + own.ru_stime + tools.ru_utime + tools.ru_stime
 
 
-def _error(exc):
+def error_line(exc):
+    """A failure as the table records it: its type and the first line of its message."""
     lines = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
@@ -146,7 +147,7 @@ def run_task(task, sweep, out_dir):
         out.mkdir(parents=True, exist_ok=True)
         row["figures"] = _FIGURES[task.stage](config, out, task.options)
     except Exception as exc:        # recorded, not raised: one point must not stop the sweep
-        row["error"] = _error(exc)
+        row["error"] = error_line(exc)
         if out.exists():
             (out / "error.txt").write_text(traceback.format_exc())
     row["wall_seconds"] = round(time.perf_counter() - t0, 3)
