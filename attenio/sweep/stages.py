@@ -113,9 +113,9 @@ def _quiet(message):
 
 def describe(config):
     """The resolved configuration of a row (after preset, config file and options)."""
-    return {"workload": dataclasses.asdict(config.workload),
-            "budget": dataclasses.asdict(config.budget),
-            "format": dataclasses.asdict(config.format), "split": config.split}
+    return {f.name: (dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v)
+            for f in dataclasses.fields(config) if f.name != "name"
+            for v in (getattr(config, f.name),)}
 
 
 def _cpu_seconds():
