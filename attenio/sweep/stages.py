@@ -31,9 +31,20 @@ RESOURCES = {"plan": lambda o: {"num_cpus": 1}, "model": lambda o: {"num_cpus": 
              "synth": _resources, "sim": _resources}
 
 
+def _is_scalar(v):
+    return v is None or isinstance(v, (bool, int, float, str))
+
+
+def _flat(v):
+    return (_is_scalar(v) or isinstance(v, (list, tuple)) and all(map(_is_scalar, v))
+            or isinstance(v, dict) and all(map(_is_scalar, v.values())))
+
+
 def _scalars(d, skip=()):
-    return {k: v for k, v in d.items()
-            if k not in skip and (v is None or isinstance(v, (bool, int, float, str)))}
+    """The entries of a report that fit one cell of a table: numbers, strings and flat
+    lists or tables of them (a runner-up's s and r); deeper tables stay in the command's JSON."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()
+            if k not in skip and _flat(v)}
 
 
 def plan_figures(config, out, options):
