@@ -80,7 +80,7 @@ def test_every_point_and_stage_is_one_row(tiny):
         assert r["wall_seconds"] >= 0 and r["cpu_seconds"] >= 0 and r["node"]
         assert r["sweep"] == "tiny"
     last = progress.strip().splitlines()[-1]
-    assert "9/9 done (0 earlier), 3 failed, 0 remaining" in last
+    assert "points 3/3 done, 1 failed, 0 remaining; tasks 9/9 (0 in flight)" in last
 
 
 def test_plan_rows_equal_attenio_plan(tiny, tmp_path):

@@ -11,6 +11,7 @@ holds; `workers` caps the tasks in flight (1 runs the sweep serially).
 import json
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,25 +50,32 @@ def read_rows(path):
 
 
 class Progress:
-    """Points done, failed and remaining: one rewritten line on a terminal, a line per
-    finished task elsewhere (logs, CI)."""
+    """Points done (every stage has a row), failed (a stage failed) and remaining, and the
+    tasks behind them: one rewritten line on a terminal, a line per finished task elsewhere
+    (logs, CI)."""
 
-    def __init__(self, total, earlier, stream):
-        self.total, self.done, self.failed, self.earlier = total, earlier, 0, earlier
+    def __init__(self, tasks, todo, earlier_failed, stream):
+        self.points = len({t.point.id for t in tasks})
+        self.left = Counter(t.point.id for t in todo)       # stages still to run, per point
+        self.failed = set(earlier_failed)
+        self.total, self.done = len(tasks), len(tasks) - len(todo)
         self.stream, self.tty = stream, stream.isatty()
         self.t0 = time.monotonic()
 
     def line(self, running):
         width = 24
+        done = self.points - sum(1 for n in self.left.values() if n)
         fill = width * self.done // max(self.total, 1)
-        return (f"[{'#' * fill}{'.' * (width - fill)}] {self.done}/{self.total} done "
-                f"({self.earlier} earlier), {self.failed} failed, "
-                f"{self.total - self.done} remaining ({running} in flight), "
+        return (f"[{'#' * fill}{'.' * (width - fill)}] points {done}/{self.points} done, "
+                f"{len(self.failed)} failed, {self.points - done} remaining; tasks "
+                f"{self.done}/{self.total} ({running} in flight), "
                 f"{time.monotonic() - self.t0:.0f} s")
 
     def finished(self, row, running):
         self.done += 1
-        self.failed += row["error"] is not None
+        self.left[row["point"]] -= 1
+        if row["error"] is not None:
+            self.failed.add(row["point"])
         if self.tty:
             self.tick(running)
         else:
@@ -206,7 +214,10 @@ def run_sweep(spec, out, *, address=None, workers=None, retry_failed=False, stre
             if t.key not in rows or (retry_failed and rows[t.key]["error"] is not None)]
     ran = []
     if todo:
-        progress = Progress(len(tasks), len(tasks) - len(todo), stream or sys.stderr)
+        todo_keys = {t.key for t in todo}
+        earlier_failed = {t.point.id for t in tasks if t.key in rows and t.key not in todo_keys
+                          and rows[t.key]["error"] is not None}
+        progress = Progress(tasks, todo, earlier_failed, stream or sys.stderr)
         ran = _execute(todo, spec, out, address=address, workers=workers, table=table,
                        progress=progress)
         rows.update((r["key"], r) for r in ran)

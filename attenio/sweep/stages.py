@@ -155,7 +155,6 @@ def run_task(task, sweep, out_dir):
     try:
         config = config_of(task.point.argv)
         row["config"] = describe(config)
-        out.mkdir(parents=True, exist_ok=True)
         row["figures"] = _FIGURES[task.stage](config, out, task.options)
     except Exception as exc:        # recorded, not raised: one point must not stop the sweep
         row["error"] = error_line(exc)
