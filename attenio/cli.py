@@ -330,7 +330,7 @@ def cmd_sweep(args):
     summary = run_sweep(spec, out, address=args.address, workers=args.workers,
                         retry_failed=args.retry_failed)
     print(f"{len(spec.points)} points x {len(spec.stages)} stages: {len(summary.ran)} run now, "
-          f"{summary.reused} from earlier runs, {len(summary.failed)} failed "
+          f"{summary.reused} from earlier runs; {len(summary.failed)} rows failed "
           f"({summary.wall_seconds:.1f} s)")
     print(f"wrote {', '.join(str(p) for p in summary.paths)}")
     return 0
