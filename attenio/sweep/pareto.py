@@ -1,7 +1,7 @@
 """The Pareto front of a sweep: the points no other point beats on cycles, area and traffic.
 
 Every objective is minimized: cycles (the model stage: `attenio compare`'s cycle
-model), off-chip traffic (bytes, the plan stage), and area: LUTs when the sweep
+model), off-chip traffic (bytes, the plan or the model stage), and area: LUTs when the sweep
 synthesized for ECP5, Yosys cells for the generic target, else the number of MACs
 (a proxy that does not count the cache; the cache's cost shows only through
 synthesis). Points are compared only with points of the same workload and format:
@@ -56,8 +56,9 @@ def collect(spec, rows):
             o["errors"][r["stage"]] = r["error"]
             continue
         f = r["figures"]
-        if r["stage"] == "model":
-            o["cycles"] = f["cycles"]
+        if r["stage"] == "model":      # its traffic is the Plan's (compare checks it), so a
+            o["cycles"] = f["cycles"]   # sweep of the model stage alone has a front too
+            o["traffic"] = f["offchip_bytes"]
         elif r["stage"] == "plan":
             o["traffic"] = f["offchip_bytes"]
         elif r["stage"] == "synth" and key is not None:
@@ -128,8 +129,7 @@ def write_front(spec, rows, out):
              "(bytes). The front is over all three, within each workload; the results table "
              "is `results.jsonl`.", ""]
     if not fronts:
-        lines += ["No point has all three objectives yet (the front needs the plan and model "
-                  "stages).", ""]
+        lines += ["No point has all three objectives yet (the front needs the model stage).", ""]
     for group, on_front in fronts.items():
         ids = sorted((p for p, o in objs.items() if o["group"] == group
                       and all(o[k] is not None for k in ("cycles", "area", "traffic"))),
@@ -143,7 +143,8 @@ def write_front(spec, rows, out):
                   "|" + "---|" * (len(head) - 3) + "---:|---:|---:|"]
         for p in ids:
             o = objs[p]
-            cells = ["*" if p in on_front else "", p, *(str(o["options"].get(k, "")) for k in varied),
+            cells = ["*" if p in on_front else "", p,
+                     *(str(o["options"].get(k, "")) for k in varied),
                      str(o["cycles"]), str(o["area"]), str(o["traffic"])]
             lines.append("| " + " | ".join(cells) + " |")
         lines += ["", f"![{group}]({png.name})", ""]
