@@ -175,6 +175,21 @@ def test_resume_runs_only_the_missing_rows(tiny, tmp_path):
     assert all(old[r["key"]] == r["figures"] for r in again.ran)
 
 
+def test_retry_failed_reruns_only_the_failures(tiny, tmp_path):
+    spec, out, summary, _ = tiny
+    (tmp_path / "results.jsonl").write_bytes((out / "results.jsonl").read_bytes())
+    again = run_sweep(spec, tmp_path, retry_failed=True, stream=io.StringIO())
+    assert sorted(r["key"] for r in again.ran) == sorted(r["key"] for r in summary.failed)
+    assert [r["error"] for r in again.ran] == [TOO_SMALL] * 3      # still impossible
+
+
+def test_the_command_reports_what_it_did(tiny, capsys):
+    spec, out, _, _ = tiny
+    assert main(["sweep", str(spec.path), "-o", str(out)]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("3 points x 3 stages: 0 run now, 9 from earlier runs; 3 rows failed")
+
+
 def test_a_task_no_node_can_hold_is_a_failed_row(ray_session, tmp_path):
     (tmp_path / "big.toml").write_text('stages = ["synth"]\n[base]\nmacs = "1x2"\nhead_dim = 8\n'
                                        'exp_units = 1\n[synth]\nmemory_gib = 100000\n')
