@@ -6,7 +6,11 @@ computes the same bits:
 
 * `mul`: the product of two numbers (fp16, bf16 or fp32 each), rounded to fp32;
 * `add`: the sum of two fp32 numbers, rounded to fp32;
-* `convert`: a number rounded to another format (exact when it widens).
+* `convert`: a number rounded to another format (exact when it widens);
+* `maximum`: the larger of two fp32 numbers (-0 < +0, NaN if either is);
+* `to_fixed`: an fp32 number as a signed fixed-point integer, rounded to nearest
+  even and saturated (NaN reads as the most negative value): where the softmax
+  leaves floating point for its fixed-point exp2.
 
 Semantics, the same in hardware and twin, checked against Berkeley SoftFloat
 (`softfloatpy`) as an independent oracle:
@@ -46,8 +50,9 @@ from amaranth.hdl import Cat, Const, Fragment, Module, Mux, Signal, Value, signe
 
 from .dsp import Stages, partial_products, sum_partials
 
-__all__ = ["FloatSpec", "FP16", "BF16", "FP32", "SPECS", "mul", "add", "convert",
-           "mul_latency", "add_latency", "convert_latency", "np_mul", "np_add", "np_convert",
+__all__ = ["FloatSpec", "FP16", "BF16", "FP32", "SPECS", "mul", "add", "convert", "maximum",
+           "to_fixed", "mul_latency", "add_latency", "convert_latency", "maximum_latency",
+           "to_fixed_latency", "np_mul", "np_add", "np_convert", "np_maximum", "np_to_fixed",
            "np_canonical"]
 
 
@@ -144,6 +149,30 @@ def np_convert(x, src, dst):
     with np.errstate(all="ignore"):
         out = src.to_float(x).astype(np.float32).astype(dst.np_dtype)
     return np_canonical(dst.from_float(out), dst)
+
+
+def _np_order_key(bits):
+    """fp32 encodings as unsigned keys in numeric order (-0 just below +0)."""
+    bits = np.asarray(bits, dtype=np.uint32)
+    return np.where(bits >> 31 == 1, ~bits, bits | np.uint32(1 << 31)).astype(np.uint32)
+
+
+def np_maximum(a, b):
+    """The twin of `maximum`: the larger of fp32 encodings a and b; NaN if either is."""
+    a, b = np.asarray(a, dtype=np.uint32), np.asarray(b, dtype=np.uint32)
+    out = np.where(_np_order_key(a) >= _np_order_key(b), a, b)
+    return np.where(FP32.is_nan(a) | FP32.is_nan(b), np.uint32(FP32.nan), out).astype(np.uint32)
+
+
+def np_to_fixed(x, frac, width):
+    """The twin of `to_fixed`: round-half-even(x * 2**frac) of fp32 encodings x, saturated
+    to `width`-bit two's complement, NaN to the most negative; int64."""
+    x = np.asarray(x, dtype=np.uint32)
+    lo, hi = -(1 << (width - 1)), (1 << (width - 1)) - 1
+    with np.errstate(all="ignore"):
+        v = np.ldexp(FP32.to_float(x).astype(np.float64), frac)     # exact in float64
+        r = np.clip(np.rint(v), lo, hi)                             # rint: ties to even
+    return np.where(FP32.is_nan(x), lo, r).astype(np.int64)
 
 
 # -- hardware -----------------------------------------------------------------------------------
@@ -334,6 +363,82 @@ def _convert(st, x, src, dst, name):
                        inf=inf1, name=name)
 
 
+def maximum(m, a, b, *, domain="sync", en=None, name="fmax"):
+    """fp32 bits of the larger of fp32 encodings a and b (NaN if either is, -0 < +0),
+    `maximum_latency` cycles later: the order keys and NaN tests, then one comparison."""
+    return _maximum(Stages(m, domain, en), a, b, name)
+
+
+def _order_key(x):
+    """An fp32 encoding as an unsigned key in numeric order: negative encodings inverted,
+    positive ones above them."""
+    x = Value.cast(x)
+    return Mux(x[31], ~x, Cat(x[:31], Const(1, 1)))
+
+
+def _maximum(st, a, b, name):
+    a, b = Value.cast(a), Value.cast(b)
+    nan = lambda x: (x[23:31] == 0xFF) & (x[:23] != 0)
+    ka, kb = Signal(32, name=f"{name}_ka"), Signal(32, name=f"{name}_kb")
+    a1, b1 = Signal(32, name=f"{name}_a1"), Signal(32, name=f"{name}_b1")
+    nan1 = Signal(name=f"{name}_nan1")
+    st.stage(ka.eq(_order_key(a)), kb.eq(_order_key(b)), a1.eq(a), b1.eq(b),
+             nan1.eq(nan(a) | nan(b)))
+    out = Signal(32, name=f"{name}_out")
+    st.stage(out.eq(Mux(nan1, FP32.nan, Mux(ka >= kb, a1, b1))))
+    return out
+
+
+def to_fixed(m, x, frac, width, *, domain="sync", en=None, name="ffix"):
+    """round-half-even(x * 2**frac) of fp32 encoding x as a signed(`width`) integer,
+    saturated, NaN to the most negative value; `to_fixed_latency` cycles later:
+    unpack, the shift distance, the shift with its guard and sticky bits, the rounding
+    increment, the sign, the saturation."""
+    return _to_fixed(Stages(m, domain, en), x, frac, width, name)
+
+
+def _to_fixed(st, x, frac, width, name):
+    m = st.m
+    s, sig, e, _, inf, nan = _unpack(m, x, FP32, name)
+    lo, hi = -(1 << (width - 1)), (1 << (width - 1)) - 1
+    W = width + 1                              # magnitudes up to 2**width: hi + 1 rounds there
+    # 1: unpacked; value = sig * 2**(e + frac)
+    s1, nan1, inf1 = (Signal(name=f"{name}_{k}1") for k in ("sign", "nan", "inf"))
+    sig1, sh1 = Signal(24, name=f"{name}_sig1"), Signal(_EXP, name=f"{name}_sh1")
+    st.stage(s1.eq(s), nan1.eq(nan), inf1.eq(inf), sig1.eq(sig), sh1.eq(e + frac))
+    # 2: too large for `width` bits (a left shift past W), or how far right it shifts
+    big2, s2, nan2 = (Signal(name=f"{name}_{k}2") for k in ("big", "sign", "nan"))
+    left2 = Signal(range(W + 1), name=f"{name}_left2")
+    right2 = Signal(range(27), name=f"{name}_right2")
+    sig2 = Signal(24, name=f"{name}_sig2")
+    st.stage(s2.eq(s1), nan2.eq(nan1), sig2.eq(sig1),
+             big2.eq(inf1 | (sh1 > W - 24)),
+             left2.eq(Mux(sh1 > 0, sh1[:len(left2)], 0)),
+             right2.eq(Mux(sh1 < -25, 26, Mux(sh1 < 0, -sh1, 0))))
+    # 3: the shift: the integer part, and below it the guard bit and the sticky rest
+    ext = Cat(Const(0, 26), sig2)                           # sig * 2**26
+    shifted = (ext >> right2) << left2
+    mag3 = Signal(W + 1, name=f"{name}_mag3")
+    guard3, sticky3 = Signal(name=f"{name}_guard3"), Signal(name=f"{name}_sticky3")
+    s3, nan3, big3 = (Signal(name=f"{name}_{k}3") for k in ("sign", "nan", "big"))
+    st.stage(s3.eq(s2), nan3.eq(nan2), big3.eq(big2),
+             mag3.eq(shifted[26:26 + W + 1]), guard3.eq(shifted[25]), sticky3.eq(shifted[:25] != 0))
+    # 4: round to nearest even
+    mag4 = Signal(W + 1, name=f"{name}_mag4")
+    s4, nan4, big4 = (Signal(name=f"{name}_{k}4") for k in ("sign", "nan", "big"))
+    st.stage(s4.eq(s3), nan4.eq(nan3), big4.eq(big3),
+             mag4.eq(mag3 + _round_up(guard3, sticky3, mag3[0])))
+    # 5: the sign
+    val5 = Signal(signed(W + 2), name=f"{name}_val5")
+    nan5, big5, s5 = (Signal(name=f"{name}_{k}5") for k in ("nan", "big", "sign"))
+    st.stage(nan5.eq(nan4), big5.eq(big4), s5.eq(s4), val5.eq(Mux(s4, -mag4, mag4)))
+    # 6: saturate
+    out = Signal(signed(width), name=f"{name}_out")
+    st.stage(out.eq(Mux(nan5, lo, Mux(big5, Mux(s5, lo, hi),
+                                      Mux(val5 > hi, hi, Mux(val5 < lo, lo, val5))))))
+    return out
+
+
 def _latency(builder, *args):
     stages = Stages(Module())
     builder(stages, *args)
@@ -351,3 +456,11 @@ def add_latency():
 
 def convert_latency(src, dst):
     return _latency(_convert, Signal(src.width), src, dst, "fcvt")
+
+
+def maximum_latency():
+    return _latency(_maximum, Signal(32), Signal(32), "fmax")
+
+
+def to_fixed_latency(frac, width):
+    return _latency(_to_fixed, Signal(32), frac, width, "ffix")

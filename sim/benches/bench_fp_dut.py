@@ -3,10 +3,11 @@
 Every op of `OPS` gets ports ``<op>_a`` (and ``<op>_b`` for two operands) and
 ``<op>_y``, its builder in between; `expected` gives what the twin says and
 `oracle` what SoftFloat says for the same inputs, `latency` how many cycles the
-builder takes. The pytest side (tests/test_fp.py) runs the harness in Amaranth's
+builder takes, `check` how many results disagree with either. The pytest side (tests/test_fp.py) runs the harness in Amaranth's
 simulator and emits it for the cocotb bench (`bench_fp`).
 """
 
+import numpy as np
 from amaranth.back import verilog
 from amaranth.hdl import Module
 from amaranth.lib import wiring
@@ -16,7 +17,8 @@ from attenio.hdl.formats import fp
 from attenio.hdl.formats.fp import BF16, FP16, FP32
 from attenio.sim.tb import ieee
 
-__all__ = ["OPS", "FloatHarness", "expected", "oracle", "latency", "emit"]
+__all__ = ["OPS", "FloatHarness", "expected", "oracle", "latency", "out_bits", "decode",
+           "check", "emit"]
 
 
 def _mul(sa, sb):
@@ -45,14 +47,47 @@ OPS = {
     "cvt_fp32_bf16": _cvt(FP32, BF16),
     "cvt_fp16_fp32": _cvt(FP16, FP32),
     "cvt_bf16_fp32": _cvt(BF16, FP32),
+    "max": dict(ins=(FP32, FP32), out=FP32,
+                build=lambda m, a, b, name: fp.maximum(m, a, b, name=name),
+                twin=fp.np_maximum, oracle=ieee.oracle_maximum, latency=fp.maximum_latency),
+    "fix": dict(ins=(FP32,), out=None, out_bits=ieee.FIX_WIDTH,
+                build=lambda m, x, name: fp.to_fixed(m, x, ieee.FIX_FRAC, ieee.FIX_WIDTH,
+                                                     name=name),
+                twin=lambda x: fp.np_to_fixed(x, ieee.FIX_FRAC, ieee.FIX_WIDTH),
+                oracle=lambda x: ieee.oracle_to_fixed(x, ieee.FIX_FRAC, ieee.FIX_WIDTH),
+                latency=lambda: fp.to_fixed_latency(ieee.FIX_FRAC, ieee.FIX_WIDTH)),
 }
 
 
 def _ports(op):
     spec = OPS[op]
     ports = {f"{op}_{'ab'[i]}": In(s.width) for i, s in enumerate(spec["ins"])}
-    ports[f"{op}_y"] = Out(spec["out"].width)
+    ports[f"{op}_y"] = Out(out_bits(op))
     return ports
+
+
+def out_bits(op):
+    spec = OPS[op]
+    return spec["out"].width if spec["out"] is not None else spec["out_bits"]
+
+
+def decode(op, raw):
+    """Results read off `<op>_y` as the twin gives them: encodings, or (fixed point) the
+    two's complement integers."""
+    raw = np.asarray(raw, dtype=np.uint64)
+    if OPS[op]["out"] is not None:
+        return raw
+    bits = out_bits(op)
+    return raw.astype(np.int64) - ((raw >> np.uint64(bits - 1)) << np.uint64(bits)).astype(np.int64)
+
+
+def check(op, ins, got):
+    """How many results differ from SoftFloat's (any NaN for a NaN) or the twin's bits."""
+    got = decode(op, got)
+    want, twin = oracle(op, *ins), expected(op, *ins)
+    spec = OPS[op]["out"]
+    oracle_ok = ieee.same(got, want, spec) if spec is not None else got == want
+    return int((~oracle_ok | (got != twin)).sum())
 
 
 class FloatHarness(wiring.Component):

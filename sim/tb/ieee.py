@@ -21,7 +21,8 @@ import softfloatpy as sf
 
 from attenio.hdl.formats.fp import BF16, FP16, FP32
 
-__all__ = ["oracle_mul", "oracle_add", "oracle_convert", "same", "edge_values", "vectors"]
+__all__ = ["oracle_mul", "oracle_add", "oracle_convert", "oracle_maximum", "oracle_to_fixed",
+           "same", "edge_values", "vectors"]
 
 _SF = {FP16: sf.Float16, BF16: sf.BFloat16, FP32: sf.Float32}
 _TO32 = {FP16: sf.f16_to_f32, BF16: sf.bf16_to_f32, FP32: lambda x: x}
@@ -58,6 +59,40 @@ def oracle_convert(x, src, dst):
     """`dst` bits of x, through fp32 (exact for fp16 and bf16 sources)."""
     return _map(lambda v: _bits(_FROM32[dst](_TO32[src](_sf(v, src)))), x,
                 dtype=dst.bits_dtype)
+
+
+def oracle_maximum(a, b):
+    """fp32 bits of the larger of a and b, -0 below +0; NaN if either is."""
+    def one(x, y):
+        fx, fy = _sf(x, FP32), _sf(y, FP32)
+        if sf.f32_is_nan(fx) or sf.f32_is_nan(fy):
+            return FP32.nan
+        if sf.f32_lt_quiet(fx, fy):
+            return y
+        if sf.f32_lt_quiet(fy, fx):
+            return x
+        return x if x >> 31 == 0 else y                 # equal: +0 over -0
+    return _map(one, a, b, dtype=np.uint32)
+
+
+def oracle_to_fixed(x, frac, width):
+    """round-half-even(x * 2**frac) as a `width`-bit signed integer, saturated; NaN to the
+    most negative (SoftFloat's f64 product and conversion: both exact or correctly rounded)."""
+    lo, hi = -(1 << (width - 1)), (1 << (width - 1)) - 1
+    scale = sf.Float64.from_float(2.0 ** frac)
+    top, bottom = sf.Float64.from_float(hi + 0.5), sf.Float64.from_float(lo - 0.5)
+
+    def one(v):
+        f = _sf(v, FP32)
+        if sf.f32_is_nan(f):
+            return lo
+        y = sf.f64_mul(sf.f32_to_f64(f), scale)
+        if sf.f64_le(top, y):
+            return hi
+        if sf.f64_le(y, bottom):
+            return lo
+        return int(sf.f64_to_i64(y, sf.RoundingMode.NEAR_EVEN, False).to_int())
+    return _map(one, x, dtype=np.int64)
 
 
 def same(got, want, spec):
@@ -160,9 +195,35 @@ def _cvt_vectors(src, dst, rng, count, exhaustive):
     return np.concatenate(x) & np.uint64((1 << src.width) - 1)
 
 
+def _max_vectors(rng, count):
+    a, b = _add_vectors(rng, count)
+    eq = _random_bits(rng, FP32, count // 4)                 # equal, and +0 against -0
+    zeros = np.array([0, 1 << 31], dtype=np.uint64)
+    za, zb = _pairs(zeros, zeros)
+    return np.concatenate([a, eq, za]), np.concatenate([b, eq, zb])
+
+
+def _fix_vectors(rng, count, frac, width):
+    x = [edge_values(FP32), _random_bits(rng, FP32, count)]
+    # exponents from well below the fixed-point LSB to beyond saturation
+    e = rng.integers(FP32.bias - frac - 27, FP32.bias + width - frac + 2, size=count)
+    x.append(_with_exponent(rng, FP32, e))
+    # exactly halfway between two fixed-point values
+    half = rng.integers(1, 1 << (width - 2), size=count // 4) * 2 + 1      # odd
+    signs = np.where(rng.integers(0, 2, size=count // 4) == 1, -1.0, 1.0)
+    vals = (signs * half * 2.0 ** -(frac + 1)).astype(np.float32)
+    x.append(vals.view(np.uint32).astype(np.uint64))
+    return np.concatenate(x) & np.uint64(0xFFFFFFFF)
+
+
+#: the fixed point `vectors` and the harness use for "fix": the int8 format's x_frac = 18
+#: in a 24-bit word
+FIX_FRAC, FIX_WIDTH = 18, 24
+
+
 def vectors(op, rng, count, exhaustive=True):
-    """Input arrays (a, b) of op "mul_<src_a>_<src_b>" or "add", (x, None) of
-    "cvt_<src>_<dst>": every edge value against every edge value, `count` random
+    """Input arrays (a, b) of op "mul_<src_a>_<src_b>", "add" or "max", (x, None) of
+    "cvt_<src>_<dst>" or "fix" (fp32 to fixed point): every edge value against every edge value, `count` random
     cases, and the op's hard ones. `exhaustive`: every significand pair of products
     of two bf16 numbers and every encoding of a 16-bit source, else `count` of each."""
     kind, *names = op.split("_")
@@ -172,4 +233,8 @@ def vectors(op, rng, count, exhaustive=True):
         return _add_vectors(rng, count)
     if kind == "cvt":
         return _cvt_vectors(_spec(names[0]), _spec(names[1]), rng, count, exhaustive), None
+    if kind == "max":
+        return _max_vectors(rng, count)
+    if kind == "fix":
+        return _fix_vectors(rng, count, FIX_FRAC, FIX_WIDTH), None
     raise ValueError(f"vectors: unknown op {op!r}")
