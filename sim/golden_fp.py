@@ -1,23 +1,23 @@
 """The golden model of the floating-point formats: fp16 or bf16 storage, fp32 accumulation.
 
-Every rounding sits where the floating-point datapath has it (the pieces are
-`attenio.hdl.formats.fp` and the fixed-point exp2 and reciprocal of
-`attenio.hdl.formats.Int8Arith`); per query row and K/V row j:
+Every rounding sits where the floating-point datapath has it (its builders and
+twins are `attenio.hdl.formats.float.FloatArith`'s); per query row and K/V row j:
 
     S_j   = sum of fmul(q_c, k_c)       fp32: MAC g of a row's group of s adds the
                                         products of its columns g, g + s, ... in order
                                         (starting from the first product), the chain
                                         adds the s partial sums in group order
     x_j   = fmul(S_j, c)                c = fp32(log2(e) / sqrt(d))
-    m_new = maximum(m, x_j)             m starts at -inf
-    zA, zP = to_fixed(m - m_new), to_fixed(x_j - m_new)     fp32 differences, then
-                                        x_frac fractional bits, saturated at x_min
-    alpha, P = exp2(zA), exp2(zP)       fixed point, p_frac bits; one of them is 1
+    z, up = to_fixed(-|x_j - m|), x_j > m   one fp32 difference, then x_frac bits,
+                                        saturated at x_min; m starts at -inf
+    e     = exp2(z)                     fixed point, p_frac bits: alpha = e, P = 1 if
+                                        up (the max moves), else alpha = 1, P = e
+    m     = maximum(m, x_j)
     l     = rescale(alpha, l) + P       fixed point, as the int8 format's l
-    O     = fadd(fmul(alpha, O), V_j)   when the max moved (P = 1), else
-            fadd(O, fmul(P, V_j))       (alpha = 1): O in fp32
+    O     = fadd(fmul(e, O), V_j)       if up, else fadd(O, fmul(e, V_j)): O in fp32,
+                                        e in fp32 (exact)
     ...after the last row:
-    (y, e) = reciprocal(l)              1/l = y * 2**(-recip_frac - e)
+    (y, ey) = reciprocal(l)             1/l = y * 2**(-recip_frac - ey)
     out   = convert(fmul(O, r))         r that factor in fp32 (exact), out in storage
 
 Why these widths: the products of two fp16 or bf16 numbers are exact in fp32, so a
@@ -45,8 +45,8 @@ import math
 
 import numpy as np
 
-from attenio.formats import Int8Format
-from attenio.hdl.formats import Int8Arith, fp
+from attenio.hdl.formats import fp
+from attenio.hdl.formats.float import FloatArith
 from attenio.hdl.formats.fp import FP32
 
 __all__ = ["FloatDatapath", "attention", "attention_bits", "reference"]
@@ -58,7 +58,8 @@ _CHUNK = 256
 class FloatDatapath:
     """The floating-point datapath: storage `spec` (fp16 or bf16), s = `split`, and the
     fixed-point softmax of `fixed` (an `Int8Format`: x_frac, p_frac, the exp2 table and
-    the reciprocal) for up to `max_seq_len` keys at `head_dim`."""
+    the reciprocal) for up to `max_seq_len` keys at `head_dim`; `arith` is its
+    `attenio.hdl.formats.float.FloatArith`."""
 
     def __init__(self, spec, *, max_seq_len, head_dim, split=1, fixed=None):
         if spec not in (fp.FP16, fp.BF16):
@@ -66,12 +67,12 @@ class FloatDatapath:
         if head_dim % split:
             raise ValueError(f"FloatDatapath: split {split} must divide d = {head_dim}")
         self.spec, self.split, self.head_dim = spec, split, head_dim
-        self.fixed = Int8Arith(fixed or Int8Format(), max_seq_len=max_seq_len,
-                               head_dim=head_dim)
+        self.arith = FloatArith(spec, max_seq_len=max_seq_len, head_dim=head_dim, fixed=fixed)
+        self.fixed = self.arith.fixed
         cfg = self.fixed.cfg
-        self.x_frac, self.x_bits = cfg.x_frac, self.fixed.x_shape.width
+        self.x_frac, self.x_bits = cfg.x_frac, self.arith.x_shape.width
         self.p_frac, self.recip_frac = cfg.p_frac, cfg.recip_frac
-        self.c = np.float32(math.log2(math.e) / math.sqrt(head_dim))
+        self.c = np.uint32(self.arith.c).view(np.float32)
 
     def store(self, x):
         """Float arrays rounded once to the storage format (via fp32), as encodings."""
@@ -101,13 +102,15 @@ def _scores(dp, q, k):
 
 
 def _softmax_weights(dp, m, x):
-    """(m_new, alpha, P, up) of fp32 running maxima m [rows] and scaled scores x [rows]."""
+    """(m_new, alpha, P, up) of fp32 running maxima m [rows] and scaled scores x [rows]:
+    one exp2 of -|x - m|, which is alpha if the max moves (P = 1), else P (alpha = 1)."""
     with np.errstate(all="ignore"):
+        d = x - m
+        up = d > 0
+        z = fp.np_to_fixed((-np.abs(d)).view(np.uint32), dp.x_frac, dp.x_bits)
         m_new = fp.FP32.to_float(fp.np_maximum(m.view(np.uint32), x.view(np.uint32)))
-        za = fp.np_to_fixed((m - m_new).view(np.uint32), dp.x_frac, dp.x_bits)
-        zp = fp.np_to_fixed((x - m_new).view(np.uint32), dp.x_frac, dp.x_bits)
-    alpha, p = dp.fixed.np_exp2(za), dp.fixed.np_exp2(zp)
-    return m_new, alpha, p, x > m
+    e, one = dp.fixed.np_exp2(z), dp.fixed.one
+    return m_new, np.where(up, e, one), np.where(up, one, e), up
 
 
 def _finish(dp, o, l, m):
@@ -144,41 +147,28 @@ def attention(dp, q, k, v):
 
 
 def attention_bits(dp, q, k, v):
-    """`attention` through the bit-level twins, one operation at a time (slow: tests)."""
-    qb = fp.np_convert(q, dp.spec, FP32)
-    kb = fp.np_convert(k, dp.spec, FP32)
-    vb = fp.np_convert(v, dp.spec, FP32)
-    rows, n, d = len(qb), len(kb), dp.head_dim
-    c = np.full(rows, dp.c, np.float32).view(np.uint32)
-    one = dp.fixed.one
-    m = np.full(rows, 0xFF800000, np.uint32)
+    """`attention` through `FloatArith`'s twins, one operation at a time (slow: tests)."""
+    a = dp.arith
+    rows, n, d = len(q), len(k), dp.head_dim
+    c = np.full(rows, a.c, np.uint32)
+    m = np.full(rows, a.m_init, np.uint32)
     l = np.zeros(rows, np.int64)
     o = np.zeros((rows, d), np.uint32)
-    to_f32 = FP32.to_float
     for j in range(n):
         total = None
         for cols in _score_order(d, dp.split):
-            acc = fp.np_mul(qb[:, cols[0]], np.full(rows, kb[j, cols[0]]), FP32, FP32)
+            acc = a.np_product(q[:, cols[0]], np.full(rows, k[j, cols[0]]))
             for col in cols[1:]:
-                acc = fp.np_add(acc, fp.np_mul(qb[:, col], np.full(rows, kb[j, col]),
-                                               FP32, FP32))
-            total = acc if total is None else fp.np_add(total, acc)
-        x = fp.np_mul(total, c, FP32, FP32)
-        m_new = fp.np_maximum(m, x)
-        neg = np.uint32(1 << 31)
-        za = fp.np_to_fixed(fp.np_add(m, m_new ^ neg), dp.x_frac, dp.x_bits)
-        zp = fp.np_to_fixed(fp.np_add(x, m_new ^ neg), dp.x_frac, dp.x_bits)
-        alpha, p = dp.fixed.np_exp2(za), dp.fixed.np_exp2(zp)
-        up = to_f32(x) > to_f32(m)
-        l = dp.fixed.np_update_l(alpha, l, p)
-        a32 = (alpha.astype(np.float32) * np.float32(2.0 ** -dp.p_frac)).view(np.uint32)
-        p32 = (p.astype(np.float32) * np.float32(2.0 ** -dp.p_frac)).view(np.uint32)
-        vj = np.broadcast_to(vb[j], (rows, d))
-        moved = fp.np_add(fp.np_mul(np.repeat(a32[:, None], d, 1), o, FP32, FP32), vj)
-        kept = fp.np_add(o, fp.np_mul(np.repeat(p32[:, None], d, 1), vj, FP32, FP32))
-        o = np.where(up[:, None], moved, kept)
-        m = m_new
-        assert np.all((alpha == one) | (p == one) | ~np.isfinite(to_f32(x)))
+                acc = a.np_accumulate(acc, a.np_product(q[:, col], np.full(rows, k[j, col])))
+            total = acc if total is None else a.np_accumulate(total, acc)
+        x = a.np_scale(total, c)
+        z, up = a.np_exp_arg(x, m)
+        e = a.np_exp2(z)
+        l = a.np_update_l(up, e, l)
+        o = a.np_update(np.repeat(up[:, None], d, 1),
+                        np.repeat(a.np_to_float(e)[:, None], d, 1), o,
+                        np.broadcast_to(v[j], (rows, d)))
+        m = a.np_maximum(m, x)
     return _finish(dp, FP32.to_float(o), l, FP32.to_float(m))
 
 

@@ -10,7 +10,10 @@ computes the same bits:
 * `maximum`: the larger of two fp32 numbers (-0 < +0, NaN if either is);
 * `to_fixed`: an fp32 number as a signed fixed-point integer, rounded to nearest
   even and saturated (NaN reads as the most negative value): where the softmax
-  leaves floating point for its fixed-point exp2.
+  leaves floating point for its fixed-point exp2;
+* `from_fixed`: an unsigned integer times a power of two (a signed exponent input)
+  as fp32, rounded to nearest even (exact up to 24 significant bits): where the
+  fixed-point P, alpha and 1/l come back.
 
 Semantics, the same in hardware and twin, checked against Berkeley SoftFloat
 (`softfloatpy`) as an independent oracle:
@@ -51,9 +54,9 @@ from amaranth.hdl import Cat, Const, Fragment, Module, Mux, Signal, Value, signe
 from .dsp import Stages, partial_products, sum_partials
 
 __all__ = ["FloatSpec", "FP16", "BF16", "FP32", "SPECS", "mul", "add", "convert", "maximum",
-           "to_fixed", "mul_latency", "add_latency", "convert_latency", "maximum_latency",
-           "to_fixed_latency", "np_mul", "np_add", "np_convert", "np_maximum", "np_to_fixed",
-           "np_canonical"]
+           "to_fixed", "from_fixed", "mul_latency", "add_latency", "convert_latency",
+           "maximum_latency", "to_fixed_latency", "from_fixed_latency", "np_mul", "np_add",
+           "np_convert", "np_maximum", "np_to_fixed", "np_from_fixed", "np_canonical"]
 
 
 @dataclass(frozen=True)
@@ -173,6 +176,13 @@ def np_to_fixed(x, frac, width):
         v = np.ldexp(FP32.to_float(x).astype(np.float64), frac)     # exact in float64
         r = np.clip(np.rint(v), lo, hi)                             # rint: ties to even
     return np.where(FP32.is_nan(x), lo, r).astype(np.int64)
+
+
+def np_from_fixed(value, exp):
+    """The twin of `from_fixed`: fp32 bits of value * 2**exp (unsigned value < 2**53)."""
+    with np.errstate(all="ignore"):
+        v = np.ldexp(np.asarray(value, dtype=np.float64), np.asarray(exp, dtype=np.int64))
+        return v.astype(np.float32).view(np.uint32)
 
 
 # -- hardware -----------------------------------------------------------------------------------
@@ -439,6 +449,21 @@ def _to_fixed(st, x, frac, width, name):
     return out
 
 
+def from_fixed(m, value, exp, *, domain="sync", en=None, name="fflt"):
+    """fp32 bits of unsigned `value` times 2**`exp` (a signed input), rounded to nearest
+    even, `from_fixed_latency` cycles later: the operands registered, then `_round_pack`."""
+    return _from_fixed(Stages(m, domain, en), value, exp, name)
+
+
+def _from_fixed(st, value, exp, name):
+    value, exp = Value.cast(value), Value.cast(exp)
+    sig1 = Signal(len(value), name=f"{name}_sig1")
+    e1 = Signal(_EXP, name=f"{name}_e1")
+    st.stage(sig1.eq(value), e1.eq(exp))
+    return _round_pack(st, sign=Const(0, 1), zero_sign=Const(0, 1), sig=sig1, e=e1, dst=FP32,
+                       nan=Const(0, 1), inf=Const(0, 1), name=name)
+
+
 def _latency(builder, *args):
     stages = Stages(Module())
     builder(stages, *args)
@@ -464,3 +489,7 @@ def maximum_latency():
 
 def to_fixed_latency(frac, width):
     return _latency(_to_fixed, Signal(32), frac, width, "ffix")
+
+
+def from_fixed_latency(value_bits):
+    return _latency(_from_fixed, Signal(value_bits), Signal(signed(8)), "fflt")

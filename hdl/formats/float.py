@@ -1,0 +1,269 @@
+"""The floating-point formats (fp16 or bf16 storage, fp32 accumulation): the datapath's
+builders and their bit-exact NumPy twins.
+
+`FloatArith` is to the floating-point formats what `Int8Arith` is to int8: every
+operation the MACs, the softmax lanes and the normalizer need, as an Amaranth
+builder beside its twin. The arithmetic (its reasons, and what it costs in
+accuracy: docs/accuracy_fp.md) is `attenio.sim.golden_fp`'s, per query row and K/V
+row j:
+
+    prod  = product(q_c, k_c)           fp32, exact (fp16 and bf16 products fit fp32)
+    S     = accumulate(S, prod)         fp32 in the MACs' order, then the group's chain
+    x     = scale(S, c)                 fp32, c = fp32(log2(e) / sqrt(d))
+    m_new = maximum(m, x)
+    z, up = exp_arg(x, m)               z = to_fixed(-|x - m|), up = x > m: one exp2 a
+    e     = exp2(z)                     score, as in int8 (alpha = e, P = 1 if up, else
+                                        alpha = 1, P = e), fixed point p_frac bits
+    e32   = to_float(e)                 fp32, exact: what the lane sends to the MACs
+    l     = update_l(alpha, l, P)       fixed point (int8's)
+    O     = update(up, e32, O, v)       fadd(fmul(e32, O), v) if up, else fadd(O, fmul(e32, v))
+    ...after the last row:
+    (y, ey) = reciprocal(l)             int8's: 1/l = y * 2**(-recip_frac - ey)
+    out   = finalize(O, y, ey)          convert(fmul(O, that factor in fp32)) to storage
+
+The fixed-point pieces (exp2, update_l, reciprocal) are `Int8Arith`'s, built from the
+`Int8Format` `fixed` (its x_frac, p_frac, table and reciprocal fields).
+"""
+
+import numpy as np
+from amaranth.hdl import Cat, Const, Fragment, Module, Mux, Signal, Value, signed, unsigned
+
+from attenio.formats import Int8Format
+
+from . import fp
+from .dsp import Stages
+from .fp import FP32
+from .int8 import Int8Arith
+
+__all__ = ["FloatArith"]
+
+
+def _delay(st, value, cycles, name):
+    """`value` `cycles` later, held while the pipeline stalls: what rides alongside stages
+    that a nested builder counts."""
+    cur = Value.cast(value)
+    for k in range(cycles):
+        nxt = Signal(cur.shape(), name=f"{name}_d{k}")
+        with st.m.If(st.en):
+            st.m.d[st.domain] += nxt.eq(cur)
+        cur = nxt
+    return cur
+
+
+class FloatArith:
+    """The floating-point datapath of storage `spec` (`fp.FP16` or `fp.BF16`) for up to
+    `max_seq_len` keys of `head_dim`, its fixed-point softmax from `fixed` (an
+    `Int8Format`, defaults if None). Builders are methods, each with its twin
+    ``np_<name>`` (encodings or fixed-point integers in, the same bits out)."""
+
+    def __init__(self, spec, *, max_seq_len, head_dim, fixed=None):
+        if spec not in (fp.FP16, fp.BF16):
+            raise TypeError(f"FloatArith: storage must be FP16 or BF16, not {spec!r}")
+        self._spec = spec
+        self._fixed = Int8Arith(fixed or Int8Format(), max_seq_len=max_seq_len,
+                                head_dim=head_dim)
+        self._head_dim = head_dim
+
+    # -- configuration and shapes -------------------------------------------------------
+
+    @property
+    def spec(self):
+        return self._spec
+
+    @property
+    def fixed(self):
+        """The `Int8Arith` whose fixed-point exp2, update_l and reciprocal this uses."""
+        return self._fixed
+
+    @property
+    def element_shape(self):
+        return unsigned(self._spec.width)
+
+    @property
+    def score_shape(self):
+        return unsigned(32)
+
+    @property
+    def o_shape(self):
+        return unsigned(32)
+
+    @property
+    def x_shape(self):
+        return self._fixed.x_shape
+
+    @property
+    def p_shape(self):
+        return self._fixed.p_shape
+
+    @property
+    def c(self):
+        """The softmax constant log2(e) / sqrt(d) as fp32 bits (a CSR's value)."""
+        return int(np.float32(np.log2(np.e) / np.sqrt(self._head_dim)).view(np.uint32))
+
+    @property
+    def m_init(self):
+        """The initial running max: -inf."""
+        return 0xFF800000
+
+    # -- latencies ----------------------------------------------------------------------
+
+    def _latency(self, op, *shapes):
+        stages = Stages(Module())
+        getattr(self, f"_{op}")(stages, *(Signal(shape) for shape in shapes))
+        Fragment.get(stages.m, None)
+        return stages.count
+
+    @property
+    def product_latency(self):
+        return fp.mul_latency(self._spec, self._spec)
+
+    @property
+    def accumulate_latency(self):
+        return fp.add_latency()
+
+    @property
+    def scale_latency(self):
+        return fp.mul_latency(FP32, FP32)
+
+    @property
+    def maximum_latency(self):
+        return fp.maximum_latency()
+
+    @property
+    def exp_arg_latency(self):
+        return self._latency("exp_arg", unsigned(32), unsigned(32))
+
+    @property
+    def to_float_latency(self):
+        return fp.from_fixed_latency(self.p_shape.width)
+
+    @property
+    def update_latency(self):
+        return self._latency("update", unsigned(1), unsigned(32), unsigned(32),
+                             self.element_shape)
+
+    @property
+    def finalize_latency(self):
+        return self._latency("finalize", unsigned(32), self._fixed.recip_shape,
+                             self._fixed.recip_exp_shape)
+
+    # -- builders -----------------------------------------------------------------------
+
+    def product(self, m, q, k, *, domain="sync", en=None):
+        """fp32 bits of q * k (storage encodings): exact."""
+        return fp.mul(m, q, k, self._spec, self._spec, domain=domain, en=en, name="fprod")
+
+    def accumulate(self, m, acc, prod, *, domain="sync", en=None):
+        return fp.add(m, acc, prod, domain=domain, en=en, name="facc")
+
+    def scale(self, m, s, c, *, domain="sync", en=None):
+        return fp.mul(m, s, c, FP32, FP32, domain=domain, en=en, name="fscale")
+
+    def maximum(self, m, a, b, *, domain="sync", en=None):
+        return fp.maximum(m, a, b, domain=domain, en=en, name="fmax")
+
+    def exp_arg(self, m, x, mo, *, domain="sync", en=None):
+        """(z, up): the exp2 argument to_fixed(-|x - mo|) in x_shape and up = x > mo
+        (false if either is NaN), `exp_arg_latency` cycles later: the difference, its
+        sign and negative magnitude, the conversion."""
+        return self._exp_arg(Stages(m, domain, en), x, mo)
+
+    def _exp_arg(self, st, x, mo):
+        mo = Value.cast(mo)
+        d = fp._add(st, x, Cat(mo[:31], ~mo[31]), "farg_d")
+        d_nan = (d[23:31] == 0xFF) & (d[:23] != 0)
+        up = Signal(name="farg_up")
+        neg = Signal(32, name="farg_neg")
+        st.stage(up.eq(~d[31] & (d[:31] != 0) & ~d_nan), neg.eq(Cat(d[:31], Const(1, 1))))
+        cfg = self._fixed.cfg
+        z = fp._to_fixed(st, neg, cfg.x_frac, self.x_shape.width, "farg_z")
+        return z, _delay(st, up, fp.to_fixed_latency(cfg.x_frac, self.x_shape.width), "farg_up")
+
+    def exp2(self, m, z, *, domain="sync", en=None):
+        return self._fixed.exp2(m, z, domain=domain, en=en)
+
+    def to_float(self, m, e, *, domain="sync", en=None):
+        """fp32 bits of a fixed-point P or alpha (p_frac bits): exact."""
+        return fp.from_fixed(m, e, Const(-self._fixed.cfg.p_frac, signed(8)), domain=domain,
+                             en=en, name="fe32")
+
+    def update(self, m, up, e32, o, v, *, domain="sync", en=None):
+        """O' = fadd(fmul(e32, O), v) if up, else fadd(O, fmul(e32, v)): fp32, one multiply
+        and one add either way, `update_latency` cycles later: V widened to fp32, the
+        operands selected, the product, the sum."""
+        return self._update(Stages(m, domain, en), up, e32, o, v)
+
+    def _update(self, st, up, e32, o, v):
+        v32 = fp._convert(st, v, self._spec, FP32, "fupd_v")
+        wait = fp.convert_latency(self._spec, FP32)
+        up1, e1, o1 = (_delay(st, x, wait, f"fupd_{n}") for x, n in ((up, "up"), (e32, "e"),
+                                                                      (o, "o")))
+        other, addend, e2 = (Signal(32, name=f"fupd_{n}") for n in ("b", "addend", "e2"))
+        st.stage(other.eq(Mux(up1, o1, v32)), addend.eq(Mux(up1, v32, o1)), e2.eq(e1))
+        prod = fp._mul(st, e2, other, FP32, FP32, "fupd_mul")
+        return fp._add(st, prod, _delay(st, addend, fp.mul_latency(FP32, FP32), "fupd_addend"),
+                       "fupd_add")
+
+    def update_l(self, m, up, e, l, *, domain="sync"):
+        """l' = rescale(e, l) + 1 if up, else l + e (fixed point: `Int8Arith.update`)."""
+        return self._fixed.update(m, up, e, l, 1, domain=domain)
+
+    def reciprocal(self, m, l, *, domain="sync", en=None):
+        return self._fixed.reciprocal(m, l, domain=domain, en=en)
+
+    def finalize(self, m, o, y, ey, *, domain="sync", en=None):
+        """convert(fmul(O, y * 2**(-recip_frac - ey))) to storage (two roundings),
+        `finalize_latency` cycles later: the factor in fp32, the product, the conversion."""
+        return self._finalize(Stages(m, domain, en), o, y, ey)
+
+    def _finalize(self, st, o, y, ey):
+        exp = Signal(signed(8), name="ffin_exp")
+        st.m.d.comb += exp.eq(-self._fixed.cfg.recip_frac - Value.cast(ey))
+        r = fp._from_fixed(st, y, exp, "ffin_r")
+        o1 = _delay(st, o, fp.from_fixed_latency(len(Value.cast(y))), "ffin_o")
+        return fp._convert(st, fp._mul(st, o1, r, FP32, FP32, "ffin_mul"), FP32, self._spec,
+                           "ffin_out")
+
+    # -- twins --------------------------------------------------------------------------
+
+    def np_product(self, q, k):
+        return fp.np_mul(q, k, self._spec, self._spec)
+
+    def np_accumulate(self, acc, prod):
+        return fp.np_add(acc, prod)
+
+    def np_scale(self, s, c):
+        return fp.np_mul(s, c, FP32, FP32)
+
+    def np_maximum(self, a, b):
+        return fp.np_maximum(a, b)
+
+    def np_exp_arg(self, x, mo):
+        d = fp.np_add(x, np.asarray(mo, np.uint32) ^ np.uint32(1 << 31))
+        up = (d >> 31 == 0) & (d & np.uint32(0x7FFFFFFF) != 0) & ~FP32.is_nan(d)
+        z = fp.np_to_fixed(d | np.uint32(1 << 31), self._fixed.cfg.x_frac, self.x_shape.width)
+        return z, up
+
+    def np_exp2(self, z):
+        return self._fixed.np_exp2(z)
+
+    def np_to_float(self, e):
+        return fp.np_from_fixed(e, -self._fixed.cfg.p_frac)
+
+    def np_update(self, up, e32, o, v):
+        v32 = fp.np_convert(v, self._spec, FP32)
+        up = np.asarray(up, bool)
+        prod = fp.np_mul(e32, np.where(up, o, v32), FP32, FP32)
+        return fp.np_add(prod, np.where(up, v32, o))
+
+    def np_update_l(self, up, e, l):
+        one = self._fixed.one
+        alpha, p = np.where(up, e, one), np.where(up, one, e)
+        return self._fixed.np_update_l(alpha, l, p)
+
+    def np_reciprocal(self, l):
+        return self._fixed.np_reciprocal(l)
+
+    def np_finalize(self, o, y, ey):
+        r = fp.np_from_fixed(y, -self._fixed.cfg.recip_frac - np.asarray(ey, np.int64))
+        return fp.np_convert(fp.np_mul(o, r, FP32, FP32), FP32, self._spec)

@@ -1,0 +1,109 @@
+"""`FloatArith`: every builder against its twin in Amaranth's simulator, each result read
+its published latency after its inputs (tests/test_golden_fp.py composes the twins into
+the golden model and holds the fast model to them)."""
+
+import numpy as np
+import pytest
+from amaranth.hdl import Module, Signal
+from amaranth.sim import Simulator
+
+from attenio.hdl.formats import fp
+from attenio.hdl.formats.float import FloatArith
+from attenio.hdl.formats.fp import FP32
+
+
+@pytest.fixture(params=[fp.FP16, fp.BF16], ids=lambda s: s.name)
+def arith(request):
+    return FloatArith(request.param, max_seq_len=4096, head_dim=64)
+
+
+def _f32(rng, n, scale=4.0):
+    return (rng.standard_normal(n) * scale).astype(np.float32).view(np.uint32)
+
+
+def _stored(arith, rng, n):
+    return fp.np_convert(_f32(rng, n), FP32, arith.spec)
+
+
+def _cases(arith, rng, n):
+    """{op: (input arrays, builder(m, *signals) -> outputs, twin(*arrays) -> outputs)}."""
+    fixed = arith.fixed
+    xs, ms = _f32(rng, n), _f32(rng, n)
+    ms[::7] = xs[::7]                                   # ties: x == m
+    ms[::11] = arith.m_init                             # the first row: m = -inf
+    e = rng.integers(0, fixed.one + 1, n)
+    e[::5] = fixed.one
+    y = rng.integers(1 << (fixed.cfg.recip_frac - 1), (1 << fixed.cfg.recip_frac) + 1, n)
+    ey = rng.integers(0, fixed.max_seq_len.bit_length(), n)
+    return {
+        "product": ((_stored(arith, rng, n), _stored(arith, rng, n)),
+                    lambda m, a, b: (arith.product(m, a, b),), lambda a, b: (arith.np_product(a, b),)),
+        "accumulate": ((_f32(rng, n), _f32(rng, n)),
+                       lambda m, a, b: (arith.accumulate(m, a, b),),
+                       lambda a, b: (arith.np_accumulate(a, b),)),
+        "scale": ((_f32(rng, n), np.full(n, arith.c, np.uint32)),
+                  lambda m, a, b: (arith.scale(m, a, b),), lambda a, b: (arith.np_scale(a, b),)),
+        "exp_arg": ((xs, ms), lambda m, x, mo: arith.exp_arg(m, x, mo),
+                    lambda x, mo: arith.np_exp_arg(x, mo)),
+        "to_float": ((e,), lambda m, v: (arith.to_float(m, v),), lambda v: (arith.np_to_float(v),)),
+        "update": ((rng.integers(0, 2, n), arith.np_to_float(e), _f32(rng, n),
+                    _stored(arith, rng, n)),
+                   lambda m, u, e32, o, v: (arith.update(m, u, e32, o, v),),
+                   lambda u, e32, o, v: (arith.np_update(u, e32, o, v),)),
+        "finalize": ((_f32(rng, n), y, ey),
+                     lambda m, o, yy, ee: (arith.finalize(m, o, yy, ee),),
+                     lambda o, yy, ee: (arith.np_finalize(o, yy, ee),)),
+    }
+
+
+def _run(build, inputs, widths, n):
+    m = Module()
+    ins = [Signal(w, name=f"in{i}") for i, w in enumerate(widths)]
+    outs = build(m, *ins)
+    got = [[] for _ in outs]
+    lat = {}
+
+    async def bench(ctx):
+        for t in range(n + lat["n"] + 1):
+            if t >= lat["n"] and t - lat["n"] < n:
+                for k, o in enumerate(outs):
+                    got[k].append(ctx.get(o))
+            if t < n:
+                for s, x in zip(ins, inputs):
+                    ctx.set(s, int(x[t]))
+            await ctx.tick()
+    return m, outs, got, lat, bench
+
+
+@pytest.mark.parametrize("op", ["product", "accumulate", "scale", "exp_arg", "to_float",
+                                "update", "finalize"])
+def test_builder_equals_twin(arith, rng, op):
+    n = 300
+    inputs, build, twin = _cases(arith, rng, n)[op]
+    widths = {"product": (arith.spec.width,) * 2, "accumulate": (32, 32), "scale": (32, 32),
+              "exp_arg": (32, 32), "to_float": (arith.p_shape.width,),
+              "update": (1, 32, 32, arith.spec.width),
+              "finalize": (32, arith.fixed.recip_shape.width,
+                           arith.fixed.recip_exp_shape.width)}[op]
+    latency = getattr(arith, f"{op}_latency")
+    m, outs, got, lat, bench = _run(build, inputs, widths, n)
+    lat["n"] = latency
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    want = twin(*[np.asarray(x) for x in inputs])
+    for k, (g, w) in enumerate(zip(got, want)):
+        w = np.asarray(w).astype(np.int64)
+        g = np.array(g, dtype=np.int64)
+        if op == "exp_arg" and k == 0:                  # z is signed
+            bits = arith.x_shape.width
+            g = np.where(g >= 1 << (bits - 1), g - (1 << bits), g)
+        bad = np.nonzero(g != w)[0]
+        assert bad.size == 0, (f"{op} output {k}: {bad.size} of {n} differ; first at "
+                               f"{[int(x[bad[0]]) for x in inputs]}: {g[bad[0]]} != {w[bad[0]]}")
+
+
+def test_storage_must_be_a_16_bit_format():
+    with pytest.raises(TypeError, match="storage must be FP16 or BF16"):
+        FloatArith(FP32, max_seq_len=16, head_dim=8)
