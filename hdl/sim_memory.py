@@ -141,8 +141,12 @@ class SimAXIMemory(wiring.Component):
 class SimSystem(wiring.Component):
     """`attenio_top` with `SimAXIMemory` on its AXI4 port: only the CSR port and `irq` remain.
 
-    The memory instance is `mem`, so a bench reaches its words as `dut.mem.storage[i]`.
+    The memory instance is `mem`, so a bench reaches its words as `dut.mem.storage[i]`
+    (`STORAGE` names that path for the benches and the fast path's C++ harness).
     """
+
+    #: the instance path, from this component, of the memory model's word array
+    STORAGE = ("mem", "storage")
 
     def __init__(self, plan, *, depth, read_latency=None):
         from .top import AttenIOTop
