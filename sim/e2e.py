@@ -25,12 +25,18 @@ from attenio.errors import ConfigError
 from attenio.plan import make_plan
 from attenio.regmap import ErrorCode, register_map
 
-from . import golden
+from . import fast, golden
 from .cyclemodel import model_counters
 from .memmodel import Memory
+from .progress import follow
 from .runner import run_bench
+from .tb.counters import counter_names
 
-__all__ = ["Layout", "E2EOptions", "run_e2e", "load_inputs"]
+__all__ = ["ENGINES", "AUTO_FAST_CYCLES", "Layout", "E2EOptions", "choose_engine", "run_e2e",
+           "load_inputs"]
+
+#: how a run is simulated: the cocotb bench, or the fast C++ harness (attenio.sim.fast)
+ENGINES = ("cocotb", "fast")
 
 
 @dataclass(frozen=True)
@@ -82,10 +88,55 @@ class E2EOptions:
     backpressure: float = 0.0    # probability of a pause on each AXI channel per cycle
     random_layout: bool = False  # random beat offsets, row padding and head gaps
     bad_runs: tuple = ()         # register overrides, one bad run each, before the good runs
-    quick_build: bool = False    # Verilator at -O0: faster to build, slower to run (tests)
+    quick_build: bool = False    # C++ at -O0: faster to build, slower to run (tests)
     memory: str = "axiram"       # "axiram" (cocotbext-axi, per-cycle Python) or "model"
                                  # (attenio.hdl.sim_memory inside the design: long runs)
+    engine: str = "cocotb"       # "cocotb" (the bench, any memory) or "fast" (attenio.sim.fast:
+                                 # a C++ main on the memory model, no Python in the loop)
+    threads: int = 1             # Verilator --threads of the fast model
     progress_cycles: int = 20000
+    progress: object = None      # a callable(cycles, bytes_written, wall_s), or None
+
+
+def compute_bound_cycles(plan, *, seq_len, heads):
+    """Cycles the PE array needs at least: every Q block passes every K/V row twice
+    (scores, then the update), 2 r d / s array cycles a row."""
+    return (heads * -(-seq_len // plan.a) * seq_len * 2 * plan.rows_per_mac
+            * plan.workload.head_dim // plan.split)
+
+
+#: `choose_engine` picks the fast engine for runs of at least this many cycles (the
+#: compute bound): about half a minute of cocotb on AxiRam and a few seconds of the
+#: fast model's Verilator build; shorter runs keep AxiRam's protocol checks for free
+AUTO_FAST_CYCLES = 200_000
+
+
+def choose_engine(plan, *, seq_len, heads, engine="auto", memory=None, simulator="verilator",
+                  protocol=False):
+    """(engine, memory, why) of a run: `engine` "fast", "cocotb" or "auto", `memory` "axiram",
+    "model" or None (the engine's own), `protocol` whether random latency or back-pressure
+    was asked for. Combinations only cocotb can run are refused for the fast engine."""
+    cocotb_only = [what for what, asked in (("--memory axiram", memory == "axiram"),
+                                            (f"--simulator {simulator}", simulator != "verilator"),
+                                            ("random latency or back-pressure", protocol))
+                   if asked]
+    if engine == "fast":
+        if cocotb_only:
+            raise ConfigError(f"the fast engine runs Verilator on the in-design memory model; "
+                              f"{', '.join(cocotb_only)} need(s) --engine cocotb")
+        return "fast", "model", "asked for"
+    if engine == "cocotb":
+        return "cocotb", memory or "axiram", "asked for"
+    if engine != "auto":
+        raise ConfigError(f"engine must be auto, fast or cocotb, not {engine!r}")
+    cycles = compute_bound_cycles(plan, seq_len=seq_len, heads=heads)
+    if cocotb_only:
+        return "cocotb", memory or "axiram", f"auto: {', '.join(cocotb_only)} need(s) cocotb"
+    if cycles >= AUTO_FAST_CYCLES:
+        return "fast", "model", (f"auto: about {cycles / 1e6:.1f}M cycles, a long run; "
+                                 f"--engine cocotb for AxiRam's protocol checks")
+    return "cocotb", memory or "axiram", (f"auto: about {cycles / 1e3:.0f}k cycles, a short run "
+                                          f"(the fast engine from {AUTO_FAST_CYCLES // 1000}k)")
 
 
 def load_inputs(path, *, head_dim):
@@ -199,6 +250,12 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
     out_dir.mkdir(parents=True, exist_ok=True)
     if opts.memory not in ("axiram", "model"):
         raise ConfigError(f"memory must be 'axiram' or 'model', not {opts.memory!r}")
+    if opts.engine not in ENGINES:
+        raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, not {opts.engine!r}")
+    if opts.engine == "fast" and (opts.memory != "model" or opts.simulator != "verilator"):
+        raise ConfigError("the fast engine runs Verilator on the in-design memory model "
+                          "(--memory model --simulator verilator); use --engine cocotb for "
+                          "AxiRam or Icarus")
     # The inputs first: a bad file is refused before minutes of elaboration.
     w = config.workload
     d = w.head_dim
@@ -251,6 +308,7 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
         "o_region": [layout.tensors["O"][0], layout.size(heads, n) - layout.tensors["O"][0]],
         "runs": [{name: [rmap[name].offset, value] for name, value in bad.items()}
                  for bad in opts.bad_runs] + [{}] * opts.runs,
+        "counters": list(counter_names(rmap)), "progress_file": str(out_dir / "sim_progress.txt"),
         "seed": opts.seed, "latency": list(opts.latency),
         "backpressure": opts.backpressure, "progress_cycles": opts.progress_cycles,
         "expect_bytes_written": int(plan.traffic_at(seq_len=n, heads=heads).write_bytes),
@@ -258,20 +316,34 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
                                                           + 4 * plan.a * d) // plan.split
                                 + 10000)),
     }
-    log(f"simulating on {opts.simulator} (seed {opts.seed}) ...")
     t0 = time.perf_counter()
-    run_bench(simulator=opts.simulator, verilog_sources=[verilog], toplevel=toplevel,
-              module="attenio.sim.benches.bench_top",
-              build_dir=out_dir / f"sim_{opts.simulator}_{opts.memory}",
-              params=params, seed=opts.seed, quick_build=opts.quick_build)
+    progress = opts.progress or (lambda *_: None)
+    if opts.engine == "fast":
+        work = out_dir / ("sim_fast_O0" if opts.quick_build else "sim_fast")
+        exe = fast.build(verilog, toplevel, work, beat=beat, depth=model_depth(plan), addr_width=rmap.addr_width,
+                         threads=opts.threads, cxx_opt="-O0" if opts.quick_build else fast.CXX_OPT,
+                         log=log)
+        log(f"simulating on the fast Verilator model (seed {opts.seed}) ...")
+        with follow(params["progress_file"], progress):
+            got = fast.run(exe, params, work, segments,
+                           progress_file=params["progress_file"])
+    else:
+        log(f"simulating on {opts.simulator} with cocotb (seed {opts.seed}) ...")
+        with follow(params["progress_file"], progress):
+            run_bench(simulator=opts.simulator, verilog_sources=[verilog], toplevel=toplevel,
+                      module="attenio.sim.benches.bench_top",
+                      build_dir=out_dir / f"sim_{opts.simulator}_{opts.memory}",
+                      params=params, seed=opts.seed, quick_build=opts.quick_build)
+        got = json.loads(results.read_text())
+        for r in got["runs"]:
+            r["o_bytes"] = bytes.fromhex(r.pop("o"))
     wall = time.perf_counter() - t0
-    got = json.loads(results.read_text())
     return _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s, n, heads, log)
 
 
 def _read_o(layout, blob, o_base, heads, n, d):
     base, hs, rs = layout.tensors["O"]
-    mem = np.frombuffer(bytes.fromhex(blob), np.int8)
+    mem = np.frombuffer(blob, np.int8)
     out = np.empty((heads, n, d), np.int8)
     for h in range(heads):
         for i in range(n):
@@ -289,7 +361,7 @@ def _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s,
         entry["error_name"] = ErrorCode(r["error"]).name
         entry["bad"] = i < len(opts.bad_runs)
         if not entry["bad"]:
-            o = _read_o(layout, r["o"], got["o_base"], heads, n, d)
+            o = _read_o(layout, r["o_bytes"], got["o_base"], heads, n, d)
             entry["bit_exact"] = bool(np.array_equal(o, expect))
             entry["mismatches"] = int(np.sum(o != expect))
             entry["bytes_match_plan"] = (r["counters"]["BYTES_READ"] == traffic.read_bytes
@@ -302,7 +374,7 @@ def _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s,
     c0 = good[0]["counters"] if good else runs[0]["counters"]
     report = {
         "config": plan.config.name, "simulator": opts.simulator, "memory": opts.memory,
-        "seed": opts.seed,
+        "engine": opts.engine, "seed": opts.seed,
         "seq_len": n, "heads": heads, "head_dim": d, "a": plan.a, "split": plan.split,
         "rows_per_mac": plan.rows_per_mac,
         "plan_bytes_read": traffic.read_bytes, "plan_bytes_written": traffic.write_bytes,
@@ -317,7 +389,7 @@ def _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s,
         report["pe_busy_fraction"] = c0["PE_BUSY"] / cyc
         report["exp_busy_fraction"] = c0["EXP_BUSY"] / cyc
         report["mem_stall_fraction"] = c0["MEM_STALL"] / cyc
-        compute = heads * -(-n // plan.a) * n * 2 * plan.rows_per_mac * d // plan.split
+        compute = compute_bound_cycles(plan, seq_len=n, heads=heads)
         memory = traffic.bytes / plan.budget.bw_bytes_per_cycle
         report["compute_bound_cycles"] = compute
         report["memory_bound_cycles"] = round(memory)

@@ -7,7 +7,8 @@ register overrides, one run each, back to back, no reset), `seed`, `memory`
 ("axiram": cocotbext-axi's AxiRam on `m_axi`, with `latency` ([probability, max
 cycles]) and `backpressure` (pause probability per AXI channel); "model": the
 design carries `attenio.hdl.sim_memory`, loaded and read through its backdoor,
-`beat` bytes a word), `progress_cycles`, `expect_bytes_written`, `max_cycles`, and
+`beat` bytes a word), `progress_cycles`, `progress_file` (lines "cycles bytes_written
+wall_seconds" for `attenio.sim.progress`), `counters` (unused here: the map's list), `expect_bytes_written`, `max_cycles`, and
 `results` (the JSON file it writes: per run the status, error, counters, the
 simulated cycles and the O region read back as hex).
 
@@ -16,6 +17,7 @@ The memories, the CSR access, the counter list, clock, reset and the seeded RNG
 come from `attenio.sim.tb`.
 """
 
+import functools
 import json
 import logging
 import time
@@ -25,6 +27,8 @@ import numpy as np
 from cocotb.simtime import get_sim_time
 from cocotb.triggers import ClockCycles
 
+from attenio.hdl.sim_memory import SimSystem
+from attenio.sim.fast import POISON
 from attenio.sim.runner import bench_params
 from attenio.sim.tb.axi_memory import AxiMemory
 from attenio.sim.tb.backdoor import BackdoorMemory
@@ -33,13 +37,12 @@ from attenio.sim.tb.lite import Registers, lite_master
 from attenio.sim.tb.rng import seeded
 
 P = bench_params()
-POISON = 0xA5
 
 
 def memory(dut, rng):
     """The design's memory: its own model through the backdoor, or AxiRam on `m_axi`."""
     if P.get("memory", "axiram") == "model":
-        return BackdoorMemory(dut.mem.storage, P["beat"])
+        return BackdoorMemory(functools.reduce(getattr, SimSystem.STORAGE, dut), P["beat"])
     mem = AxiMemory.from_prefix(dut, "m_axi", size=P["mem_size"], rng=rng)
     mem.latency = tuple(P.get("latency", [0.0, 0]))
     mem.back_pressure(P.get("backpressure", 0))
@@ -64,6 +67,7 @@ async def end_to_end(dut):
     o_base, o_size = P["o_region"]
 
     results = {"o_base": o_base, "runs": []}
+    progress = open(P["progress_file"], "a") if P.get("progress_file") else None
     for run, overrides in enumerate(P["runs"]):
         mem.write(o_base, bytes([POISON]) * o_size)
         for name, (_, value) in {**P["regs"], **overrides}.items():
@@ -79,10 +83,14 @@ async def end_to_end(dut):
             cycles = (get_sim_time("ns") - start_time) / PERIOD_NS
             assert cycles < P["max_cycles"], f"no DONE after {int(cycles)} cycles"
             if cycles % P.get("progress_cycles", 20000) < 2000:
-                # progress: every 5 % of O written, or every 30 s of wall time
+                # progress: to the launcher's file (attenio.sim.progress), and printed every
+                # 5 % of O written or every 30 s of wall time
                 written = await regs.read64("BYTES_WRITTEN")
                 percent = 100 * written / max(1, P.get("expect_bytes_written", 1))
                 now = time.perf_counter()
+                if progress:
+                    progress.write(f"{int(cycles)} {written} {now - t0:.3f}\n")
+                    progress.flush()
                 if percent - last_percent >= 5 or now - last_wall >= 30:
                     last_wall, last_percent = now, percent
                     rate = cycles / max(now - t0, 1e-9)
@@ -99,5 +107,7 @@ async def end_to_end(dut):
         })
         log.info("run %d: status %#x error %d counters %s", run + 1, status, error, counters)
         print(f"bench_top: run {run + 1} done: {counters}", flush=True)
+    if progress:
+        progress.close()
     with open(P["results"], "w") as f:
         json.dump(results, f)
