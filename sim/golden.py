@@ -51,9 +51,29 @@ from attenio.formats import Int8Format
 from attenio.hdl.formats import Int8Arith
 
 __all__ = ["quantize", "dequantize", "softmax_constant", "attention", "run_block", "init_state",
-           "step", "finish", "OnlineState", "reference", "accuracy", "make_inputs", "INPUT_KINDS"]
+           "step", "finish", "OnlineState", "reference", "accuracy", "make_inputs", "INPUT_KINDS",
+           "attention_peak_bytes", "reference_peak_bytes"]
 
 _CHUNK = 64
+
+#: `attention` holds about this many int64 arrays of one chunk's scores per Q row at once
+#: (scores, running maxima, exponentials, masks; tracemalloc: 136 MiB at N = 16384, one head)
+_LIVE_CHUNK_ARRAYS = 17
+
+#: the float64 scores `reference` computes at once (bounds its score block to 128 MiB)
+_REFERENCE_SCORES = 1 << 24
+
+
+def attention_peak_bytes(*, heads, rows, head_dim):
+    """Host memory `attention` needs at most for `rows` padded Q rows of `heads` heads."""
+    return heads * rows * (_LIVE_CHUNK_ARRAYS * _CHUNK + 3 * head_dim) * 8
+
+
+def reference_peak_bytes(*, heads, rows, seq_len, head_dim):
+    """Host memory `reference` needs at most: its score block (scores, exponentials, a
+    temporary) and its float64 inputs and output."""
+    block = max(1, _REFERENCE_SCORES // seq_len) * seq_len
+    return 3 * 8 * min(block, rows * seq_len) + 4 * 8 * heads * seq_len * head_dim
 
 
 # -- quantization ---------------------------------------------------------------------------
