@@ -195,25 +195,47 @@ def cmd_gen(args):
 
 
 def cmd_sim(args):
-    from .sim.e2e import E2EOptions, load_inputs, run_e2e
+    from .plan import make_plan
+    from .sim.capacity import check_fits
+    from .sim.e2e import E2EOptions, choose_engine, load_inputs, run_e2e
+    from .sim.progress import ProgressBar
     from .sim.runner import SimulatorMissing
 
     config = config_from_args(args)
-    if args.inputs:     # a bad file is refused before the planner and the elaboration
-        load_inputs(args.inputs, head_dim=config.workload.head_dim)
+    # What cannot run is refused before the planner and the elaboration: a bad inputs
+    # file, and a run too large for this machine's memory.
+    w = config.workload
+    n, heads = w.seq_len, w.heads
+    if args.inputs:
+        data = load_inputs(args.inputs, head_dim=w.head_dim)
+        heads, n = data["q"].shape[:2]
+    engine, memory, why = choose_engine(make_plan(config), seq_len=n, heads=heads,
+                                        engine=args.engine, memory=args.memory,
+                                        simulator=args.simulator,
+                                        protocol=bool(args.latency_prob or args.latency_max
+                                                      or args.backpressure))
+    check_fits(make_plan(config), seq_len=n, heads=heads, engine=engine, memory=memory)
     config = _planned_config(config)
     out = _out_dir(args, config)
+    _progress(f"engine: {engine} ({why})")
+    plan = make_plan(config)
+    bar = ProgressBar(plan.traffic_at(seq_len=n, heads=heads).write_bytes, label="  ")
     opts = E2EOptions(simulator=args.simulator, seed=args.seed, inputs=args.inputs,
                       input_kind=args.input_kind, latency=(args.latency_prob, args.latency_max),
-                      backpressure=args.backpressure, memory=args.memory)
+                      backpressure=args.backpressure, memory=memory, engine=engine,
+                      threads=args.threads, progress=bar)
     try:
         report = run_e2e(config, out, opts, log=_progress)
     except SimulatorMissing as exc:
         raise ConfigError(str(exc)) from None
+    finally:
+        bar.close()
     run = report["runs"][0]
     c = run["counters"]
+    engine = ("the fast C++ harness" if report["engine"] == "fast"
+              else f"cocotb on {report['memory']}")
     print(f"\nN = {report['seq_len']}, heads = {report['heads']}, d = {report['head_dim']}, "
-          f"a = {report['a']}, simulator {report['simulator']}, seed {report['seed']}")
+          f"a = {report['a']}, simulator {report['simulator']} ({engine}), seed {report['seed']}")
     print(f"  output: {'bit-exact' if run['bit_exact'] else 'MISMATCH'} against the golden model "
           f"({run['mismatches']} differing elements)")
     print(f"  cycles {c['CYCLES']}, PE busy {report['pe_busy_fraction']:.1%}, EXP busy "
@@ -371,10 +393,17 @@ def build_parser():
                    help="longest random memory stall")
     p.add_argument("--backpressure", type=float, default=0.0, metavar="P",
                    help="probability of a pause on each AXI channel per cycle")
-    p.add_argument("--memory", choices=["axiram", "model"], default="axiram",
+    p.add_argument("--engine", choices=["auto", "fast", "cocotb"], default="auto",
+                   help="fast: the Verilated design driven from C++ on the in-design memory "
+                        "model, no Python in the loop (long runs); cocotb: the cocotb bench "
+                        "(AxiRam, random latency, back-pressure, Icarus); auto (default): fast "
+                        "for long runs that ask for no cocotb-only option, else cocotb")
+    p.add_argument("--memory", choices=["axiram", "model"], default=None,
                    help="axiram: cocotbext-axi's AxiRam (protocol checks, random latency and "
-                        "back-pressure; ~5k cycles/s); model: a memory model inside the "
-                        "simulated design (long runs)")
+                        "back-pressure; cocotb only, ~5k cycles/s); model: a memory model inside "
+                        "the simulated design (default with the fast engine)")
+    p.add_argument("--threads", type=_positive_int, default=1,
+                   help="Verilator --threads of the fast model (default 1: see docs/simulation.md)")
 
     p = _add_command(sub, "synth", cmd_synth,
                      help="synthesize (Yosys) and, for ECP5, place and route (nextpnr)")
