@@ -140,6 +140,16 @@ def test_options_override_preset_and_config(capsys, tmp_path):
                                               "file"),
     ("sim", ["--inputs", __file__], f"inputs {__file__!r} is not an .npz archive (numpy.savez) "
                                     f"with arrays q, k and v"),
+    # what the simulation cannot run, refused before anything is elaborated
+    ("sim", ["--seq-len", "16777216"], "attenio sim: error: N = 16777216 with 1 head(s) needs "
+                                       "about "),
+    ("sim", ["--engine", "fast", "--backpressure", "0.3"],
+     "attenio sim: error: the fast engine runs Verilator on the in-design memory model; random "
+     "latency or back-pressure need(s) --engine cocotb"),
+    ("sim", ["--engine", "fast", "--memory", "axiram"], "--memory axiram need(s) --engine cocotb"),
+    ("sim", ["--engine", "fast", "--simulator", "icarus"],
+     "--simulator icarus need(s) --engine cocotb"),
+    ("sim", ["--engine", "warp"], "argument --engine: invalid choice: 'warp'"),
     # the paper timing's options (tests/test_paper_mode.py holds the rules themselves)
     ("compare", ["--preset", "small", "--timing", "slow"],
      "argument --timing: invalid choice: 'slow'"),
