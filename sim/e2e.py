@@ -4,7 +4,9 @@
 prepares Q, K, V (random int8, or the arrays of an npz, quantized if float),
 lays them out in memory, runs the cocotb bench `attenio.sim.benches.bench_top`
 (an AxiRam with optional random latency and back-pressure behind the AXI4
-master, the CSRs programmed over AXI4-Lite), and compares what comes back:
+master, the CSRs programmed over AXI4-Lite) or, with the engine "fast", the same
+parameters on the C++ harness of `attenio.sim.fast` (the in-design memory model,
+no Python in the loop), and compares what comes back, alike for both:
 O bit for bit with the golden model, the byte counters with the Plan exactly,
 and the cycle counters with the cycle model where it is available.
 
