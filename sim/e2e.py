@@ -385,6 +385,10 @@ def _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s,
         # simulated cycles per second of the runs themselves (the build is not counted)
         "sim_cycles_per_second": round(sum(r["sim_cycles"] for r in got["runs"])
                                        / max(sum(r["wall_seconds"] for r in got["runs"]), 1e-9)),
+        # per second of the simulator's own CPU time: what a busy machine does not change
+        "sim_cycles_per_cpu_second": round(sum(r["sim_cycles"] for r in got["runs"])
+                                           / max(sum(r["cpu_seconds"] for r in got["runs"]),
+                                                 1e-9)),
     }
     cyc = c0["CYCLES"]
     if good and cyc:

@@ -198,5 +198,6 @@ def run(exe, params, work_dir, segments, *, progress_file):
         runs.append({"status": regs["status"], "error": regs["error"],
                      "counters": {name: regs[name] for name in params["counters"]},
                      "sim_cycles": raw["sim_cycles"], "wall_seconds": raw["wall_seconds"],
+                     "cpu_seconds": raw["cpu_seconds"],
                      "o_bytes": o, "o_untouched": o == bytes([POISON]) * o_size})
     return {"o_base": o_base, "runs": runs}

@@ -26,12 +26,13 @@
 //
 // Progress lines "CYCLES BYTES WALL_SECONDS" go to the file named by the second
 // argument; the results go to the third, as JSON: {"runs": [{"sim_cycles", "wall_seconds",
-// "regs": {NAME: value}}]}.
+// "cpu_seconds", "regs": {NAME: value}}]}.
 
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -59,6 +60,7 @@ using Clock = std::chrono::steady_clock;
 struct Run {
     uint64_t sim_cycles = 0;
     double wall_seconds = 0;
+    double cpu_seconds = 0;     // this process's CPU time: a rate the machine's load cannot halve
     std::vector<std::pair<std::string, uint64_t>> regs;
 };
 
@@ -195,8 +197,10 @@ void write_results(const char* path, const std::vector<Run>& runs) {
     std::fprintf(f, "{\"runs\": [");
     for (size_t i = 0; i < runs.size(); ++i) {
         const Run& r = runs[i];
-        std::fprintf(f, "%s\n {\"sim_cycles\": %" PRIu64 ", \"wall_seconds\": %.6f, \"regs\": {",
-                     i ? "," : "", r.sim_cycles, r.wall_seconds);
+        std::fprintf(f,
+                     "%s\n {\"sim_cycles\": %" PRIu64
+                     ", \"wall_seconds\": %.6f, \"cpu_seconds\": %.6f, \"regs\": {",
+                     i ? "," : "", r.sim_cycles, r.wall_seconds, r.cpu_seconds);
         for (size_t k = 0; k < r.regs.size(); ++k)
             std::fprintf(f, "%s\"%s\": %" PRIu64, k ? ", " : "", r.regs[k].first.c_str(),
                          r.regs[k].second);
@@ -219,6 +223,7 @@ int main(int argc, char** argv) {
     std::vector<Run> runs;
     uint64_t start_cycle = 0;
     Clock::time_point start_wall;
+    std::clock_t start_cpu = 0;
     std::string line;
     while (std::getline(script, line)) {
         std::istringstream in(line);
@@ -255,6 +260,7 @@ int main(int argc, char** argv) {
             in >> offset;
             start_cycle = h.cycles();
             start_wall = Clock::now();
+            start_cpu = std::clock();
             h.write(offset, 1);
         } else if (cmd == "wait") {
             uint32_t offset, mask, progress_offset;
@@ -277,6 +283,7 @@ int main(int argc, char** argv) {
             runs.back().sim_cycles = h.cycles() - start_cycle;
             runs.back().wall_seconds =
                 std::chrono::duration<double>(Clock::now() - start_wall).count();
+            runs.back().cpu_seconds = double(std::clock() - start_cpu) / CLOCKS_PER_SEC;
         } else if (cmd == "read32" || cmd == "read64") {
             std::string name;
             uint32_t offset;
