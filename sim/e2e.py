@@ -108,8 +108,8 @@ def compute_bound_cycles(plan, *, seq_len, heads):
 
 
 #: `choose_engine` picks the fast engine for runs of at least this many cycles (the
-#: compute bound): about half a minute of cocotb on AxiRam and a few seconds of the
-#: fast model's Verilator build; shorter runs keep AxiRam's protocol checks for free
+#: compute bound): half a minute or more of cocotb on AxiRam, longer than either
+#: model takes to build; shorter runs keep AxiRam's protocol checks for little cost
 AUTO_FAST_CYCLES = 200_000
 
 
