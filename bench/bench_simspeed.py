@@ -40,7 +40,7 @@ def config_for(n):
     config = dataclasses.replace(base, name=f"small_n{n}",
                                  workload=dataclasses.replace(base.workload, seq_len=n))
     plan = choose_plan(config)
-    return dataclasses.replace(config, split=plan.split), plan
+    return dataclasses.replace(config, split=plan.split, rows_per_mac=plan.rows_per_mac), plan
 
 
 def measure(config, n, engine):

@@ -109,7 +109,8 @@ def test_small_preset_at_4096_rows_on_the_fast_path(tmp_path_factory, seed):
     base = preset("small")
     config = dataclasses.replace(base, name="small_n4096",
                                  workload=dataclasses.replace(base.workload, seq_len=4096))
-    config = dataclasses.replace(config, split=choose_plan(config).split)
+    plan = choose_plan(config)
+    config = dataclasses.replace(config, split=plan.split, rows_per_mac=plan.rows_per_mac)
     report = run_e2e(config, tmp_path_factory.mktemp("fast4096"),
                      E2EOptions(engine="fast", memory="model", seed=seed))
     run = report["runs"][0]
