@@ -41,8 +41,10 @@ def emit_if_changed(core, build):
 
 # (name, core parameters, blocks [rows_valid, n_keys] for test_stream)
 CONFIGS = [
-    ("p2q2r1d8e2", dict(mac_lines=2, macs_per_line=2, rows_per_mac=1, head_dim=8, exp_units=2,
-                        max_seq_len=64), [[4, 24], [3, 5], [4, 1]]),
+    # the smallest array (p2q4r2d8e4 covers the same paths): in the slow suite only
+    pytest.param("p2q2r1d8e2", dict(mac_lines=2, macs_per_line=2, rows_per_mac=1, head_dim=8,
+                                    exp_units=2, max_seq_len=64), [[4, 24], [3, 5], [4, 1]],
+                 marks=pytest.mark.slow, id="p2q2r1d8e2"),
     ("p2q4r2d8e4", dict(mac_lines=2, macs_per_line=4, rows_per_mac=2, head_dim=8, exp_units=4,
                         max_seq_len=64), [[16, 20], [11, 6], [16, 3]]),
     # one lane for 8 MACs and d = 4: the lane pass is longer than 2*r*d, the interlock bites
@@ -65,7 +67,8 @@ CONFIGS = [
 
 
 @pytest.mark.parametrize("simulator", ["verilator", "icarus"])
-@pytest.mark.parametrize("name,params,blocks", CONFIGS, ids=[c[0] for c in CONFIGS])
+@pytest.mark.parametrize("name,params,blocks", CONFIGS,
+                         ids=[c.id if hasattr(c, "id") else c[0] for c in CONFIGS])
 def test_core_bench(simulator, name, params, blocks, seed):
     if not simulator_available(simulator):
         pytest.skip(f"{simulator} is not installed (see attenio.sim.runner)")

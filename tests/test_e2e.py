@@ -50,7 +50,10 @@ def check_good(report, n, heads, *, exact):
     assert (report["seq_len"], report["heads"]) == (n, heads)
 
 
-@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
+# Icarus runs the same protocol mix (two heads, latency, back-pressure, a partial block) in
+# the s = 4 test below; this one's Icarus run only in the slow suite.
+@pytest.mark.parametrize("simulator", ["verilator",
+                                       pytest.param("icarus", marks=pytest.mark.slow)])
 def test_two_heads_with_latency_and_backpressure_twice_without_reset(tmp_path_factory, simulator,
                                                                      seed):
     need(simulator)
