@@ -131,6 +131,19 @@ _SECTIONS = {"workload": fields(Workload), "budget": fields(Budget),
              "mapping": ("split", "rows_per_mac")}
 
 
+def read_toml(path, where):
+    """The TOML file at `path` as a dict; ConfigError naming it as `where` (e.g. "config
+    file 'x.toml'") if it is missing, unreadable or not TOML."""
+    try:
+        return tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{where} does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"{where} cannot be read: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{where} is not valid TOML: {exc}") from None
+
+
 def load_toml(path):
     """Read a TOML file into a dict of overrides: {preset?, name?, workload, budget, format,
     mapping}.
@@ -139,14 +152,7 @@ def load_toml(path):
     leaves it to the planner.
     """
     path = Path(path)
-    try:
-        raw = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"config file {str(path)!r} does not exist") from None
-    except OSError as exc:
-        raise ConfigError(f"config file {str(path)!r} cannot be read: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {str(path)!r} is not valid TOML: {exc}") from None
+    raw = read_toml(path, f"config file {str(path)!r}")
     allowed = {"preset", "name", "workload", "budget", "format", "mapping"}
     unknown = set(raw) - allowed
     if unknown:

@@ -62,8 +62,6 @@ class FloatDatapath:
     `attenio.hdl.formats.float.FloatArith`."""
 
     def __init__(self, spec, *, max_seq_len, head_dim, split=1, fixed=None):
-        if spec not in (fp.FP16, fp.BF16):
-            raise TypeError(f"FloatDatapath: storage must be FP16 or BF16, not {spec!r}")
         if head_dim % split:
             raise ValueError(f"FloatDatapath: split {split} must divide d = {head_dim}")
         self.spec, self.split, self.head_dim = spec, split, head_dim

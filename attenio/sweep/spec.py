@@ -31,10 +31,10 @@ import argparse
 import hashlib
 import itertools
 import json
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from attenio.config import read_toml
 from attenio.errors import ConfigError
 
 __all__ = ["STAGES", "STAGE_OPTIONS", "Point", "Task", "Spec", "load_spec", "options_parser",
@@ -200,14 +200,7 @@ def load_spec(path):
     """Read and check a sweep spec; every point is parsed as the commands would parse it."""
     path = Path(path)
     where = f"sweep spec {str(path)!r}"
-    try:
-        raw = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{where} does not exist") from None
-    except OSError as exc:
-        raise ConfigError(f"{where} cannot be read: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{where} is not valid TOML: {exc}") from None
+    raw = read_toml(path, where)
     unknown = set(raw) - _TOP_KEYS
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; expected "

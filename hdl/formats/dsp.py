@@ -11,7 +11,7 @@
   the stage count it reads at the end is the builder's latency by construction.
 """
 
-from amaranth.hdl import Const, Signal, Value, signed, unsigned
+from amaranth.hdl import Const, Fragment, Module, Signal, Value, signed, unsigned
 import numpy as np
 
 __all__ = ["DSP_SIGNED_BITS", "DSP_UNSIGNED_BITS", "Stages", "comb", "np_mulshr",
@@ -62,6 +62,28 @@ class Stages:
             with self._m.If(self._en):
                 self._m.d[self._domain] += list(statements)
         self._count += 1
+
+    def delay(self, value, cycles, name):
+        """`value` `cycles` later, held while the pipeline stalls, counting no stage: what
+        rides alongside stages a nested builder counts on this same `Stages`."""
+        cur = Value.cast(value)
+        for k in range(cycles):
+            nxt = Signal(cur.shape(), name=f"{name}_d{k}")
+            if self._en is None:
+                self._m.d[self._domain] += nxt.eq(cur)
+            else:
+                with self._m.If(self._en):
+                    self._m.d[self._domain] += nxt.eq(cur)
+            cur = nxt
+        return cur
+
+    @staticmethod
+    def count_of(builder, *args):
+        """The stages `builder(stages, *args)` registers, counted on a scratch Module."""
+        stages = Stages(Module())
+        builder(stages, *args)
+        Fragment.get(stages.m, None)        # elaborated, so Amaranth does not warn it unused
+        return stages.count
 
 
 def round_shift(value, k):

@@ -26,7 +26,7 @@ The fixed-point pieces (exp2, update_l, reciprocal) are `Int8Arith`'s, built fro
 """
 
 import numpy as np
-from amaranth.hdl import Cat, Const, Fragment, Module, Mux, Signal, Value, signed, unsigned
+from amaranth.hdl import Cat, Const, Mux, Signal, Value, signed, unsigned
 
 from attenio.formats import Int8Format
 
@@ -36,18 +36,6 @@ from .fp import FP32
 from .int8 import Int8Arith
 
 __all__ = ["FloatArith"]
-
-
-def _delay(st, value, cycles, name):
-    """`value` `cycles` later, held while the pipeline stalls: what rides alongside stages
-    that a nested builder counts."""
-    cur = Value.cast(value)
-    for k in range(cycles):
-        nxt = Signal(cur.shape(), name=f"{name}_d{k}")
-        with st.m.If(st.en):
-            st.m.d[st.domain] += nxt.eq(cur)
-        cur = nxt
-    return cur
 
 
 class FloatArith:
@@ -108,10 +96,7 @@ class FloatArith:
     # -- latencies ----------------------------------------------------------------------
 
     def _latency(self, op, *shapes):
-        stages = Stages(Module())
-        getattr(self, f"_{op}")(stages, *(Signal(shape) for shape in shapes))
-        Fragment.get(stages.m, None)
-        return stages.count
+        return Stages.count_of(getattr(self, f"_{op}"), *(Signal(shape) for shape in shapes))
 
     @property
     def product_latency(self):
@@ -177,7 +162,7 @@ class FloatArith:
         st.stage(up.eq(~d[31] & (d[:31] != 0) & ~d_nan), neg.eq(Cat(d[:31], Const(1, 1))))
         cfg = self._fixed.cfg
         z = fp._to_fixed(st, neg, cfg.x_frac, self.x_shape.width, "farg_z")
-        return z, _delay(st, up, fp.to_fixed_latency(cfg.x_frac, self.x_shape.width), "farg_up")
+        return z, st.delay(up, fp.to_fixed_latency(cfg.x_frac, self.x_shape.width), "farg_up")
 
     def exp2(self, m, z, *, domain="sync", en=None):
         return self._fixed.exp2(m, z, domain=domain, en=en)
@@ -196,12 +181,12 @@ class FloatArith:
     def _update(self, st, up, e32, o, v):
         v32 = fp._convert(st, v, self._spec, FP32, "fupd_v")
         wait = fp.convert_latency(self._spec, FP32)
-        up1, e1, o1 = (_delay(st, x, wait, f"fupd_{n}") for x, n in ((up, "up"), (e32, "e"),
+        up1, e1, o1 = (st.delay(x, wait, f"fupd_{n}") for x, n in ((up, "up"), (e32, "e"),
                                                                       (o, "o")))
         other, addend, e2 = (Signal(32, name=f"fupd_{n}") for n in ("b", "addend", "e2"))
         st.stage(other.eq(Mux(up1, o1, v32)), addend.eq(Mux(up1, v32, o1)), e2.eq(e1))
         prod = fp._mul(st, e2, other, FP32, FP32, "fupd_mul")
-        return fp._add(st, prod, _delay(st, addend, fp.mul_latency(FP32, FP32), "fupd_addend"),
+        return fp._add(st, prod, st.delay(addend, fp.mul_latency(FP32, FP32), "fupd_addend"),
                        "fupd_add")
 
     def update_l(self, m, up, e, l, *, domain="sync"):
@@ -220,7 +205,7 @@ class FloatArith:
         exp = Signal(signed(8), name="ffin_exp")
         st.m.d.comb += exp.eq(-self._fixed.cfg.recip_frac - Value.cast(ey))
         r = fp._from_fixed(st, y, exp, "ffin_r")
-        o1 = _delay(st, o, fp.from_fixed_latency(len(Value.cast(y))), "ffin_o")
+        o1 = st.delay(o, fp.from_fixed_latency(len(Value.cast(y))), "ffin_o")
         return fp._convert(st, fp._mul(st, o1, r, FP32, FP32, "ffin_mul"), FP32, self._spec,
                            "ffin_out")
 

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
-from amaranth.hdl import Cat, Const, Fragment, Module, Mux, Signal, Value, signed, unsigned
+from amaranth.hdl import Cat, Const, Mux, Signal, Value, signed
 
 from .dsp import Stages, partial_products, sum_partials
 
@@ -464,32 +464,25 @@ def _from_fixed(st, value, exp, name):
                        nan=Const(0, 1), inf=Const(0, 1), name=name)
 
 
-def _latency(builder, *args):
-    stages = Stages(Module())
-    builder(stages, *args)
-    Fragment.get(stages.m, None)        # elaborated, so Amaranth does not warn it unused
-    return stages.count
-
-
 def mul_latency(src_a, src_b):
-    return _latency(_mul, Signal(src_a.width), Signal(src_b.width), src_a, src_b, "fmul")
+    return Stages.count_of(_mul, Signal(src_a.width), Signal(src_b.width), src_a, src_b, "fmul")
 
 
 def add_latency():
-    return _latency(_add, Signal(32), Signal(32), "fadd")
+    return Stages.count_of(_add, Signal(32), Signal(32), "fadd")
 
 
 def convert_latency(src, dst):
-    return _latency(_convert, Signal(src.width), src, dst, "fcvt")
+    return Stages.count_of(_convert, Signal(src.width), src, dst, "fcvt")
 
 
 def maximum_latency():
-    return _latency(_maximum, Signal(32), Signal(32), "fmax")
+    return Stages.count_of(_maximum, Signal(32), Signal(32), "fmax")
 
 
 def to_fixed_latency(frac, width):
-    return _latency(_to_fixed, Signal(32), frac, width, "ffix")
+    return Stages.count_of(_to_fixed, Signal(32), frac, width, "ffix")
 
 
 def from_fixed_latency(value_bits):
-    return _latency(_from_fixed, Signal(value_bits), Signal(signed(8)), "fflt")
+    return Stages.count_of(_from_fixed, Signal(value_bits), Signal(signed(8)), "fflt")

@@ -87,7 +87,7 @@ for bit what the two-exp2 formulation gives (tests/test_formats.py checks it),
 and it is what the golden model does.
 """
 
-from amaranth.hdl import Fragment, Module, Mux, Signal, Value, signed, unsigned
+from amaranth.hdl import Mux, Signal, Value, signed, unsigned
 from amaranth.lib.memory import Memory
 import numpy as np
 
@@ -233,10 +233,8 @@ class Int8Arith:
         """The stages builder `_<op>` registers, counted once on a scratch Module fed
         with signals of `shapes`."""
         if op not in self._latencies:
-            stages = Stages(Module())
-            getattr(self, f"_{op}")(stages, *(Signal(shape) for shape in shapes))
-            Fragment.get(stages.m, None)        # elaborated, so Amaranth does not warn it unused
-            self._latencies[op] = stages.count
+            self._latencies[op] = Stages.count_of(getattr(self, f"_{op}"),
+                                                  *(Signal(shape) for shape in shapes))
         return self._latencies[op]
 
     @property

@@ -19,7 +19,7 @@ exactly halfway between two results.
 import numpy as np
 import softfloatpy as sf
 
-from attenio.hdl.formats.fp import BF16, FP16, FP32
+from attenio.hdl.formats.fp import BF16, FP16, FP32, SPECS
 
 __all__ = ["oracle_mul", "oracle_add", "oracle_convert", "oracle_maximum", "oracle_to_fixed",
            "same", "edge_values", "vectors"]
@@ -117,10 +117,6 @@ def _random_bits(rng, spec, count):
 
 def _pairs(x, y):
     return np.repeat(x, len(y)), np.tile(y, len(x))
-
-
-def _spec(name):
-    return {"fp16": FP16, "bf16": BF16, "fp32": FP32}[name]
 
 
 def _mul_vectors(sa, sb, rng, count, exhaustive):
@@ -228,11 +224,11 @@ def vectors(op, rng, count, exhaustive=True):
     of two bf16 numbers and every encoding of a 16-bit source, else `count` of each."""
     kind, *names = op.split("_")
     if kind == "mul":
-        return _mul_vectors(_spec(names[0]), _spec(names[1]), rng, count, exhaustive)
+        return _mul_vectors(SPECS[names[0]], SPECS[names[1]], rng, count, exhaustive)
     if kind == "add":
         return _add_vectors(rng, count)
     if kind == "cvt":
-        return _cvt_vectors(_spec(names[0]), _spec(names[1]), rng, count, exhaustive), None
+        return _cvt_vectors(SPECS[names[0]], SPECS[names[1]], rng, count, exhaustive), None
     if kind == "max":
         return _max_vectors(rng, count)
     if kind == "fix":
