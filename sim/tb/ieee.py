@@ -127,8 +127,8 @@ def _mul_vectors(sa, sb, rng, count, exhaustive):
     ea = rng.integers(1, sa.exp_all_ones, size=n)
     eb = (FP32.bias + sa.bias + sb.bias - ea + rng.integers(-30, 30, size=n)).clip(
         0, sb.exp_all_ones - 1)
-    eb = np.where(rng.integers(0, 2, size=n) == 1, eb,
-                  (2 * FP32.bias + sb.bias + sa.bias - 127 - ea).clip(0, sb.exp_all_ones - 1))
+    under = sa.bias + sb.bias - FP32.bias + 1 - ea + rng.integers(-30, 30, size=n)
+    eb = np.where(rng.integers(0, 2, size=n) == 1, eb, under.clip(0, sb.exp_all_ones - 1))
     out_a.append(_with_exponent(rng, sa, ea))
     out_b.append(_with_exponent(rng, sb, eb))
     if sa.man_bits + sb.man_bits <= 14:
