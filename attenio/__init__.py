@@ -7,7 +7,7 @@ on it; `attenio.cli` is the command-line face.
 
 from .config import Budget, Config, Workload, preset, resolve
 from .errors import ConfigError
-from .formats import FP16Format, Int8Format
+from .formats import BF16Format, FloatFormat, FP16Format, Int8Format
 
-__all__ = ["Budget", "Config", "ConfigError", "FP16Format", "Int8Format", "Workload", "preset",
-           "resolve"]
+__all__ = ["Budget", "BF16Format", "Config", "ConfigError", "FloatFormat", "FP16Format",
+           "Int8Format", "Workload", "preset", "resolve"]

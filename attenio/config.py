@@ -12,7 +12,7 @@ from pathlib import Path
 
 from . import validate
 from .errors import ConfigError
-from .formats import FP16Format, Int8Format, format_by_name
+from .formats import FloatFormat, FP16Format, Int8Format, format_by_name
 
 __all__ = ["Workload", "Budget", "Config", "PRESETS", "preset", "resolve", "load_toml"]
 
@@ -90,7 +90,7 @@ class Config:
     rows_per_mac: int | None = None
 
     def __post_init__(self):
-        if not isinstance(self.format, (Int8Format, FP16Format)):
+        if not isinstance(self.format, (Int8Format, FloatFormat)):
             raise ConfigError(f"config: format must be a format object, not {self.format!r}")
         for key in ("split", "rows_per_mac"):
             if getattr(self, key) is not None:

@@ -10,10 +10,13 @@ I/O analysis can use it without importing Amaranth.
 from dataclasses import InitVar, dataclass, field
 from math import ceil, log, log2, sqrt
 
+import numpy as np
+
 from . import validate
 from .errors import ConfigError
 
-__all__ = ["DatapathWidths", "Int8Format", "FP16Format", "FORMATS", "format_by_name"]
+__all__ = ["DatapathWidths", "Int8Format", "FloatFormat", "FP16Format", "BF16Format", "FORMATS",
+           "format_by_name"]
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,7 @@ class Int8Format:
     1 + 7 + bits(N) + p_frac, so that every alpha*O + P*V is exact for |O| <= 128 N,
     and the int8 RTL and its golden model use exactly that width. A narrower O would
     need saturation and rounding semantics, which neither has; ``o_acc_bits`` is
-    accepted only to refuse it with that reason (FP16Format has a real one).
+    accepted only to refuse it with that reason (FloatFormat has a real one).
     """
 
     name: str = field(default="int8", init=False)
@@ -161,41 +164,81 @@ class Int8Format:
         return raw
 
 
+_FIXED_FIELDS = ("x_frac", "p_frac", "exp_lut_bits", "exp_interp", "exp_guard",
+                 "recip_seed_bits", "recip_iters", "recip_frac")
+
+
 @dataclass(frozen=True)
-class FP16Format:
-    """fp16 storage with fp32 scores, running max and sum; P and alpha in fp16.
+class FloatFormat:
+    """fp16 or bf16 storage (Q, K, V and O), fp32 scores, running max and O accumulators,
+    a fixed-point softmax (exp2, P, alpha, l and the reciprocal: the int8 format's, with
+    the same fields and defaults; `fixed` is that `Int8Format`).
 
-    Analysis only: the planner and the cycle model use its widths; there are no
-    hardware builders for it yet.
+    The arithmetic and why these widths: `attenio.sim.golden_fp`; its accuracy:
+    docs/accuracy_fp.md.
 
-    o_acc_bits         width of the O accumulators, 32 (fp32, the default) or 16
-                       (fp16). 32 because O = alpha*O + P*V_j is accumulated over
-                       every K/V row: in fp16 each update rounds to 11 significant
-                       bits, so over thousands of rows the small P*V_j terms are
-                       lost against a large O. 16 is the paper's accounting, which
-                       counts every on-chip value at the stored precision (its
-                       a = 1985 at d = 64, 1007 at d = 128 in 512 KB); it buys a
-                       larger Q block at the accuracy measured in docs/accuracy.md.
+    o_acc_bits         width of the O accumulators: 32 (fp32, what the RTL builds) or
+                       16, the paper's accounting, which counts every on-chip value at
+                       the stored precision (its a = 1985 at d = 64, 1007 at d = 128 in
+                       512 KB): analysis only, the RTL refuses it. In fp16 each
+                       O = alpha*O + P*V_j rounds to 11 significant bits, so over
+                       thousands of rows the small P*V_j terms are lost against a large O.
     """
 
-    name: str = field(default="fp16", init=False)
+    name: str = "fp16"
     element_bits: int = field(default=16, init=False)
     o_acc_bits: int = 32
+    x_frac: int = 18
+    p_frac: int = 24
+    exp_lut_bits: int = 7
+    exp_interp: bool = True
+    exp_guard: int = 3
+    recip_seed_bits: int = 8
+    recip_iters: int = 2
+    recip_frac: int = 24
 
     def __post_init__(self):
-        validate.integer("fp16 format", "o_acc_bits", self.o_acc_bits, error=ConfigError)
-        validate.one_of("fp16 format", "o_acc_bits", self.o_acc_bits, (16, 32), error=ConfigError)
+        validate.one_of("float format", "name", self.name, ("fp16", "bf16"), error=ConfigError)
+        validate.integer(f"{self.name} format", "o_acc_bits", self.o_acc_bits, error=ConfigError)
+        validate.one_of(f"{self.name} format", "o_acc_bits", self.o_acc_bits, (16, 32),
+                        error=ConfigError)
+        self.fixed       # the fixed-point fields are checked by the Int8Format they make
 
     @property
     def element_bytes(self):
         return self.element_bits // 8
 
+    @property
+    def fixed(self):
+        """The `Int8Format` whose fixed-point softmax (exp2, l, reciprocal) this uses."""
+        try:
+            return Int8Format(**{k: getattr(self, k) for k in _FIXED_FIELDS})
+        except ConfigError as exc:
+            raise ConfigError(str(exc).replace("int8 format", f"{self.name} format")) from None
+
     def datapath(self, *, max_seq_len, head_dim):
+        validate.positive(f"{self.name} format", error=ConfigError, max_seq_len=max_seq_len,
+                          head_dim=head_dim)
         return DatapathWidths(element=16, score=32, m=32, l=32, p=16, alpha=16,
                               o_acc=self.o_acc_bits)
 
+    def softmax_constant(self, *, head_dim):
+        """The raw register value of c = log2(e)/sqrt(head_dim): its fp32 bits."""
+        validate.positive(f"{self.name} format", error=ConfigError, head_dim=head_dim)
+        return int(np.float32(np.log2(np.e) / np.sqrt(head_dim)).view(np.uint32))
 
-FORMATS = {"int8": Int8Format, "fp16": FP16Format}
+
+def FP16Format(**params):
+    """fp16 storage (`FloatFormat`)."""
+    return FloatFormat(name="fp16", **params)
+
+
+def BF16Format(**params):
+    """bf16 storage (`FloatFormat`)."""
+    return FloatFormat(name="bf16", **params)
+
+
+FORMATS = {"int8": Int8Format, "fp16": FP16Format, "bf16": BF16Format}
 
 
 def format_by_name(name, **params):

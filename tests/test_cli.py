@@ -105,7 +105,7 @@ def test_options_override_preset_and_config(capsys, tmp_path):
     ("plan", ["--seq-len", "0"], "argument --seq-len: '0' is not a positive integer"),
     ("plan", ["--head-dim", "x"], "argument --head-dim: 'x' is not an integer"),
     ("plan", ["--preset", "huge"], "invalid choice: 'huge'"),
-    ("plan", ["--format", "bf16"], "invalid choice: 'bf16'"),
+    ("plan", ["--format", "fp8"], "invalid choice: 'fp8'"),
     ("plan", ["--macs", "8"], "is not of the form PxQ"),
     ("plan", ["--cache-kib", "0.25", "--head-dim", "64"], "cannot hold one query row"),
     ("plan", ["--config", "/nonexistent.toml"], "does not exist"),

@@ -2,7 +2,7 @@ import dataclasses
 
 import pytest
 
-from attenio import Budget, Config, ConfigError, FP16Format, Int8Format, Workload, preset, resolve
+from attenio import Budget, Config, ConfigError, FloatFormat, FP16Format, Int8Format, Workload, preset, resolve
 
 
 def test_presets_match_the_design():
@@ -11,7 +11,7 @@ def test_presets_match_the_design():
     assert (b.mac_lines, b.macs_per_line, b.exp_units) == (64, 32, 128)
     assert (b.cache_bytes, b.bw_bytes_per_cycle, b.clock_mhz) == (512 * 1024, 128, 1000)
     assert b.kv_buffer_bytes == 256
-    assert isinstance(paper.format, FP16Format)
+    assert isinstance(paper.format, FloatFormat)
     small = preset("small")
     assert isinstance(small.format, Int8Format)
     assert small.budget.macs <= 16 and small.budget.cache_bytes <= 8 * 1024
@@ -98,7 +98,7 @@ def test_toml_then_options_override_the_preset(tmp_path):
     assert c.workload.head_dim == 128           # file beats preset
     assert c.budget.exp_units == 64
     assert c.budget.mac_lines == 64             # preset fills the rest
-    assert isinstance(c.format, FP16Format)
+    assert isinstance(c.format, FloatFormat)
 
 
 def test_toml_format_table(tmp_path):
@@ -112,7 +112,7 @@ def test_toml_format_table(tmp_path):
     ("[workload]\nseq_length = 3\n", r"\[workload\] has unknown key\(s\) seq_length"),
     ("colour = 1\n", r"unknown key\(s\) colour"),
     ('preset = "huge"\n', "unknown preset 'huge'"),
-    ('format = "bf16"\n', "unknown format 'bf16'"),
+    ('format = "fp8"\n', "unknown format 'fp8'"),
     ("[workload]\nseq_len = -4\n", "seq_len must be a positive integer, not -4"),
     ("mapping = 2\n", r"\[mapping\] must be a table"),
     ("[mapping]\ns = 2\n", r"\[mapping\] has unknown key\(s\) s; expected rows_per_mac, split"),
