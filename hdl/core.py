@@ -2,8 +2,9 @@
 
 This is the compute core of the AttenIO schedule (docs/microarchitecture.md):
 it holds a Q block in the MACs, takes K and V rows one at a time, and streams
-out the block's normalized int8 O. Everything it computes is bit for bit the
-golden model's (`attenio.sim.golden`, the twins of `attenio.hdl.formats`).
+out the block's normalized O in the storage format (int8, fp16 or bf16).
+Everything it computes is bit for bit the golden model's (`attenio.sim.golden`
+and `attenio.sim.golden_fp`, the twins of `attenio.hdl.formats`).
 
     start, c, feed --> KVBuffer --row--> RowReplay --word--> PEArray (MACs, lanes)
                           ^   <--release--   |  |                 |tail    ^ drain
@@ -14,18 +15,18 @@ Interface (for the controller)
 
 ``start``   in, stream {rows_valid, n_keys}: begin a block of ``rows_valid``
             (1 .. block_rows) query rows against ``n_keys`` (1 .. max_seq_len) K/V
-            rows. ``c`` (the softmax constant, `Int8Arith.c_shape`, raw
-            fixed-point) is sampled with it. Accepted when the feed of the
+            rows. ``c`` (the softmax constant, the format's ``c_shape``: raw
+            fixed point for int8, fp32 bits for a float format) is sampled with it. Accepted when the feed of the
             previous block is complete, so the next block can be announced
             while the previous one computes and drains. A command with a value
             out of range is dropped and raises ``error``.
-``feed``    in, stream {kind: Kind.Q/K/V, value: s x signed(8)}, one chunk of s
+``feed``    in, stream {kind: Kind.Q/K/V, value: s x element}, one chunk of s
             elements per transfer (s = ``split``, the MACs a row is split over):
             per block the ``rows_valid * d`` Q elements row-major
             (rows past ``rows_valid`` keep stale Q and are never output), then
             the K/V rows in the array's order (`attenio.hdl.kv_buffer`).
-``o_out``   out, stream {value: s x signed(8), last}: the block's O, row-major,
-            s elements a transfer, the valid rows only (``rows_valid * d`` bytes),
+``o_out``   out, stream {value: s x element, last}: the block's O, row-major,
+            s elements a transfer, the valid rows only (``rows_valid * d`` elements),
             ``last`` on the final chunk.
 ``busy``    a block is being fed, computed or drained (or output is pending).
 ``pe_active``  strobe: an element entered the array for S or U (not Q load).
@@ -52,7 +53,9 @@ only) and U_(N-1) (by U_(N-2) only) wait L_sm - r*d when that is positive.
 Besides the interlock, the array waits only for the feed and, for S_0 of a
 block, for the previous block's drain, which the next block's Q load (a*d
 cycles) normally hides. A block costs N*2*r*d + rows_valid*d (Q load) cycles
-plus a few of fill and drain latency; `timing` publishes every latency the
+plus a few of fill and drain latency. A float format replays K rows chunk by
+chunk with P = max(r, L_acc) cycles a chunk (`attenio.hdl.mac`), so read its
+S_j as P*d cycles; `timing` publishes every latency the
 cycle model (`attenio.sim.cyclemodel`) needs.
 """
 
@@ -65,9 +68,9 @@ from amaranth.lib.wiring import In, Out
 from attenio import validate
 from attenio.formats import Int8Format
 
-from .formats import Int8Arith
+from .formats import arith_of
 from .kv_buffer import Kind, KVBuffer, feed_layout, row_layout, start_layout
-from .mac import MAC
+from .mac import MAC, score_period
 from .normalizer import Normalizer
 from .pe_array import PEArray
 from .replay import RowReplay
@@ -99,6 +102,9 @@ class CoreTiming:
     row_issue         a row's launch to its first word at the array (the replay's issue):
                       also the cycle after the drain's last issue to the earliest entry
                       of the next block's first K word
+    score_period      cycles per chunk of a K row: r (slot by slot, int8) or
+                      max(r, L_acc) (chunk by chunk, the float formats' accumulator loop);
+                      a K row costs score_period*d/s cycles, a V row r*d/s
     """
 
     line_skew: int
@@ -110,6 +116,7 @@ class CoreTiming:
     drain_start: int
     normalizer_latency: int
     row_issue: int
+    score_period: int
 
     @property
     def sm_latency(self):
@@ -122,7 +129,7 @@ class CoreTiming:
         `macs_per_line` MACs in groups of `split`, `rows_per_mac` rows each (nothing
         is elaborated)."""
         issue = RowReplay.issue_latency
-        score = MAC.score_latency(split)
+        score = MAC.score_latency(arith, split)
         return cls(
             line_skew=macs_per_line - 1,                 # one MAC a cycle along a line
             lane_rows=rows_per_mac * (macs_per_line // lanes // split),
@@ -133,6 +140,7 @@ class CoreTiming:
             drain_start=Normalizer.trigger_latency(arith),
             normalizer_latency=Normalizer.latency(arith),
             row_issue=issue,
+            score_period=score_period(arith, rows_per_mac) or rows_per_mac,
         )
 
 
@@ -162,12 +170,12 @@ class AttentionCore(wiring.Component):
         if block_rows is not None:
             validate.integer("AttentionCore", "block_rows", block_rows, lo=1,
                              hi=rows_per_mac * mac_lines * macs_per_line // split)
-        if fmt is None:
-            fmt = Int8Format()
-        if not isinstance(fmt, Int8Format):
-            raise ValueError(f"AttentionCore: the RTL is int8-only; fmt must be an Int8Format, "
-                             f"not {fmt!r}")
-        arith = Int8Arith(fmt, max_seq_len=max_seq_len, head_dim=head_dim)
+        try:
+            arith = arith_of(Int8Format() if fmt is None else fmt, max_seq_len=max_seq_len,
+                             head_dim=head_dim)
+        except TypeError:
+            raise ValueError(f"AttentionCore: fmt must be an Int8Format or a FloatFormat, "
+                             f"not {fmt!r}") from None
         timing = CoreTiming.of(arith, macs_per_line=macs_per_line, rows_per_mac=rows_per_mac,
                                lanes=lanes, split=split)
         # U_j and U_(j+1) touch an O element at least max(r*d/s, L_sm + 1 - r*d/s) cycles
@@ -192,8 +200,8 @@ class AttentionCore(wiring.Component):
         super().__init__({
             "start": In(stream.Signature(start_layout(rows=self.rows, max_seq_len=max_seq_len))),
             "c": In(self._arith.c_shape),
-            "feed": In(stream.Signature(feed_layout(split))),
-            "o_out": Out(stream.Signature(element_layout(split))),
+            "feed": In(stream.Signature(feed_layout(split, self._arith.element_shape))),
+            "o_out": Out(stream.Signature(element_layout(split, self._arith.element_shape))),
             "busy": Out(1),
             "pe_active": Out(1),
             "exp_active": Out(1),
@@ -281,16 +289,17 @@ class AttentionCore(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         p, q, r, d, s = self._p, self._q, self._r, self._d, self._s
-        c_shape = self._arith.c_shape
+        c_shape, element = self._arith.c_shape, self._arith.element_shape
         rows = self._rows
         m.submodules.kv_buffer = kv = KVBuffer(mac_lines=p, macs_per_line=q, rows_per_mac=r,
                                                block_rows=rows, head_dim=d, max_seq_len=self._n,
-                                               c_shape=c_shape, split=s)
+                                               c_shape=c_shape, split=s, element=element)
         m.submodules.replay = replay = RowReplay(
             row_layout=row_layout(rows=rows, mac_lines=p, macs_per_line=q, rows_per_mac=r,
                                   head_dim=d, c_shape=c_shape, split=s),
             mac_lines=p, macs_per_line=q, rows_per_mac=r, block_rows=rows, head_dim=d,
-            c_shape=c_shape, split=s)
+            c_shape=c_shape, split=s, element=element,
+            score_period=score_period(self._arith, r))
         m.submodules.array = array = PEArray(arith=self._arith, mac_lines=p, macs_per_line=q,
                                              rows_per_mac=r, head_dim=d, exp_units=self._e,
                                              split=s)

@@ -42,9 +42,9 @@ class Kind(enum.Enum, shape=2):
     V = 2
 
 
-def feed_layout(split=1):
-    """One chunk of a Q, K or V row: `split` elements, `value[0]` first."""
-    return data.StructLayout({"kind": Kind, "value": data.ArrayLayout(signed(8), split)})
+def feed_layout(split=1, element=signed(8)):
+    """One chunk of a Q, K or V row: `split` elements of shape `element`, `value[0]` first."""
+    return data.StructLayout({"kind": Kind, "value": data.ArrayLayout(element, split)})
 
 
 def start_layout(*, rows, max_seq_len):
@@ -75,7 +75,7 @@ class KVBuffer(wiring.Component):
     """The two-row buffer for an array of `mac_lines` x `macs_per_line` MACs in groups of
     `split` (one Q row per group and slot), `rows_per_mac` slots, Q blocks of up to
     `block_rows` rows (at most r*p*q/s), rows of `head_dim` elements, up to
-    `max_seq_len` keys, a softmax constant of `c_shape`.
+    `max_seq_len` keys, a softmax constant of `c_shape`, elements of shape `element`.
 
     Ports: `start`, `c`, `feed` in; `row` out and `release` in (see the module
     docstring); `rd_addr` / `rd_data` the replay's read port (a chunk, one cycle after
@@ -84,7 +84,7 @@ class KVBuffer(wiring.Component):
     """
 
     def __init__(self, *, mac_lines, macs_per_line, rows_per_mac, block_rows, head_dim,
-                 max_seq_len, c_shape, split=1):
+                 max_seq_len, c_shape, split=1, element=signed(8)):
         validate.positive("KVBuffer", mac_lines=mac_lines, macs_per_line=macs_per_line,
                           rows_per_mac=rows_per_mac, head_dim=head_dim, max_seq_len=max_seq_len)
         validate.split("KVBuffer", split, head_dim=head_dim, macs_per_line=macs_per_line)
@@ -92,6 +92,7 @@ class KVBuffer(wiring.Component):
                          hi=rows_per_mac * mac_lines * macs_per_line // split)
         self._p, self._q, self._r, self._d = mac_lines, macs_per_line, rows_per_mac, head_dim
         self._n, self._rows, self._s = max_seq_len, block_rows, split
+        self._chunk = data.ArrayLayout(element, split)
         self._row_layout = row_layout(rows=block_rows, mac_lines=mac_lines,
                                       macs_per_line=macs_per_line,
                                       rows_per_mac=rows_per_mac, head_dim=head_dim,
@@ -100,11 +101,11 @@ class KVBuffer(wiring.Component):
             "start": In(stream.Signature(start_layout(rows=block_rows,
                                                       max_seq_len=max_seq_len))),
             "c": In(c_shape),
-            "feed": In(stream.Signature(feed_layout(split))),
+            "feed": In(stream.Signature(feed_layout(split, element))),
             "row": Out(stream.Signature(self._row_layout)),
             "release": In(1),
             "rd_addr": In(range(2 * head_dim // split)),
-            "rd_data": Out(data.ArrayLayout(signed(8), split)),
+            "rd_data": Out(self._chunk),
             "filling": Out(1),
             "busy": Out(1),
             "error": Out(1),
@@ -122,8 +123,7 @@ class KVBuffer(wiring.Component):
         m = Module()
         p, r, s = self._p, self._r, self._s
         g, d = self._q // s, self._d // s     # groups per line, chunks per row
-        m.submodules.mem = mem = Memory(shape=data.ArrayLayout(signed(8), s), depth=2 * d,
-                                        init=[])
+        m.submodules.mem = mem = Memory(shape=self._chunk, depth=2 * d, init=[])
         wr = mem.write_port()
         rd = mem.read_port()
         m.d.comb += [rd.addr.eq(self.rd_addr), self.rd_data.eq(rd.data)]

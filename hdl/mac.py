@@ -26,7 +26,7 @@ acts on it c cycles after MAC 0 and nothing in the array ever stalls:
 * ``is_u``: a V chunk; O[addr] = rescale(alpha, O[addr]) + P * value with the
   (P, alpha) of (``bank``, ``slot``); ``first`` (the block's V_0) reads O as 0,
   so O needs no clearing between blocks. ``last`` marks the block's final V row.
-  One multiplier serves both alpha * O and P * V (`Int8Arith.update`).
+  One multiplier serves both alpha * O and P * V (the format's ``update``).
 
 With s > 1 each MAC's score is a partial sum over its d/s columns. The partial
 sums meet in an adder chain along the group, which the systolic skew makes
@@ -36,24 +36,39 @@ g - 1) and passes the sum on; the last MAC of the group writes the row's score
 into its bank. One adder per cycle, one cycle of latency more than s = 1 for
 any s (`MAC.score_latency`), and no wire longer than one MAC (a tree would take
 log2 s stages and reach across s MACs).
+
+The floating-point formats (`FloatArith`) keep the same storage and word, with
+scores and O in fp32, and accumulate a score in an fp32 adder whose result
+comes back `accumulate_latency` (L) cycles later. So a K row is replayed chunk
+by chunk (`score_period`: chunk c goes to slots 0 .. r-1 in P = max(r, L)
+cycles, P - r of them idle): each slot's sum then comes back exactly when the
+slot's next product arrives, and every MAC still adds its columns in order. The
+adder's other input is -0 for a slot's first chunk (-0 + x is x for every x),
+so the sum starts from the first product. With s > 1 a MAC keeps its r partial
+sums of each bank and adds the running sum of the MACs before it when that
+arrives on the chain (`chain_layout`, one addition of L cycles per MAC): the
+chain's latency grows by L per MAC instead of one cycle, and the lanes start
+that much later (`MAC.score_latency`).
 """
 
-from amaranth.hdl import Array, Module, Mux, Signal, signed
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from attenio import validate
 
-from .formats import Int8Arith
+from .formats import FloatArith, Int8Arith
+from .formats.dsp import Stages
 from .softmax import pa_layout
 
-__all__ = ["word_layout", "check_arith", "MAC"]
+__all__ = ["word_layout", "chain_layout", "check_arith", "score_period", "MAC"]
 
 
-def word_layout(*, mac_lines, macs_per_line, rows_per_mac, head_dim, split=1):
+def word_layout(*, mac_lines, macs_per_line, rows_per_mac, head_dim, split=1,
+                element=signed(8)):
     """The word that moves along a MAC line, one MAC per cycle: a chunk of `split`
-    elements and what to do with it."""
+    elements of shape `element` and what to do with it."""
     return data.StructLayout({
         "valid": 1,
         "is_q": 1, "is_s": 1, "is_u": 1,
@@ -65,13 +80,29 @@ def word_layout(*, mac_lines, macs_per_line, rows_per_mac, head_dim, split=1):
         "bank": 1,                              # j mod 2 of the K or V row
         "first": 1,                             # the row is K_0 or V_0 of the block
         "last": 1,                              # the row is V_(N-1) of the block
-        "value": data.ArrayLayout(signed(8), split),
+        "value": data.ArrayLayout(element, split),
     })
 
 
+def chain_layout(*, arith, rows_per_mac):
+    """A partial score on the group's adder chain; int8 uses only `value` (its chain
+    runs in lockstep with the words), a float format also which score it is."""
+    return data.StructLayout({"valid": 1, "bank": 1, "slot": range(rows_per_mac),
+                              "value": arith.score_shape})
+
+
 def check_arith(owner, arith):
-    if not isinstance(arith, Int8Arith):
-        raise TypeError(f"{owner}: arith must be an Int8Arith, not {arith!r}")
+    if not isinstance(arith, (Int8Arith, FloatArith)):
+        raise TypeError(f"{owner}: arith must be an Int8Arith or a FloatArith, not {arith!r}")
+
+
+def score_period(arith, rows_per_mac):
+    """Cycles between two chunks of a K row at a MAC: r slot by slot for int8 (a row's
+    words are replayed slot-major), max(r, L) for a float format (chunk-major, so the
+    fp32 accumulator's L-cycle loop closes in time); None for slot-major."""
+    if isinstance(arith, FloatArith):
+        return max(rows_per_mac, arith.accumulate_latency)
+    return None
 
 
 class MAC(wiring.Component):
@@ -103,14 +134,16 @@ class MAC(wiring.Component):
         self._r, self._d, self._s = rows_per_mac, head_dim // split, split
         self._index, self._lane_index = index, lane_index
         word = word_layout(mac_lines=mac_lines, macs_per_line=macs_per_line,
-                           rows_per_mac=rows_per_mac, head_dim=head_dim, split=split)
+                           rows_per_mac=rows_per_mac, head_dim=head_dim, split=split,
+                           element=arith.element_shape)
+        chain = chain_layout(arith=arith, rows_per_mac=rows_per_mac)
         super().__init__({
             "line_id": In(range(mac_lines)),
             "wi": In(word),
             "wo": Out(word),
             "score": Out(data.ArrayLayout(arith.score_shape, 2 * rows_per_mac)),
-            "chain_in": In(arith.score_shape),
-            "chain_out": Out(arith.score_shape),
+            "chain_in": In(chain),
+            "chain_out": Out(chain),
             "pa": In(pa_layout(arith=arith, macs_per_lane=macs_per_lane // split,
                                rows_per_mac=rows_per_mac)),
             "drain_addr": In(range(rows_per_mac * self._d)),
@@ -120,14 +153,19 @@ class MAC(wiring.Component):
     @staticmethod
     def update_latency(arith):
         """Cycles from a V word at this MAC to its O element written: the update
-        pipeline of the format (`Int8Arith.update`)."""
+        pipeline of the format (its ``update``)."""
         return arith.update_latency
 
     @staticmethod
-    def score_latency(split):
+    def score_latency(arith, split):
         """Cycles from the last K word at a group's last MAC to the row's score in its
-        bank: the q*k product register (a DSP's output register, or LUTs) before the
-        accumulator's, and with s > 1 the adder chain's stage."""
+        bank. int8: the q*k product register (a DSP's output register, or LUTs) before
+        the accumulator's, and with s > 1 the adder chain's stage. Float: the product
+        and the accumulator's pipelines, and with s > 1 one addition per MAC of the
+        chain plus the registers between them (see the module docstring)."""
+        if isinstance(arith, FloatArith):
+            Lm, La = arith.product_latency, arith.accumulate_latency
+            return Lm + La if split == 1 else Lm + La * split + 1
         return 1 if split == 1 else 2
 
     @property
@@ -151,7 +189,7 @@ class MAC(wiring.Component):
         m.d.sync += w.eq(wi)
         m.d.comb += self.wo.eq(w)
 
-        m.submodules.q_mem = q_mem = Memory(shape=signed(8), depth=r * d, init=[])
+        m.submodules.q_mem = q_mem = Memory(shape=A.element_shape, depth=r * d, init=[])
         m.submodules.o_mem = o_mem = Memory(shape=A.o_shape, depth=r * d, init=[])
         q_wr = q_mem.write_port()
         q_rd = q_mem.read_port(transparent_for=(q_wr,))
@@ -167,48 +205,13 @@ class MAC(wiring.Component):
             q_rd.addr.eq(wi.addr),                 # read one cycle ahead: data arrives with w
         ]
 
-        # Scores: the product registered (`score_latency`), then one accumulator, restarted at
-        # k = 0 and copied to its bank at k = d - 1.
-        prod = Signal(signed(16), name="qk")
-        s_en, s_first, s_last = Signal(name="s_en"), Signal(name="s_first"), Signal(name="s_last")
-        s_bank, s_slot = Signal.like(w.bank, name="s_bank"), Signal.like(w.slot, name="s_slot")
-        m.d.sync += [prod.eq(q_rd.data * value), s_en.eq(w.valid & w.is_s),
-                     s_first.eq(w.kfirst), s_last.eq(w.klast), s_bank.eq(w.bank), s_slot.eq(w.slot)]
-        acc = Signal(A.score_shape)
-        acc_next = Signal(A.score_shape, name="acc_next")
-        m.d.comb += acc_next.eq(Mux(s_first, 0, acc) + prod)
-        with m.If(s_en):
-            m.d.sync += acc.eq(acc_next)
-
-        def write_score(en, bank, slot, value):
-            with m.If(en):
-                for b in range(2):
-                    for t in range(r):
-                        with m.If((bank == b) & (slot == t)):
-                            m.d.sync += self.score[b * r + t].eq(value)
-
-        if s == 1:
-            write_score(s_en & s_last, s_bank, s_slot, acc_next)
+        if isinstance(A, FloatArith):
+            self._float_scores(m, w, q_rd.data, value)
         else:
-            # The adder chain (see the module docstring): the partial sum registered, then
-            # added to the sum of the MACs before this one in the group.
-            part = Signal(A.score_shape, name="part")
-            p_en = Signal(name="part_en")
-            p_bank, p_slot = Signal.like(s_bank, name="part_bank"), Signal.like(s_slot,
-                                                                                  name="part_slot")
-            m.d.sync += [p_en.eq(s_en & s_last), p_bank.eq(s_bank), p_slot.eq(s_slot)]
-            with m.If(s_en & s_last):
-                m.d.sync += part.eq(acc_next)
-            total = Signal(A.score_shape, name="chain_sum")
-            m.d.comb += total.eq(part if self.position == 0 else part + self.chain_in)
-            if self.position == s - 1:
-                write_score(p_en, p_bank, p_slot, total)
-            else:
-                with m.If(p_en):
-                    m.d.sync += self.chain_out.eq(total)
+            self._int8_scores(m, w, q_rd.data, value)
 
         # (up, e) registers, written by the lane over its line-local bus (to the whole group).
-        e_regs = [Signal(A.p_shape, name=f"e_{b}_{t}") for b in range(2) for t in range(r)]
+        e_regs = [Signal(A.factor_shape, name=f"e_{b}_{t}") for b in range(2) for t in range(r)]
         up_regs = [Signal(name=f"up_{b}_{t}") for b in range(2) for t in range(r)]
         pa = self.pa
         with m.If(pa.valid & (pa.mac == self._lane_index)):
@@ -237,3 +240,89 @@ class MAC(wiring.Component):
             o_wr.en.eq(en[-1]),
         ]
         return m
+
+    def _write_score(self, m, en, bank, slot, value):
+        self._write_regs(m, self.score, en, bank, slot, value)
+
+    def _write_regs(self, m, regs, en, bank, slot, value):
+        """regs[bank * r + slot] = value where `en`."""
+        r = self._r
+        with m.If(en):
+            for b in range(2):
+                for t in range(r):
+                    with m.If((bank == b) & (slot == t)):
+                        m.d.sync += regs[b * r + t].eq(value)
+
+    def _int8_scores(self, m, w, q, value):
+        """Exact integer scores: one accumulator, restarted at k = 0 and copied to its bank
+        at k = d/s - 1 (`score_latency`); with s > 1 the chain in lockstep."""
+        A, s = self._arith, self._s
+        prod = Signal(signed(16), name="qk")
+        s_en, s_first, s_last = Signal(name="s_en"), Signal(name="s_first"), Signal(name="s_last")
+        s_bank, s_slot = Signal.like(w.bank, name="s_bank"), Signal.like(w.slot, name="s_slot")
+        m.d.sync += [prod.eq(q * value), s_en.eq(w.valid & w.is_s),
+                     s_first.eq(w.kfirst), s_last.eq(w.klast), s_bank.eq(w.bank), s_slot.eq(w.slot)]
+        acc = Signal(A.score_shape)
+        acc_next = Signal(A.score_shape, name="acc_next")
+        m.d.comb += acc_next.eq(Mux(s_first, 0, acc) + prod)
+        with m.If(s_en):
+            m.d.sync += acc.eq(acc_next)
+
+        if s == 1:
+            self._write_score(m, s_en & s_last, s_bank, s_slot, acc_next)
+        else:
+            # The adder chain (see the module docstring): the partial sum registered, then
+            # added to the sum of the MACs before this one in the group.
+            part = Signal(A.score_shape, name="part")
+            p_en = Signal(name="part_en")
+            p_bank, p_slot = Signal.like(s_bank, name="part_bank"), Signal.like(s_slot,
+                                                                                  name="part_slot")
+            m.d.sync += [p_en.eq(s_en & s_last), p_bank.eq(s_bank), p_slot.eq(s_slot)]
+            with m.If(s_en & s_last):
+                m.d.sync += part.eq(acc_next)
+            total = Signal(A.score_shape, name="chain_sum")
+            m.d.comb += total.eq(part if self.position == 0 else part + self.chain_in.value)
+            if self.position == s - 1:
+                self._write_score(m, p_en, p_bank, p_slot, total)
+            else:
+                with m.If(p_en):
+                    m.d.sync += self.chain_out.value.eq(total)
+
+    def _float_scores(self, m, w, q, value):
+        """fp32 scores, chunk-major (see the module docstring): the product, then the
+        accumulator whose sum comes back `score_period` cycles after it left; with s > 1
+        the partial sums wait in their bank for the chain."""
+        A, r, s = self._arith, self._r, self._s
+        Lm, La = A.product_latency, A.accumulate_latency
+        period = score_period(A, r)
+        prod = A.product(m, q, value)
+        st = Stages(m)
+        ctrl = Signal(data.StructLayout({"en": 1, "first": 1, "last": 1, "bank": 1,
+                                         "slot": range(r)}), name="s_ctrl")
+        m.d.comb += ctrl.eq(Cat(w.valid & w.is_s, w.kfirst, w.klast, w.bank, w.slot))
+        ctrl_p = data.View(ctrl.shape(), st.delay(ctrl, Lm, "s_ctrl_p"))   # beside the product
+        loop = Signal(A.score_shape, name="acc_loop")     # the slot's sum, back from the adder
+        acc = A.accumulate(m, Mux(ctrl_p.first, Const(1 << 31, 32), loop), prod)
+        m.d.comb += loop.eq(st.delay(acc, period - La, "acc_back"))
+        done = data.View(ctrl.shape(), st.delay(ctrl_p, La, "s_ctrl_a"))   # beside the sum
+        part_en = done.en & done.last
+
+        if s == 1:
+            self._write_score(m, part_en, done.bank, done.slot, acc)
+            return
+        if self.position == 0:                             # the chain starts here
+            m.d.sync += [self.chain_out.valid.eq(part_en), self.chain_out.bank.eq(done.bank),
+                         self.chain_out.slot.eq(done.slot), self.chain_out.value.eq(acc)]
+            return
+        parts = [Signal(A.score_shape, name=f"part_{b}_{t}") for b in range(2) for t in range(r)]
+        self._write_regs(m, parts, part_en, done.bank, done.slot, acc)
+        cin = Signal.like(self.chain_in, name="chain_in_r")
+        m.d.sync += cin.eq(self.chain_in)
+        mine = Array([Array(parts[b * r:(b + 1) * r]) for b in range(2)])[cin.bank][cin.slot]
+        total = A.accumulate(m, mine, cin.value)
+        out = data.View(cin.shape(), st.delay(cin.as_value(), La, "chain_ctrl"))
+        if self.position == s - 1:
+            self._write_score(m, out.valid, out.bank, out.slot, total)
+        else:
+            m.d.comb += [self.chain_out.valid.eq(out.valid), self.chain_out.bank.eq(out.bank),
+                         self.chain_out.slot.eq(out.slot), self.chain_out.value.eq(total)]

@@ -1,4 +1,4 @@
-"""`Normalizer`: a finished Q block's O, divided by l, out as int8 one chunk per cycle.
+"""`Normalizer`: a finished Q block's O, divided by l, out in the storage format one chunk per cycle.
 
 Armed by the replay when a block's last V row starts (`block`), it waits until
 that row's last word has left the last MAC and its O update is written
@@ -7,8 +7,10 @@ that row's last word has left the last MAC and its O update is written
 elements per cycle: the array's read port (`attenio.hdl.pe_array.drain_signature`)
 gives the chunk of the row's O (element g from the group's MAC g) and its
 lane's l; the reciprocal of l (`Int8Arith.reciprocal`, recomputed per chunk
-since it is fully pipelined) and s `Int8Arith.finalize` give the bytes, which go
-through a small FIFO to `o_out`, `last` on the block's final chunk.
+since it is fully pipelined) and s of the format's ``finalize`` give the elements,
+which go through a small FIFO to `o_out`, `last` on the block's final chunk. A float
+format's drain also reads the row's m: a row whose max ends NaN or +inf, or whose l
+is 0, outputs the canonical NaN in every element (`attenio.sim.golden_fp`).
 
 The drain issues only against credits of the output FIFO, so back-pressure on
 `o_out` never loses a byte in the pipeline. While armed or draining it is not
@@ -16,12 +18,14 @@ The drain issues only against credits of the output FIFO, so back-pressure on
 overwrite l and O before they are read).
 """
 
-from amaranth.hdl import Cat, Module, Mux, Signal, signed
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio import validate
 
+from .formats import FloatArith
+from .formats.dsp import Stages
 from .mac import MAC, check_arith, word_layout
 from .pe_array import PEArray, drain_signature
 from .replay import drain_layout
@@ -65,11 +69,12 @@ class Normalizer(wiring.Component):
         super().__init__({
             "block": In(stream.Signature(drain_layout(rows=rows))),
             "tail": In(word_layout(mac_lines=mac_lines, macs_per_line=macs_per_line,
-                                   rows_per_mac=rows_per_mac, head_dim=head_dim, split=split)),
+                                   rows_per_mac=rows_per_mac, head_dim=head_dim, split=split,
+                                   element=arith.element_shape)),
             "array": Out(drain_signature(arith=arith, mac_lines=mac_lines,
                                          macs_per_line=macs_per_line, rows_per_mac=rows_per_mac,
                                          head_dim=head_dim, lanes=lanes, split=split)),
-            "o_out": Out(stream.Signature(element_layout(split))),
+            "o_out": Out(stream.Signature(element_layout(split, arith.element_shape))),
             "busy": Out(1),
         })
 
@@ -118,7 +123,8 @@ class Normalizer(wiring.Component):
         latency = self.latency(A)
         depth = latency + self.CREDIT_SLACK
         credits = Signal(range(depth + 1), init=depth)
-        m.submodules.out_fifo = out_fifo = fifo.SyncFIFOBuffered(width=element_layout(s).size,
+        out_layout = element_layout(s, A.element_shape)
+        m.submodules.out_fifo = out_fifo = fifo.SyncFIFOBuffered(width=out_layout.size,
                                                                  depth=depth)
         issue = draining & (credits != 0)
         taken = self.o_out.valid & self.o_out.ready
@@ -162,8 +168,14 @@ class Normalizer(wiring.Component):
             later = Signal.like(array.o, name=f"o_{k}")
             m.d.sync += later.eq(o)
             o = later
-        out = Signal(data.ArrayLayout(signed(8), s))
-        m.d.sync += [out[g].eq(A.finalize(m, o[g], y, e)) for g in range(s)]
+        out = Signal(data.ArrayLayout(A.element_shape, s))
+        values = [A.finalize(m, o[g], y, e) for g in range(s)]
+        if isinstance(A, FloatArith):
+            mx, spec = array.m, A.spec
+            bad = (mx[23:31] == 0xFF) & ((mx[:23] != 0) | ~mx[31]) | (array.l == 0)
+            bad = Stages(m).delay(bad, A.reciprocal_latency + A.finalize_latency, "nan_row")
+            values = [Mux(bad, spec.nan, x) for x in values]
+        m.d.sync += [out[g].eq(x) for g, x in enumerate(values)]
         m.d.comb += [out_fifo.w_data.eq(Cat(out, flags[-1][1])), out_fifo.w_en.eq(flags[-1][0]),
                      self.o_out.valid.eq(out_fifo.r_rdy), self.o_out.payload.eq(out_fifo.r_data),
                      out_fifo.r_en.eq(self.o_out.ready)]

@@ -20,6 +20,7 @@ from amaranth.lib.wiring import In, Out
 from attenio import validate
 
 from . import hierarchy
+from .formats import FloatArith
 from .mac import MAC, check_arith, word_layout
 from .softmax import SoftmaxLane, start_layout
 
@@ -30,7 +31,9 @@ def drain_signature(*, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, 
     """The normalizer's read port into the array (from the normalizer's side): the O chunk
     at `addr` of group `mac` of line `line` (element g from the group's MAC g), and the
     running sum l of row `u` of lane `lane` of that line, answered on `o` and `l`
-    `PEArray.drain_read_latency` cycles later."""
+    `PEArray.drain_read_latency` cycles later; a float format also answers the row's
+    running max on `m` (a row whose max ends NaN or +inf outputs NaN)."""
+    extra = {"m": In(arith.score_shape)} if isinstance(arith, FloatArith) else {}
     return wiring.Signature({
         "addr": Out(range(rows_per_mac * head_dim // split)),
         "u": Out(range(rows_per_mac * (macs_per_line // lanes // split))),
@@ -39,13 +42,15 @@ def drain_signature(*, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, 
         "line": Out(range(mac_lines)),
         "o": In(data.ArrayLayout(arith.o_shape, split)),
         "l": In(arith.l_shape),
+        **extra,
     })
 
 
 def _line_signature(*, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, lanes, split):
     """The ports of a MAC line, and of the array of lines (see `MacLine`)."""
     word = word_layout(mac_lines=mac_lines, macs_per_line=macs_per_line,
-                       rows_per_mac=rows_per_mac, head_dim=head_dim, split=split)
+                       rows_per_mac=rows_per_mac, head_dim=head_dim, split=split,
+                       element=arith.element_shape)
     return {
         "wi": In(word),
         "tail": Out(word),
@@ -130,7 +135,7 @@ class MacLine(wiring.Component):
         # The last MAC writes the last slot's score `MAC.score_latency` cycles after its
         # word leaves it: the lanes may start then.
         start_d = [Signal(start_layout(), name=f"start_d{k}")
-                   for k in range(MAC.score_latency(s) + 1)]
+                   for k in range(MAC.score_latency(A, s) + 1)]
         m.d.comb += [
             start_d[0].valid.eq(tail.valid & tail.is_s & tail.klast & (tail.slot == r - 1)),
             start_d[0].bank.eq(tail.bank), start_d[0].first.eq(tail.first),
@@ -157,6 +162,8 @@ class MacLine(wiring.Component):
         m.d.sync += [drain.o[g].eq(Array([group[g].o_rd for group in groups])[mac_sel])
                      for g in range(s)]
         m.d.sync += drain.l.eq(Array([lane.l_rd for lane in lanes])[lane_sel])
+        if isinstance(A, FloatArith):
+            m.d.sync += drain.m.eq(Array([lane.m_rd for lane in lanes])[lane_sel])
         return m
 
 
@@ -226,4 +233,6 @@ class PEArray(wiring.Component):
         m.d.sync += [line_sel[k].eq(line_sel[k - 1]) for k in range(1, len(line_sel))]
         m.d.sync += [drain.o.eq(Array([line.drain.o for line in lines])[line_sel[-1]]),
                      drain.l.eq(Array([line.drain.l for line in lines])[line_sel[-1]])]
+        if isinstance(self._arith, FloatArith):
+            m.d.sync += drain.m.eq(Array([line.drain.m for line in lines])[line_sel[-1]])
         return m

@@ -2,7 +2,9 @@
 
 A word carries one chunk of s elements (one for each MAC of a row's group). A
 Q row is replayed once, to its group; a K or V row r times (pass t serves slot
-t of every group), so a row costs r*d/s array cycles. The replay takes the
+t of every group), so a row costs r*d/s array cycles. With a `score_period` P
+(the float formats, `attenio.hdl.mac.score_period`) a K row goes chunk by chunk
+instead: chunk c to slots 0 .. r-1, then P - r idle cycles, so it costs P*d/s. The replay takes the
 next row off the buffer's `row` stream when the current one issues its last
 word (or when idle) and the schedule allows it:
 
@@ -37,7 +39,8 @@ def drain_layout(*, rows):
 class RowReplay(wiring.Component):
     """The replay for `row_layout` rows of `head_dim` elements into an array of
     `mac_lines` x `macs_per_line` MACs with `rows_per_mac` rows each, Q blocks of up
-    to `block_rows` rows.
+    to `block_rows` rows, elements of shape `element`, K rows slot by slot
+    (`score_period` None) or chunk by chunk in `score_period` cycles each.
 
     Ports: `row` in and `release` out (the buffer's, see `attenio.hdl.kv_buffer`);
     `rd_addr` / `rd_data` the buffer's read port; `word` the array's entry word;
@@ -48,18 +51,22 @@ class RowReplay(wiring.Component):
     """
 
     def __init__(self, *, row_layout, mac_lines, macs_per_line, rows_per_mac, block_rows,
-                 head_dim, c_shape, split=1):
+                 head_dim, c_shape, split=1, element=signed(8), score_period=None):
         validate.positive("RowReplay", mac_lines=mac_lines, macs_per_line=macs_per_line,
                           rows_per_mac=rows_per_mac, block_rows=block_rows, head_dim=head_dim)
         validate.split("RowReplay", split, head_dim=head_dim, macs_per_line=macs_per_line)
+        if score_period is not None:
+            validate.integer("RowReplay", "score_period", score_period, lo=rows_per_mac)
         self._r, self._d = rows_per_mac, head_dim // split     # d: chunks per row
+        self._period = score_period
         super().__init__({
             "row": In(stream.Signature(row_layout)),
             "release": Out(1),
             "rd_addr": Out(range(2 * self._d)),
-            "rd_data": In(data.ArrayLayout(signed(8), split)),
+            "rd_data": In(data.ArrayLayout(element, split)),
             "word": Out(word_layout(mac_lines=mac_lines, macs_per_line=macs_per_line,
-                                    rows_per_mac=rows_per_mac, head_dim=head_dim, split=split)),
+                                    rows_per_mac=rows_per_mac, head_dim=head_dim, split=split,
+                                    element=element)),
             "lanes_ready": In(2),
             "consume": Out(2),
             "drain": Out(stream.Signature(drain_layout(rows=block_rows))),
@@ -76,14 +83,18 @@ class RowReplay(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        r, d = self._r, self._d                  # d: chunks per row, d/s
+        r, d, P = self._r, self._d, self._period     # d: chunks per row, d/s
         row = self.row
         cur = Signal.like(row.payload, name="replaying")   # the row being issued
         active = Signal()                        # a pass is issuing
         addr = Signal(range(r * d))              # MAC storage address of the word
         elem = Signal(range(d))                  # the chunk of the row
-        slot = Signal(range(r))                  # t, the pass
-        last_word = active & Mux(cur.is_q, elem == d - 1, addr == r * d - 1)
+        slot = Signal(range(P or r))             # t, the pass (or the slot of the chunk)
+        chunk_major = cur.is_s                   # with a score period: chunk by chunk
+        last_pass = addr == r * d - 1
+        if P:
+            last_pass = Mux(chunk_major, (elem == d - 1) & (slot == P - 1), last_pass)
+        last_word = active & Mux(cur.is_q, elem == d - 1, last_pass)
         nxt = row.payload
         schedule_ok = Mux(nxt.is_u, self.lanes_ready.bit_select(nxt.bank, 1),
                           Mux(nxt.is_s & nxt.first, self.drain.ready, 1))
@@ -92,17 +103,33 @@ class RowReplay(wiring.Component):
 
         word = Signal.like(self.word, name="entry")   # the entry word, but for its value
         m.d.comb += self.rd_addr.eq(cur.half * d + elem)
-        m.d.sync += word.valid.eq(active)
+        if P and P > r:                          # the idle cycles of a chunk
+            m.d.sync += word.valid.eq(active & ~(chunk_major & (slot >= r)))
+        else:
+            m.d.sync += word.valid.eq(active)
+
+        def next_element():                      # of this pass, or the next pass
+            m.d.sync += [addr.eq(addr + 1), elem.eq(Mux(elem == d - 1, 0, elem + 1))]
+            with m.If(elem == d - 1):
+                m.d.sync += slot.eq(slot + 1)
+
         with m.If(active):
             m.d.sync += [
                 word.is_q.eq(cur.is_q), word.is_s.eq(cur.is_s), word.is_u.eq(cur.is_u),
                 word.line.eq(cur.line), word.mac.eq(cur.mac), word.addr.eq(addr),
                 word.slot.eq(slot), word.kfirst.eq(elem == 0), word.klast.eq(elem == d - 1),
                 word.bank.eq(cur.bank), word.first.eq(cur.first), word.last.eq(cur.last),
-                addr.eq(addr + 1), elem.eq(Mux(elem == d - 1, 0, elem + 1)),
             ]
-            with m.If(elem == d - 1):
-                m.d.sync += slot.eq(slot + 1)
+            if P:
+                with m.If(chunk_major):         # the next slot of this chunk, or the next chunk
+                    with m.If(slot == P - 1):
+                        m.d.sync += [slot.eq(0), elem.eq(elem + 1), addr.eq(elem + 1)]
+                    with m.Else():
+                        m.d.sync += [slot.eq(slot + 1), addr.eq(addr + d)]
+                with m.Else():
+                    next_element()
+            else:
+                next_element()
 
         # A launch restarts the counters that the issue above advances.
         c_launched = Signal.like(self.c)          # the c of the block whose S_0 launched

@@ -33,6 +33,19 @@ previous start (S = `SoftmaxLane.stages`), so each row reads m and l after the p
 pass wrote them; a start pulse arriving earlier waits in a one-deep pending
 register.
 Between blocks the `l` memory's read port serves the drain (`drain_u`, `l_rd`).
+
+A float format (`FloatArith`) keeps m in fp32 and runs the row as
+
+    stage 1      m_old, l_old (m_init = -inf and 0 on the block's first row)
+    scale        x = fmul(S, c)                     (`FloatArith.scale`)
+    exp_arg      z = to_fixed(-|x - m_old|), up = x > m_old; beside it
+                 m_new = maximum(m_old, x)          (`FloatArith.exp_arg`, `maximum`)
+    exp2         e = exp2(z)                        (the int8 format's)
+    bus          (up, fp32(e)) onto the bus         (`FloatArith.to_float`), and
+                 l = update_l(up, e, l_old)         (fixed point, as int8)
+    write-back   m_new and l
+
+and the drain also reads m (`m_rd`): a row whose max ends NaN or +inf outputs NaN.
 """
 
 from amaranth.hdl import Array, Module, Mux, Signal
@@ -42,7 +55,8 @@ from amaranth.lib.wiring import In, Out
 
 from attenio import validate
 
-from .formats import Int8Arith
+from .formats import FloatArith, Int8Arith
+from .formats.dsp import Stages
 
 __all__ = ["pa_layout", "start_layout", "SoftmaxLane"]
 
@@ -52,7 +66,7 @@ def pa_layout(*, arith, macs_per_lane, rows_per_mac):
     as (`up`, `e`): (alpha, P) = (e, 1) if up else (1, e)."""
     return data.StructLayout({
         "valid": 1, "mac": range(macs_per_lane), "slot": range(rows_per_mac), "bank": 1,
-        "up": 1, "e": arith.p_shape,
+        "up": 1, "e": arith.factor_shape,
     })
 
 
@@ -68,13 +82,15 @@ class SoftmaxLane(wiring.Component):
     `start` the line's pulse; `c` the softmax constant; `pa` the write bus;
     `ready`/`consume` the per-bank done flags; `active` a row is in flight
     (issued and not yet written back: r*q/L + `stages` cycles per pass);
-    `drain_u`/`l_rd` the drain's read of l (one cycle latency, only while the lane is idle).
+    `drain_u`/`l_rd` the drain's read of l (one cycle latency, only while the lane is idle),
+    and with a float format `m_rd` its read of m.
     Row u of the lane is MAC u mod q/L, slot u div q/L.
     """
 
     def __init__(self, *, arith, macs_per_lane, rows_per_mac):
-        if not isinstance(arith, Int8Arith):
-            raise TypeError(f"SoftmaxLane: arith must be an Int8Arith, not {arith!r}")
+        if not isinstance(arith, (Int8Arith, FloatArith)):
+            raise TypeError(f"SoftmaxLane: arith must be an Int8Arith or a FloatArith, "
+                            f"not {arith!r}")
         validate.positive("SoftmaxLane", macs_per_lane=macs_per_lane, rows_per_mac=rows_per_mac)
         self._arith = arith
         self._ql, self._r = macs_per_lane, rows_per_mac
@@ -90,6 +106,7 @@ class SoftmaxLane(wiring.Component):
             "active": Out(1),
             "drain_u": In(range(rows)),
             "l_rd": Out(arith.l_shape),
+            **({"m_rd": Out(arith.score_shape)} if isinstance(arith, FloatArith) else {}),
         })
 
     @property
@@ -100,17 +117,29 @@ class SoftmaxLane(wiring.Component):
     start_latency = 1
 
     @staticmethod
+    def _e_stage(arith):
+        """The stage at which a row's e (fixed point) comes out of exp2."""
+        if isinstance(arith, FloatArith):
+            return 1 + arith.scale_latency + arith.exp_arg_latency + arith.exp2_latency
+        return 2 + arith.scale_latency + arith.exp2_latency
+
+    @staticmethod
     def stages(arith):
-        """S, the valid stages after a row's issue (stage 1, scale, exp2, l's update, the
-        write-back stage): a row issued in cycle 0 writes m and l in cycle S, and a lane
-        is busy (`active`) until S cycles after issuing its last row."""
-        return 2 + arith.scale_latency + arith.exp2_latency + arith.update_latency
+        """S, the valid stages after a row's issue (to exp2, then l's update and the
+        write-back; a float format also waits for the bus's fp32 e): a row issued in
+        cycle 0 writes m and l in cycle S, and a lane is busy (`active`) until S cycles
+        after issuing its last row."""
+        if isinstance(arith, FloatArith):
+            return SoftmaxLane._e_stage(arith) + max(arith.update_l_latency,
+                                                     arith.to_float_latency + 1)
+        return SoftmaxLane._e_stage(arith) + arith.update_latency
 
     @staticmethod
     def bus_stage(arith):
         """The stage at which a row's (up, e) is on the bus to the MACs (cycles after
-        issue): stage 1, scale, exp2, and the bus register."""
-        return 2 + arith.scale_latency + arith.exp2_latency + 1
+        issue): to exp2, a float format's conversion to fp32, the bus register."""
+        extra = arith.to_float_latency if isinstance(arith, FloatArith) else 0
+        return SoftmaxLane._e_stage(arith) + extra + 1
 
     def elaborate(self, platform):
         m = Module()
@@ -170,49 +199,22 @@ class SoftmaxLane(wiring.Component):
         scores = Array([Array([Array([self.scores[(k * 2 + b) * r + t] for t in range(r)])
                                for b in range(2)]) for k in range(ql)])
         x0 = scores[mac][bank][slot]
-        m.d.comb += [m_rd.addr.eq(u), l_rd.addr.eq(Mux(run, u, self.drain_u)),
-                     self.l_rd.eq(l_rd.data)]
+        drain_addr = Mux(run, u, self.drain_u)
+        m.d.comb += [l_rd.addr.eq(drain_addr), self.l_rd.eq(l_rd.data)]
+        if isinstance(A, FloatArith):
+            m.d.comb += [m_rd.addr.eq(drain_addr), self.m_rd.eq(m_rd.data)]
+        else:
+            m.d.comb += m_rd.addr.eq(u)
         x1 = Signal(A.score_shape)
         u1, mac1, slot1 = Signal.like(u), Signal.like(mac), Signal.like(slot)
         bank1, first1 = Signal(), Signal()      # passes overlap: each row carries its own
         m.d.sync += [v[0].eq(run), x1.eq(x0), u1.eq(u), mac1.eq(mac), slot1.eq(slot),
                      bank1.eq(bank), first1.eq(first)]
 
-        # -- stage 1: new max and the difference -------------------------------------------
-        m_old = Mux(first1, A.m_init, m_rd.data)
-        up = x1 > m_old
-        m_new = A.max(m, m_old, x1)
-        diff = Signal(A.diff_shape, name="diff")
-        m.d.sync += diff.eq(A.sub(m, Mux(up, m_old, x1), m_new))
-        carried = [Signal(name="up"), Signal(A.score_shape, name="m_new"),
-                   Signal(A.l_shape, name="l_old"), Signal.like(u, name="u"),
-                   Signal.like(mac, name="mac"), Signal.like(slot, name="slot"),
-                   Signal(name="bank")]
-        m.d.sync += [s.eq(val) for s, val in zip(
-            carried, [up, m_new, Mux(first1, 0, l_rd.data), u1, mac1, slot1, bank1])]
-
-        def carry(cycles):
-            """Register the carried values `cycles` more times."""
-            nonlocal carried
-            for _ in range(cycles):
-                nxt = [Signal.like(s, name=s.name) for s in carried]
-                m.d.sync += [n.eq(s) for n, s in zip(nxt, carried)]
-                carried = nxt
-
-        # -- scale (pipelined: products, sum, round and clamp), then exp2 ------------------
-        e = A.exp2(m, A.scale(m, diff, self.c))
-        carry(A.scale_latency + A.exp2_latency)
-        up_e, m_new_e, l_old_e, u_e, mac_e, slot_e, bank_e = carried
-        ve = v[S - 1 - A.update_latency]         # valid of the stage where e arrives
-
-        # -- bus stage: alpha and P onto the bus; l's update ----------------------------------
-        # Either alpha or P is exactly one (see `Int8Arith.update`): one multiply for l.
-        m.d.sync += [self.pa.valid.eq(ve), self.pa.mac.eq(mac_e), self.pa.slot.eq(slot_e),
-                     self.pa.bank.eq(bank_e), self.pa.up.eq(up_e), self.pa.e.eq(e)]
-        l_new = A.update(m, up_e, e, l_old_e, 1)
-        carried = [u_e, m_new_e]
-        carry(A.update_latency)
-        u_w, m_new_w = carried
+        row = self._float_row if isinstance(A, FloatArith) else self._int8_row
+        ctrl = [u1, mac1, slot1, bank1]
+        bus_valid, bus_u, bus_bank, u_w, m_new_w, l_new = row(
+            m, v, x1, Mux(first1, A.m_init, m_rd.data), Mux(first1, 0, l_rd.data), ctrl)
 
         # -- write-back stage: the new m and l ------------------------------------------------
         m.d.comb += [
@@ -220,8 +222,62 @@ class SoftmaxLane(wiring.Component):
             l_wr.addr.eq(u_w), l_wr.data.eq(l_new), l_wr.en.eq(v[S - 1]),
         ]
         for b in range(2):
-            with m.If(ve & (u_e == R - 1) & (bank_e == b)):
+            with m.If(bus_valid & (bus_u == R - 1) & (bus_bank == b)):
                 m.d.sync += self.ready[b].eq(1)
             with m.Elif(self.consume[b]):
                 m.d.sync += self.ready[b].eq(0)
         return m
+
+    def _bus(self, m, valid, ctrl, up, e):
+        """(up, e) of the row with `ctrl` onto the bus (registered); what `ready` watches."""
+        u, mac, slot, bank = ctrl
+        m.d.sync += [self.pa.valid.eq(valid), self.pa.mac.eq(mac), self.pa.slot.eq(slot),
+                     self.pa.bank.eq(bank), self.pa.up.eq(up), self.pa.e.eq(e)]
+        return valid, u, bank
+
+    def _int8_row(self, m, v, x1, m_old, l_old, ctrl):
+        """Stage 1 to the write-back of an int8 row: (bus valid, its u and bank, then the
+        write-back's u, m and l)."""
+        A, S = self._arith, self.stages(self._arith)
+        st = Stages(m)
+        up = x1 > m_old
+        m_new = A.max(m, m_old, x1)
+        diff = Signal(A.diff_shape, name="diff")
+        m.d.sync += diff.eq(A.sub(m, Mux(up, m_old, x1), m_new))
+        # scale (pipelined: products, sum, round and clamp), then exp2
+        e = A.exp2(m, A.scale(m, diff, self.c))
+        wait = 1 + A.scale_latency + A.exp2_latency
+        up_e, m_new_e, l_old_e, *ctrl_e = (st.delay(x, wait, name) for x, name in zip(
+            [up, m_new, l_old, *ctrl], ["up", "m_new", "l_old", "u", "mac", "slot", "bank"]))
+        # Either alpha or P is exactly one (see `Int8Arith.update`): one multiply for l.
+        bus = self._bus(m, v[S - 1 - A.update_latency], ctrl_e, up_e, e)
+        l_new = A.update(m, up_e, e, l_old_e, 1)
+        u_w, m_new_w = (st.delay(x, A.update_latency, n) for x, n in ((ctrl_e[0], "u_w"),
+                                                                     (m_new_e, "m_new_w")))
+        return (*bus, u_w, m_new_w, l_new)
+
+    def _float_row(self, m, v, x1, m_old, l_old, ctrl):
+        """Stage 1 to the write-back of a float row (see the module docstring)."""
+        A, S = self._arith, self.stages(self._arith)
+        st = Stages(m)
+        names = ["m_old", "l_old", "u", "mac", "slot", "bank"]
+        x = A.scale(m, x1, self.c)
+        m_old, l_old, *ctrl = (st.delay(y, A.scale_latency, n)
+                               for y, n in zip([m_old, l_old, *ctrl], names))
+        z, up = A.exp_arg(m, x, m_old)
+        m_new = st.delay(A.maximum(m, m_old, x), A.exp_arg_latency - A.maximum_latency, "m_new")
+        l_old, *ctrl = (st.delay(y, A.exp_arg_latency, n) for y, n in zip([l_old, *ctrl],
+                                                                         names[1:]))
+        e = A.exp2(m, z)
+        e_stage = self._e_stage(A)
+        up, m_new, l_old, *ctrl = (st.delay(y, A.exp2_latency, n) for y, n in zip(
+            [up, m_new, l_old, *ctrl], ["up_e", "m_new_e", *names[1:]]))
+        # Either alpha or P is exactly one (see `Int8Arith.update`): one multiply for l.
+        e32 = A.to_float(m, e)
+        bus = self._bus(m, v[e_stage + A.to_float_latency - 1],
+                        [st.delay(y, A.to_float_latency, f"{n}_b") for y, n in zip(ctrl, names[2:])],
+                        st.delay(up, A.to_float_latency, "up_b"), e32)
+        l_new = st.delay(A.update_l(m, up, e, l_old), S - e_stage - A.update_l_latency, "l_new")
+        u_w, m_new_w = (st.delay(y, S - e_stage, n) for y, n in ((ctrl[0], "u_w"),
+                                                                (m_new, "m_new_w")))
+        return (*bus, u_w, m_new_w, l_new)

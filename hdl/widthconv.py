@@ -1,14 +1,14 @@
-"""Width converters between AXI beats and streams of int8 chunks.
+"""Width converters between AXI beats and streams of element chunks.
 
 The DMA moves `data_width`-bit beats; the core consumes and produces one chunk
-of `width` int8 elements per cycle (`width` = s, the MACs a Q row is split
+of `width` elements (int8, or fp16/bf16 encodings) per cycle (`width` = s, the MACs a Q row is split
 over: the s MACs of a row each take one element of a chunk). Elements sit
-little-endian in a beat and in a chunk (element 0 in the low byte), which is
+little-endian in a beat and in a chunk (element 0 in the low bits), which is
 the byte order of memory, so a row of Q, K or V in memory is the element order
 of the stream.
 """
 
-from amaranth.hdl import Module, Signal, signed, unsigned
+from amaranth.hdl import Module, Shape, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -17,33 +17,36 @@ from attenio import validate
 __all__ = ["element_layout", "BeatUnpacker", "BeatPacker"]
 
 
-def element_layout(width=1):
-    """A chunk of `width` consecutive int8 elements (`value[0]` first); `last` ends the
-    command (a row or a block) it belongs to."""
+def element_layout(width=1, element=signed(8)):
+    """A chunk of `width` consecutive elements of shape `element` (`value[0]` first);
+    `last` ends the command (a row or a block) it belongs to."""
     validate.positive("element_layout", width=width)
-    return data.StructLayout({"value": data.ArrayLayout(signed(8), width), "last": unsigned(1)})
+    return data.StructLayout({"value": data.ArrayLayout(element, width), "last": unsigned(1)})
 
 
 class _Converter(wiring.Component):
-    """A converter between `data_width`-bit beats and chunks of `width` int8 elements,
-    `i` in and `o` out.
+    """A converter between `data_width`-bit beats and chunks of `width` elements of shape
+    `element` (8 or 16 bits), `i` in and `o` out.
 
     A subclass names the two payloads (`_payloads`); both keep one beat in a register
     with the index of its current chunk and whether it holds data (`_beat_state`).
     """
 
-    def __new__(cls, *, data_width, width=1):
+    def __new__(cls, *, data_width, width=1, element=signed(8)):
         # Checked before the object exists: a refused converter is no unused elaboratable.
         validate.one_of(cls.__name__, "data_width", data_width, validate.AXI_DATA_WIDTHS)
         validate.positive(cls.__name__, width=width)
-        if (data_width // 8) % width:
+        bits = Shape.cast(element).width
+        validate.one_of(cls.__name__, "element width", bits, (8, 16))
+        if data_width % (bits * width):
             raise ValueError(f"{cls.__name__}: a {data_width}-bit beat must hold whole chunks of "
-                             f"{width} elements")
+                             f"{width} {bits}-bit elements")
         return super().__new__(cls)
 
-    def __init__(self, *, data_width, width=1):
-        self._data_width, self._width = data_width, width
-        i, o = self._payloads(data_width, width)
+    def __init__(self, *, data_width, width=1, element=signed(8)):
+        self._data_width, self._width, self._element = data_width, width, element
+        self._chunk_bits = width * Shape.cast(element).width
+        i, o = self._payloads(data_width, width, element)
         super().__init__({"i": In(stream.Signature(i)), "o": Out(stream.Signature(o))})
 
     @property
@@ -57,7 +60,7 @@ class _Converter(wiring.Component):
 
     def _beat_state(self):
         """(chunks per beat, the beat, the chunk index, the beat holds data)."""
-        n = self._data_width // (8 * self._width)
+        n = self._data_width // self._chunk_bits
         return n, Signal(self._data_width, name="beat"), Signal(range(n), name="index"), \
             Signal(name="full")
 
@@ -72,9 +75,9 @@ class BeatUnpacker(_Converter):
     latency = 1
 
     @staticmethod
-    def _payloads(data_width, width):
+    def _payloads(data_width, width, element):
         return (data.StructLayout({"data": unsigned(data_width), "last": unsigned(1)}),
-                element_layout(width))
+                element_layout(width, element))
 
     def elaborate(self, platform):
         m = Module()
@@ -82,7 +85,7 @@ class BeatUnpacker(_Converter):
         last = Signal()
         m.d.comb += [
             self.o.valid.eq(full),
-            self.o.payload.value.eq(beat.word_select(index, 8 * self._width)),
+            self.o.payload.value.eq(beat.word_select(index, self._chunk_bits)),
             self.o.payload.last.eq(last & (index == n - 1)),
             self.i.ready.eq(~full | (self.o.ready & (index == n - 1))),
         ]
@@ -108,8 +111,8 @@ class BeatPacker(_Converter):
     latency = 1
 
     @staticmethod
-    def _payloads(data_width, width):
-        return element_layout(width), data.StructLayout({"data": unsigned(data_width)})
+    def _payloads(data_width, width, element):
+        return element_layout(width, element), data.StructLayout({"data": unsigned(data_width)})
 
     def elaborate(self, platform):
         m = Module()
@@ -122,7 +125,7 @@ class BeatPacker(_Converter):
         with m.If(self.o.valid & self.o.ready):
             m.d.sync += full.eq(0)
         with m.If(self.i.valid & self.i.ready):
-            m.d.sync += [beat.word_select(index, 8 * self._width).eq(self.i.payload.value),
+            m.d.sync += [beat.word_select(index, self._chunk_bits).eq(self.i.payload.value),
                          index.eq(index + 1)]
             with m.If(index == n - 1):
                 m.d.sync += [index.eq(0), full.eq(1)]

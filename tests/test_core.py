@@ -197,11 +197,14 @@ def test_core_rejects(kwargs, match):
         AttentionCore(**params)
 
 
-def test_core_int8_only():
+def test_core_refuses_formats():
     from attenio.formats import FP16Format
-    with pytest.raises(ValueError, match="int8-only"):
-        AttentionCore(mac_lines=1, macs_per_line=1, rows_per_mac=1, head_dim=4, exp_units=1,
-                      max_seq_len=8, fmt=FP16Format())
+    tiny = dict(mac_lines=1, macs_per_line=1, rows_per_mac=1, head_dim=4, exp_units=1,
+                max_seq_len=8)
+    with pytest.raises(ValueError, match="the RTL accumulates O in fp32; o_acc_bits = 16"):
+        AttentionCore(**tiny, fmt=FP16Format(o_acc_bits=16))
+    with pytest.raises(ValueError, match="fmt must be an Int8Format or a FloatFormat, not 'int8'"):
+        AttentionCore(**tiny, fmt="int8")
 
 
 def test_core_from_plan():

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from amaranth.hdl import unsigned
 from amaranth.sim import Simulator
 
 from attenio.hdl.widthconv import BeatPacker, BeatUnpacker
@@ -75,8 +76,29 @@ def test_packer_builds_little_endian_beats(rng, chunk):
 
 def test_converters_refuse_a_chunk_that_splits_a_beat():
     with pytest.raises(ValueError, match="BeatUnpacker: a 32-bit beat must hold whole chunks "
-                                         "of 3 elements"):
+                                         "of 3 8-bit elements"):
         BeatUnpacker(data_width=32, width=3)
+    with pytest.raises(ValueError, match="BeatPacker: a 32-bit beat must hold whole chunks "
+                                         "of 4 16-bit elements"):
+        BeatPacker(data_width=32, width=4, element=unsigned(16))
+    with pytest.raises(ValueError, match="BeatPacker: element width must be one of 8, 16, not 32"):
+        BeatPacker(data_width=64, width=1, element=unsigned(32))
+
+
+@pytest.mark.parametrize("chunk", [1, 2])
+def test_16_bit_elements_round_trip(rng, chunk):
+    """fp16/bf16 encodings: little-endian 16-bit elements, unpacked and packed back."""
+    values = [int(v) for v in rng.integers(0, 1 << 16, size=4 * 6)]
+    beats = [sum(v << (16 * k) for k, v in enumerate(values[i:i + 4]))
+             for i in range(0, len(values), 4)]
+    chunks = pump(BeatUnpacker(data_width=64, width=chunk, element=unsigned(16)),
+                  [{"data": b, "last": 0} for b in beats], len(values) // chunk,
+                  lambda p: [int(v) for v in p.value], rng.integers(0, 2, size=1000))
+    assert sum(chunks, []) == values
+    got = pump(BeatPacker(data_width=64, width=chunk, element=unsigned(16)),
+               [{"value": c, "last": 0} for c in chunks], len(beats), lambda p: p.data,
+               rng.integers(0, 2, size=1000))
+    assert got == beats
     with pytest.raises(ValueError, match="BeatPacker: width must be a positive integer, not 0"):
         BeatPacker(data_width=64, width=0)
 

@@ -84,6 +84,27 @@ class FloatArith:
         return self._fixed.p_shape
 
     @property
+    def factor_shape(self):
+        """e on the lanes' bus to the MACs: fp32 (`to_float`), the MACs' multiplier's."""
+        return unsigned(32)
+
+    @property
+    def c_shape(self):
+        return unsigned(32)
+
+    @property
+    def l_shape(self):
+        return self._fixed.l_shape
+
+    @property
+    def recip_shape(self):
+        return self._fixed.recip_shape
+
+    @property
+    def recip_exp_shape(self):
+        return self._fixed.recip_exp_shape
+
+    @property
     def c(self):
         """The softmax constant log2(e) / sqrt(d) as fp32 bits (a CSR's value)."""
         return int(np.float32(np.log2(np.e) / np.sqrt(self._head_dim)).view(np.uint32))
@@ -126,6 +147,18 @@ class FloatArith:
     def update_latency(self):
         return self._latency("update", unsigned(1), unsigned(32), unsigned(32),
                              self.element_shape)
+
+    @property
+    def exp2_latency(self):
+        return self._fixed.exp2_latency
+
+    @property
+    def update_l_latency(self):
+        return self._fixed.update_latency
+
+    @property
+    def reciprocal_latency(self):
+        return self._fixed.reciprocal_latency
 
     @property
     def finalize_latency(self):

@@ -179,6 +179,11 @@ class Int8Arith:
         return unsigned(self._widths.p)
 
     @property
+    def factor_shape(self):
+        """e on the lanes' bus to the MACs (alpha or P): `p_shape`."""
+        return self.p_shape
+
+    @property
     def l_shape(self):
         return unsigned(self._widths.l)
 
