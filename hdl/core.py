@@ -278,11 +278,11 @@ class AttentionCore(wiring.Component):
 
     @property
     def interlock_slack(self):
-        """2*r*d/s - L_sm: when negative, every U_j waits, by -slack/2 cycles per K/V row in
-        the steady state (two rows' softmaxes overlap U_(j-1) and S_(j+1)). U_0 and U_(N-1)
-        have only r*d/s of cover each, so they wait L_sm - r*d/s cycles when that is
-        positive."""
-        return 2 * self._r * self._d // self._s - self.sm_latency
+        """(P + r)*d/s - L_sm (P = `CoreTiming.score_period`, r for int8): when negative,
+        every U_j waits, by -slack/2 cycles per K/V row in the steady state (two rows'
+        softmaxes overlap U_(j-1) and S_(j+1)). U_0 and U_(N-1) have at least r*d/s of
+        cover each, so they wait at most L_sm - r*d/s cycles when that is positive."""
+        return (self.timing.score_period + self._r) * self._d // self._s - self.sm_latency
 
     # -- hardware ---------------------------------------------------------------------------
 

@@ -94,7 +94,10 @@ class Mapping:
     split: int          # s MACs per Q row
     rows_per_mac: int   # r: Q rows per MAC group (slots)
     feed_row: int       # cycles one K/V (or Q) row takes on the feed: d / s chunks
-    phase: int          # cycles of S_j or U_j: r * feed_row
+    phase: int          # cycles of U_j (and of S_j, slot by slot): r * feed_row
+    s_phase: int        # cycles of S_j: score_period * feed_row (the float formats' idle
+                        # slots included)
+    s_tail: int         # idle cycles after S_j's last word: score_period - r
     lane_rows: int      # rows each lane handles per SM: r * q / (s L)
     skew: int           # cycles from a word at MAC 0 to the line's last MAC
     macs: int           # P
@@ -109,8 +112,10 @@ class Mapping:
         lanes_per_line = max(1, b.exp_units // b.mac_lines)
         feed_row = d // s
         r = plan.rows_per_mac
+        period = params.score_period or r
         return cls(a=plan.a, d=d, split=s, rows_per_mac=r, feed_row=feed_row,
-                   phase=r * feed_row, lane_rows=max(1, r * q // (s * lanes_per_line)),
+                   phase=r * feed_row, s_phase=period * feed_row, s_tail=period - r,
+                   lane_rows=max(1, r * q // (s * lanes_per_line)),
                    skew=q - 1 if params.line_skew is None else params.line_skew,
                    macs=b.macs, lanes=b.exp_units, depth=plan.kv_depth)
 
@@ -262,6 +267,7 @@ class _Machine:
 
     # --- the feed ---------------------------------------------------------------
     def _phase(self, length, row, interlock, busy, wait="interlock_stall"):
+        """A phase of `length` cycles, `busy` of them with words in the array."""
         t = self.t
         ready = max(t, interlock)
         if row:
@@ -278,13 +284,12 @@ class _Machine:
         self.t = start + length
         if row:
             self.ends.append(self.t)
-        if busy:
-            self.c["pe_busy"] += length
+        self.c["pe_busy"] += busy
 
     def _softmax(self):
         """SM of the S phase that just ended; returns when its last row is written."""
         m = self.m
-        s = max(self.t + m.skew, self.sm_read_end, self.drain_end)
+        s = max(self.t - m.s_tail + m.skew, self.sm_read_end, self.drain_end)
         done = s + m.lane_rows + self.params.lane_latency
         # the lanes show busy from their first row's issue
         busy = s + self.params.lane_start
@@ -298,25 +303,27 @@ class _Machine:
 
     # --- steps --------------------------------------------------------------------
     def q_row(self):
-        self._phase(self.m.feed_row, True, self.t, False)
+        self._phase(self.m.feed_row, True, self.t, 0)
 
     def q_pad(self, rows):
-        self._phase(rows * self.m.feed_row, False, self.t, False)
+        self._phase(rows * self.m.feed_row, False, self.t, 0)
 
     def s_first(self):
         # the previous block's drain must have read its O and l first
-        self._phase(self.m.phase, True, self.drain_end, True, "drain_wait")
+        m = self.m
+        self._phase(m.s_phase, True, self.drain_end, m.phase, "drain_wait")
         self.pending = self._softmax()
 
     def pair(self):
         """S_j then U_(j-1)."""
-        self._phase(self.m.phase, True, self.t, True)
+        m = self.m
+        self._phase(m.s_phase, True, self.t, m.phase)
         done = self._softmax()
-        self._phase(self.m.phase, True, self.pending, True)
+        self._phase(m.phase, True, self.pending, m.phase)
         self.pending = done
 
     def u_last(self):
-        self._phase(self.m.phase, True, self.pending, True)
+        self._phase(self.m.phase, True, self.pending, self.m.phase)
         self._new_block()
 
     def block_end(self, valid):

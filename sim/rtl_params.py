@@ -63,6 +63,8 @@ class RtlParams:
     burst_overhead      idle data-bus cycles per AXI burst (the DMA's per-burst cost)
     axi_rate_cap        a single AXI port moves one beat per cycle: the link rate is
                         min(bw, axi_data_bits / 8) (see `attenio.sim.memmodel.Memory`)
+    score_period        cycles per chunk of a K row (`CoreTiming.score_period`): None for
+                        r (int8's slot-by-slot replay), max(r, L_acc) for a float format
     """
 
     lane_latency: int = 14
@@ -83,6 +85,7 @@ class RtlParams:
     block_gap: int = 0
     burst_overhead: int = 0
     axi_rate_cap: bool = False
+    score_period: int | None = None
 
     def __post_init__(self):
         for f in fields(self):
@@ -96,16 +99,20 @@ class RtlParams:
     def of(cls, plan, **overrides):
         """The latencies of the RTL generated for `plan`, from its blocks.
 
-        The RTL is int8; for a Plan in another format the int8 pipeline's latencies
-        at the Plan's N and d stand in (the cycle model's projection of that format)."""
-        from attenio.formats import Int8Format
+        A float format with the paper's 16-bit O accounting (analysis only, no RTL)
+        takes the latencies of the fp32-O datapath the RTL builds."""
+        import dataclasses
+
+        from attenio.formats import FloatFormat
         from attenio.hdl.core import CoreTiming
-        from attenio.hdl.formats import Int8Arith
+        from attenio.hdl.formats import arith_of
         from attenio.hdl.top import TopTiming
 
         b, w = plan.budget, plan.workload
-        fmt = plan.config.format if isinstance(plan.config.format, Int8Format) else Int8Format()
-        arith = Int8Arith(fmt, max_seq_len=w.seq_len, head_dim=w.head_dim)
+        fmt = plan.config.format
+        if isinstance(fmt, FloatFormat) and fmt.o_acc_bits != 32:
+            fmt = dataclasses.replace(fmt, o_acc_bits=32)
+        arith = arith_of(fmt, max_seq_len=w.seq_len, head_dim=w.head_dim)
         lanes = max(1, b.exp_units // b.mac_lines)
         core = CoreTiming.of(arith, macs_per_line=b.macs_per_line,
                              rows_per_mac=plan.rows_per_mac, lanes=lanes, split=plan.split)

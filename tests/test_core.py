@@ -16,6 +16,7 @@ import pytest
 from amaranth.hdl import Fragment
 from amaranth.sim import Simulator
 
+from attenio.formats import format_by_name
 from attenio.gen.verilog import emit
 from attenio.hdl.core import AttentionCore, Kind
 from attenio.sim.golden import attention
@@ -63,17 +64,44 @@ CONFIGS = [
                           max_seq_len=32, split=4), [[2, 16], [1, 3]]),
     ("p2q4r2d4e2s4", dict(mac_lines=2, macs_per_line=4, rows_per_mac=2, head_dim=4, exp_units=2,
                           max_seq_len=32, split=4), [[4, 10], [3, 2]]),
+    # float formats (the second block holds a NaN, an infinity and subnormals): bf16 with
+    # r = 2 < L_acc (idle slots in every chunk), fp16 rows split over 2 and 4 MACs (the chain)
+    ("p2q4r2d8e4bf16", dict(mac_lines=2, macs_per_line=4, rows_per_mac=2, head_dim=8,
+                            exp_units=4, max_seq_len=64, format="bf16"),
+     [[16, 12], [11, 5], [16, 3]]),
+    ("p2q4r3d8e2s2fp16", dict(mac_lines=2, macs_per_line=4, rows_per_mac=3, head_dim=8,
+                              exp_units=2, max_seq_len=64, split=2, format="fp16"),
+     [[12, 10], [7, 4], [12, 2]]),
+    ("p1q8r1d8e1s4bf16", dict(mac_lines=1, macs_per_line=8, rows_per_mac=1, head_dim=8,
+                              exp_units=1, max_seq_len=32, split=4, format="bf16"),
+     [[2, 10], [2, 3], [1, 2]]),
 ]
 
 
-@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
-@pytest.mark.parametrize("name,params,blocks", CONFIGS,
-                         ids=[c.id if hasattr(c, "id") else c[0] for c in CONFIGS])
+#: float configurations run on one simulator in the default suite, the other in the slow one
+_FLOAT_SLOW = {("p2q4r2d8e4bf16", "icarus"), ("p2q4r3d8e2s2fp16", "verilator"),
+               ("p1q8r1d8e1s4bf16", "verilator"), ("p1q8r1d8e1s4bf16", "icarus")}
+
+
+def _bench_params():
+    out = []
+    for sim in ("verilator", "icarus"):
+        for c in CONFIGS:
+            name, params, blocks = c.values if hasattr(c, "values") else c
+            marks = list(getattr(c, "marks", ()))
+            if (name, sim) in _FLOAT_SLOW:
+                marks.append(pytest.mark.slow)
+            out.append(pytest.param(sim, name, params, blocks, marks=marks, id=f"{sim}-{name}"))
+    return out
+
+
+@pytest.mark.parametrize("simulator,name,params,blocks", _bench_params())
 def test_core_bench(simulator, name, params, blocks, seed):
     if not simulator_available(simulator):
         pytest.skip(f"{simulator} is not installed (see attenio.sim.runner)")
     build = ROOT / "build" / "bench_core" / f"{name}_{simulator}"
-    core = AttentionCore(**params)
+    core = AttentionCore(**{k: v for k, v in params.items() if k != "format"},
+                         fmt=format_by_name(params.get("format", "int8")))
     src = emit_if_changed(core, build)
     report = build / "report.json"
     bench = dict(params, blocks=blocks, seed=seed, report=str(report),
@@ -86,7 +114,8 @@ def test_core_bench(simulator, name, params, blocks, seed):
     lsm, slack = core.sm_latency, core.interlock_slack
     for f in figures["blocks"]:
         print(f"{name} {simulator}: rows {f['rows_valid']} N {f['n_keys']}: "
-              f"{f['cycles_per_row']:.2f} cycles per K/V row (2*r*d/s = {2 * r * d}), "
+              f"{f['cycles_per_row']:.2f} cycles per K/V row ((P + r)*d/s = "
+              f"{f['ideal_per_row']}), "
               f"{f['stall_cycles']} stall cycles (L_sm = {lsm})")
         # the schedule's promise (hdl/core.py): only U_0 and U_(N-1) wait when L_sm <= 2*r*d
         n = f["n_keys"]
@@ -95,7 +124,7 @@ def test_core_bench(simulator, name, params, blocks, seed):
         else:
             # a lane pass starts lane_busy_tail + 1 cycles after the previous one at the
             # earliest (it reads the m and l that one writes): with very short rows that binds
-            per_row = max(-slack / 2, core.timing.lane_busy_tail + 2 - 2 * r * d, 0)
+            per_row = max(-slack / 2, core.timing.lane_busy_tail + 2 - f["ideal_per_row"], 0)
             bound = 2 * max(0, lsm - r * d) + per_row * (n - 2) + 2
         assert f["stall_cycles"] <= bound, (f, bound)
         if slack >= 0 and lsm <= r * d:
