@@ -26,6 +26,10 @@ class DatapathWidths:
     Per row of the Q block: ``score`` (S or x = S*c), ``m`` (running max), ``l``
     (running sum), ``p`` (a probability), ``alpha`` (the rescale factor); per
     element of the O block: ``o_acc``; per element of Q, K and V: ``element``.
+
+    ``up_e``: None when P and alpha are counted as two values; else the bits of the
+    one (up, e) pair in which they reach the MACs ((alpha, P) = (e, 1) if up, else
+    (1, e): one exp2 a score), which the Plan then counts instead of P and alpha.
     """
 
     element: int
@@ -35,6 +39,12 @@ class DatapathWidths:
     p: int
     alpha: int
     o_acc: int
+    up_e: int | None = None
+
+
+#: the most fractional bits of c, P and the reciprocal: the NumPy twins compute in
+#: int64, and this keeps every split product below 2**62
+_FRAC_MAX = 30
 
 
 def _clog2(n):
@@ -105,10 +115,10 @@ class Int8Format:
         if self.recip_seed_bits > self.recip_frac:
             raise ConfigError(f"int8 format: recip_seed_bits ({self.recip_seed_bits}) cannot "
                               f"exceed recip_frac ({self.recip_frac})")
-        # numpy twins compute in int64: keep every split product below 2**62
         for name in ("c_frac", "p_frac", "recip_frac"):
-            if getattr(self, name) > 30:
-                raise ConfigError(f"int8 format: {name} must be at most 30, not {getattr(self, name)}")
+            if getattr(self, name) > _FRAC_MAX:
+                raise ConfigError(
+                    f"int8 format: {name} must be at most {_FRAC_MAX}, not {getattr(self, name)}")
         if self.c_int + self.c_frac > 32:
             raise ConfigError(f"int8 format: c_int + c_frac must fit a 32-bit register, "
                               f"not {self.c_int + self.c_frac}")
@@ -175,14 +185,16 @@ class FloatFormat:
     the same fields and defaults; `fixed` is that `Int8Format`).
 
     The arithmetic and why these widths: `attenio.sim.golden_fp`; its accuracy:
-    docs/accuracy_fp.md.
+    docs/accuracy_fp.md. `datapath` gives the widths the RTL keeps.
 
     o_acc_bits         width of the O accumulators: 32 (fp32, what the RTL builds) or
-                       16, the paper's accounting, which counts every on-chip value at
-                       the stored precision (its a = 1985 at d = 64, 1007 at d = 128 in
-                       512 KB): analysis only, the RTL refuses it. In fp16 each
+                       16, the paper's accounting of the O block at the stored precision
+                       (its a = 1985 at d = 64, 1007 at d = 128 in 512 KB counts every
+                       value so): analysis only, the RTL refuses it. In fp16 each
                        O = alpha*O + P*V_j rounds to 11 significant bits, so over
                        thousands of rows the small P*V_j terms are lost against a large O.
+    x_frac ...         the fixed-point softmax's fields, as `Int8Format`'s (its c_int
+                       and c_frac have no counterpart: c is an fp32 register here)
     """
 
     name: str = "fp16"
@@ -197,12 +209,22 @@ class FloatFormat:
     recip_iters: int = 2
     recip_frac: int = 24
 
+    #: the most fractional bits of the exp2 argument: the int8 format's exp2 takes no
+    #: more than its c has (x_frac < c_frac <= _FRAC_MAX)
+    X_FRAC_MAX = _FRAC_MAX - 1
+
     def __post_init__(self):
         validate.one_of("float format", "name", self.name, ("fp16", "bf16"), error=ConfigError)
-        validate.integer(f"{self.name} format", "o_acc_bits", self.o_acc_bits, error=ConfigError)
-        validate.one_of(f"{self.name} format", "o_acc_bits", self.o_acc_bits, (16, 32),
-                        error=ConfigError)
-        self.fixed       # the fixed-point fields are checked by the Int8Format they make
+        owner = f"{self.name} format"
+        validate.integer(owner, "o_acc_bits", self.o_acc_bits, error=ConfigError)
+        validate.one_of(owner, "o_acc_bits", self.o_acc_bits, (16, 32), error=ConfigError)
+        validate.integer(owner, "x_frac", self.x_frac, lo=1, error=ConfigError)
+        if self.x_frac > self.X_FRAC_MAX:
+            raise ConfigError(
+                f"{owner}: x_frac must be at most {self.X_FRAC_MAX}, not {self.x_frac}: the "
+                f"exp2 argument (x - m in fixed point, x_frac fractional bits) feeds the "
+                f"int8 format's fixed-point exp2, which takes at most {self.X_FRAC_MAX}")
+        self.fixed       # the other fixed-point fields are checked by the Int8Format they make
 
     @property
     def element_bytes(self):
@@ -217,10 +239,19 @@ class FloatFormat:
             raise ConfigError(str(exc).replace("int8 format", f"{self.name} format")) from None
 
     def datapath(self, *, max_seq_len, head_dim):
+        """The widths the floating-point RTL keeps for up to `max_seq_len` keys.
+
+        Q, K, V and O elements in storage (16 bits); scores fp32 (two banks a row in
+        the MACs); the running max m fp32 (in the lanes); l in `fixed`'s fixed point
+        (p_frac + bits(N), l <= N); P and alpha as one (up, e) pair, e the exp2 result
+        converted to fp32 (exact), two banks a row in the MACs, so ``p`` and ``alpha``
+        are fp32 and ``up_e`` 33; the O accumulators ``o_acc_bits`` (fp32 in the RTL).
+        """
         validate.positive(f"{self.name} format", error=ConfigError, max_seq_len=max_seq_len,
                           head_dim=head_dim)
-        return DatapathWidths(element=16, score=32, m=32, l=32, p=16, alpha=16,
-                              o_acc=self.o_acc_bits)
+        fixed = self.fixed.datapath(max_seq_len=max_seq_len, head_dim=head_dim)
+        return DatapathWidths(element=self.element_bits, score=32, m=32, l=fixed.l, p=32,
+                              alpha=32, o_acc=self.o_acc_bits, up_e=1 + 32)
 
     def softmax_constant(self, *, head_dim):
         """The raw register value of c = log2(e)/sqrt(head_dim): its fp32 bits."""

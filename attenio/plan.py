@@ -11,7 +11,9 @@ Q block                a x d x element             resident for the whole block
 O accumulators         a x d x o_acc bits          wide enough for the largest N
 score registers        2 x a x score bits          scores of K_{j+1} while the softmax of j runs
 m, l                   a x their widths            the element-wise softmax state
-P, alpha               2 x a x their widths        double-buffered like the scores
+P, alpha               2 x a x their widths        double-buffered like the scores; or, where
+                                                   the format sends them as one (up, e) pair
+                                                   (`DatapathWidths.up_e`), 2 x a pairs
 K/V staging            depth x d x element         prefetched rows, depth from latency and rate
 KV buffer              2 x d x element             one row feeding the array, one filling
 =====================  ==========================  ===========================================
@@ -52,6 +54,7 @@ from . import validate
 from .analysis import attention_bound, attention_io, attention_optimum
 from .config import Config, Workload
 from .errors import ConfigError
+from .formats import FloatFormat
 from .traffic import Traffic, Transfer
 
 __all__ = ["Reservation", "Candidate", "MappingChoice", "Plan", "make_plan", "attenio_traffic",
@@ -137,17 +140,30 @@ def reservations(config, a, depth):
     el = wd.element
     kv_bits = 2 * d * el
     kv_in_buffer = min(kv_bits, 8 * config.budget.kv_buffer_bytes) // el * el
+    n = config.workload.seq_len
+    if not isinstance(config.format, FloatFormat):
+        o_why = f"{wd.o_acc}-bit, exact up to N = {n}"
+    elif wd.o_acc == 32:
+        o_why = "fp32"
+    else:
+        o_why = f"{wd.o_acc}-bit: the paper's accounting, analysis only (the RTL's are fp32)"
+    if wd.up_e is None:
+        weights = [
+            Reservation("P", "cache", 2 * a, wd.p,
+                        "double: P of row j+1 written while row j's is in use"),
+            Reservation("alpha", "cache", 2 * a, wd.alpha, "double, like P: exp2(m_old - m)")]
+    else:
+        weights = [Reservation(
+            "P, alpha as (up, e)", "cache", 2 * a, wd.up_e,
+            f"double: {wd.up_e - 1}-bit e and the up bit, (alpha, P) = (e, 1) if up else (1, e)")]
     rows = [
         Reservation("Q block", "cache", a * d, el, "resident for the whole Q block"),
-        Reservation("O accumulators", "cache", a * d, wd.o_acc,
-                    f"{wd.o_acc}-bit, exact up to N = {config.workload.seq_len}"),
+        Reservation("O accumulators", "cache", a * d, wd.o_acc, o_why),
         Reservation("score registers", "cache", 2 * a, wd.score,
                     "double: scores of K_{j+1} while the softmax of K_j runs"),
         Reservation("running max m", "cache", a, wd.m, "online softmax state"),
-        Reservation("running sum l", "cache", a, wd.l, "online softmax state"),
-        Reservation("P", "cache", 2 * a, wd.p,
-                    "double: P of row j+1 written while row j's is in use"),
-        Reservation("alpha", "cache", 2 * a, wd.alpha, "double, like P: exp2(m_old - m)"),
+        Reservation("running sum l", "cache", a, wd.l, f"online softmax state, l <= N = {n}"),
+        *weights,
         Reservation("K/V staging", "cache", depth * d, el,
                     f"{depth} prefetched K/V rows (covers latency + transfer)"),
         Reservation("KV buffer", "kv_buffer", kv_in_buffer // el, el,

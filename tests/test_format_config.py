@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from attenio import ConfigError, FP16Format, Int8Format, preset, resolve
+from attenio import BF16Format, ConfigError, FP16Format, Int8Format, preset, resolve
 from attenio.formats import DatapathWidths, format_by_name
 from attenio.plan import make_plan, reservations
 
@@ -23,14 +23,27 @@ def paper(head_dim, fmt):
                                format=fmt)
 
 
-def test_default_widths_unchanged():
-    assert FP16Format().o_acc_bits == 32
-    assert FP16Format().datapath(max_seq_len=65536, head_dim=64) == DatapathWidths(
-        element=16, score=32, m=32, l=32, p=16, alpha=16, o_acc=32)
+@pytest.mark.parametrize("fmt", [FP16Format(), BF16Format()], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("n, d, l", [(65536, 64, 24 + 17), (16384, 128, 24 + 15), (256, 16, 24 + 9),
+                                     (65535, 64, 24 + 16)])
+def test_float_widths_are_the_rtls(fmt, n, d, l):
+    # 16-bit storage, fp32 scores (two banks) and m, l as int8's fixed point (p_frac
+    # fractional bits, l <= N), P and alpha as one (up, e) pair: e in fp32 and the up bit
+    assert fmt.datapath(max_seq_len=n, head_dim=d) == DatapathWidths(
+        element=16, score=32, m=32, l=l, p=32, alpha=32, o_acc=32, up_e=33)
+    assert fmt.datapath(max_seq_len=n, head_dim=d).l == \
+        fmt.fixed.datapath(max_seq_len=n, head_dim=d).l
+
+
+def test_float_l_follows_p_frac():
+    assert BF16Format(p_frac=16).datapath(max_seq_len=256, head_dim=16).l == 16 + 9
+
+
+def test_int8_widths_unchanged():
     f = Int8Format()
     assert f.datapath(max_seq_len=16384, head_dim=128) == DatapathWidths(
         element=8, score=23, m=23, l=f.p_frac + 15, p=f.p_frac + 1, alpha=f.p_frac + 1,
-        o_acc=1 + 7 + 15 + f.p_frac)
+        o_acc=1 + 7 + 15 + f.p_frac, up_e=None)
 
 
 def test_fp16_o_acc_bits_sets_the_o_width_only():
@@ -48,6 +61,32 @@ def test_fp16_refuses_other_widths(value, want):
     with pytest.raises(ConfigError, match=rf"^fp16 format: o_acc_bits must be {want}, "
                                           rf"not {value!r}$"):
         FP16Format(o_acc_bits=value)
+
+
+@pytest.mark.parametrize("factory", [FP16Format, BF16Format], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("kwargs, message", [
+    ({"x_frac": 40}, "x_frac must be at most 29, not 40: the exp2 argument (x - m in fixed "
+                     "point, x_frac fractional bits) feeds the int8 format's fixed-point exp2, "
+                     "which takes at most 29"),
+    ({"x_frac": 30}, "x_frac must be at most 29, not 30: "),
+    ({"x_frac": 0}, "x_frac must be a positive integer, not 0"),
+    ({"x_frac": 18.0}, "x_frac must be a positive integer, not 18.0"),
+    ({"x_frac": 4, "exp_lut_bits": 5}, "exp_lut_bits (5) cannot exceed x_frac (4)"),
+    ({"p_frac": 31}, "p_frac must be at most 30, not 31"),
+    ({"recip_seed_bits": 25}, "recip_seed_bits (25) cannot exceed recip_frac (24)"),
+    ({"exp_interp": 1}, "exp_interp must be true or false, not 1"),
+])
+def test_float_format_errors_speak_of_its_own_fields(factory, kwargs, message):
+    name = factory().name
+    with pytest.raises(ConfigError) as info:
+        factory(**kwargs)
+    text = str(info.value)
+    assert text.startswith(f"{name} format: {message}")
+    assert "c_frac" not in text and "c_int" not in text and "int8 format:" not in text
+
+
+def test_float_format_takes_the_largest_x_frac():
+    assert BF16Format(x_frac=29).fixed.x_frac == 29
 
 
 @pytest.mark.parametrize("value", [16, 32, 47])
@@ -97,6 +136,9 @@ def test_plan_o_reservation_follows_the_width(head_dim):
         row = o_reservation(plan)
         assert (row.count, row.bits, row.bytes) == (plan.a * head_dim, bits,
                                                     plan.a * head_dim * bits // 8)
+    assert o_reservation(wide).why == "fp32"
+    assert o_reservation(narrow).why == ("16-bit: the paper's accounting, analysis only (the "
+                                         "RTL's are fp32)")
     # the analysis' a counts M in stored elements and does not depend on O's width
     assert narrow.a_ideal == wide.a_ideal
     assert narrow.a_fit > wide.a_fit
@@ -105,3 +147,60 @@ def test_plan_o_reservation_follows_the_width(head_dim):
         rows = reservations(config, wide.a, wide.kv_depth)
         return sum(r.bytes for r in rows if r.where == "cache")
     assert cache_bytes(wide.config) - cache_bytes(narrow.config) == wide.a * head_dim * 2
+
+
+def hand_cache_bytes(a, *, d, depth, l, o=32, up_e=33, p=None, alpha=None, kv_buffer=256):
+    """Cache bytes of a Q block of `a` rows on the paper's hardware, from widths typed here:
+    16-bit Q and staged K/V rows, O of `o` bits, two fp32 scores and one fp32 m a row, l,
+    and two (up, e) pairs a row (or, with up_e=None, two P and two alpha); each item
+    rounded up to whole bytes, and the double-buffered K/V row beyond the KV buffer."""
+    items = [a * d * 16, a * d * o, 2 * a * 32, a * 32, a * l]
+    items += [2 * a * up_e] if up_e else [2 * a * p, 2 * a * alpha]
+    items += [depth * d * 16, max(0, 2 * d * 16 - 8 * kv_buffer)]
+    return sum(-(-bits // 8) for bits in items)
+
+
+def largest_a(**widths):
+    return max(a for a in range(1, 4096) if hand_cache_bytes(a, **widths) <= 512 * 1024)
+
+
+@pytest.mark.parametrize("d, n, depth, a_fit, a_fit_o16, a_fit_before", [
+    (64, 65536, 3, 1279, 1861, 1284),
+    (64, 16384, 3, 1280, 1863, 1284),
+    (128, 65536, 2, 659, 974, 661),
+    (128, 16384, 2, 660, 974, 661),
+])
+def test_paper_a_fit_follows_the_widths(d, n, depth, a_fit, a_fit_o16, a_fit_before):
+    l = 24 + n.bit_length()
+    assert largest_a(d=d, depth=depth, l=l) == a_fit
+    assert largest_a(d=d, depth=depth, l=l, o=16) == a_fit_o16
+    # what the Plan counted before it kept the RTL's widths: l in 32 bits, P and alpha
+    # each 16-bit and double-buffered
+    assert largest_a(d=d, depth=depth, l=32, up_e=None, p=16, alpha=16) == a_fit_before
+    for fmt, want in ((FP16Format(), a_fit), (BF16Format(), a_fit),
+                      (FP16Format(o_acc_bits=16), a_fit_o16)):
+        base = paper(d, fmt)
+        plan = make_plan(dataclasses.replace(
+            base, workload=dataclasses.replace(base.workload, seq_len=n)), split=1)
+        assert (plan.kv_depth, plan.a_fit, plan.a) == (depth, want, want)
+        assert plan.cache_used_bytes == hand_cache_bytes(want, d=d, depth=depth, l=l,
+                                                          o=fmt.o_acc_bits)
+
+
+@pytest.mark.parametrize("fmt", [FP16Format(), BF16Format(), Int8Format()],
+                         ids=["fp16", "bf16", "int8"])
+def test_plan_counts_p_and_alpha_as_the_format_keeps_them(fmt):
+    base = preset("small")
+    plan = make_plan(dataclasses.replace(base, format=fmt))
+    w = fmt.datapath(max_seq_len=256, head_dim=16)
+    rows = {r.item: r for r in plan.reservations}
+    if w.up_e is None:          # int8: P and alpha, each double-buffered
+        assert (rows["P"].count, rows["P"].bits) == (2 * plan.a, fmt.p_frac + 1)
+        assert (rows["alpha"].count, rows["alpha"].bits) == (2 * plan.a, fmt.p_frac + 1)
+        assert "P, alpha as (up, e)" not in rows
+    else:                       # two (up, e) pairs a row, nothing else for P and alpha
+        pair = rows["P, alpha as (up, e)"]
+        assert (pair.count, pair.bits, pair.bytes) == (2 * plan.a, 33, -(-2 * plan.a * 33 // 8))
+        assert "P" not in rows and "alpha" not in rows
+        assert (rows["running sum l"].bits, rows["score registers"].bits,
+                rows["running max m"].bits, rows["O accumulators"].bits) == (24 + 9, 32, 32, 32)
