@@ -13,7 +13,8 @@ from dataclasses import dataclass
 __all__ = ["Access", "Register", "ErrorCode", "RegisterMap", "register_map", "FORMAT_IDS"]
 
 VERSION = 0x0001_0000   # 1.0: major in the upper half, minor in the lower
-FORMAT_IDS = {"int8": 1, "fp16": 2}
+#: the FORMAT register's value of each number format (`attenio.formats.FORMATS`)
+FORMAT_IDS = {"int8": 1, "fp16": 2, "bf16": 3}
 
 
 class Access(enum.Enum):
@@ -106,7 +107,9 @@ def register_map(plan):
         Register("SEQ_LEN", 0x00C, Access.RW, 32, "sequence length N of the run, 1..MAX_SEQ_LEN"),
         Register("HEADS", 0x010, Access.RW, 32, "number of heads of the run", value=1),
         Register("SCALE_C", 0x014, Access.RW, 32,
-                 "softmax constant c = scale_q*scale_k*log2(e)/sqrt(d), unsigned fixed point"),
+                 "softmax constant c = scale_q*scale_k*log2(e)/sqrt(d), unsigned fixed point"
+                 if plan.config.format.name == "int8" else
+                 "softmax constant c = log2(e)/sqrt(d), its fp32 bits"),
     ]
     offset = 0x020
     for t in ("Q", "K", "V", "O"):
@@ -127,7 +130,8 @@ def register_map(plan):
         ("MACS_PER_LINE", b.macs_per_line, "MACs per line q"),
         ("EXP_UNITS", b.exp_units, "EXP modules E"),
         ("AXI_DATA_BITS", b.axi_data_bits, "AXI4 data width of the memory port"),
-        ("FORMAT", FORMAT_IDS[plan.config.format.name], "number format (1 = int8)"),
+        ("FORMAT", FORMAT_IDS[plan.config.format.name], "number format ("
+         + ", ".join(f"{v} = {k}" for k, v in FORMAT_IDS.items()) + ")"),
     ]
     for i, (name, value, doc) in enumerate(params):
         regs.append(Register(name, 0x080 + 4 * i, Access.CONST, 32, doc, value=value))

@@ -1,4 +1,5 @@
-"""attenio/formats.py as configuration: the O accumulator width, from the object to the Plan.
+"""attenio/formats.py as configuration: the widths each format keeps, from the object to the Plan
+and the register map.
 
 The int8 arithmetic behind these widths is tested in test_formats.py.
 """
@@ -8,8 +9,9 @@ import dataclasses
 import pytest
 
 from attenio import BF16Format, ConfigError, FP16Format, Int8Format, preset, resolve
-from attenio.formats import DatapathWidths, format_by_name
+from attenio.formats import FORMATS, DatapathWidths, format_by_name
 from attenio.plan import make_plan, reservations
+from attenio.regmap import FORMAT_IDS, register_map
 
 
 def o_reservation(plan):
@@ -204,3 +206,15 @@ def test_plan_counts_p_and_alpha_as_the_format_keeps_them(fmt):
         assert "P" not in rows and "alpha" not in rows
         assert (rows["running sum l"].bits, rows["score registers"].bits,
                 rows["running max m"].bits, rows["O accumulators"].bits) == (24 + 9, 32, 32, 32)
+
+
+def test_every_format_has_a_format_register_value():
+    assert set(FORMAT_IDS) == set(FORMATS)
+    assert sorted(FORMAT_IDS.values()) == [1, 2, 3]
+    for name, want, c_doc in (("int8", 1, "unsigned fixed point"), ("fp16", 2, "its fp32 bits"),
+                              ("bf16", 3, "its fp32 bits")):
+        regs = register_map(make_plan(dataclasses.replace(preset("small"),
+                                                          format=format_by_name(name))))
+        assert regs["FORMAT"].value == want
+        assert regs["FORMAT"].doc == "number format (1 = int8, 2 = fp16, 3 = bf16)"
+        assert regs["SCALE_C"].doc.endswith(c_doc)
