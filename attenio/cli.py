@@ -105,7 +105,9 @@ def _shared_options(p):
                    help="off-chip latency in cycles")
     g.add_argument("--clock-mhz", type=_positive_int, metavar="MHZ", help="clock frequency")
     g.add_argument("--axi-width", type=_positive_int, metavar="BITS", help="AXI data width")
-    g.add_argument("--format", choices=sorted(FORMATS), help="number format")
+    g.add_argument("--format", choices=sorted(FORMATS),
+                   help="number format: int8, or fp16 / bf16 storage with fp32 scores and O "
+                        "(plan and compare; gen, sim and synth build int8 only for now)")
     g.add_argument("--name", help="name of the build directory build/<name>/")
     g.add_argument("--split", type=_int_or_auto, metavar="S|auto",
                    help="MACs that share one Q row (a divisor of d; default auto: the mapping "

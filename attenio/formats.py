@@ -7,6 +7,7 @@ and are parameterized by these objects; this module stays pure Python so that th
 I/O analysis can use it without importing Amaranth.
 """
 
+import inspect
 from dataclasses import InitVar, dataclass, field
 from math import ceil, log, log2, sqrt
 
@@ -273,12 +274,18 @@ FORMATS = {"int8": Int8Format, "fp16": FP16Format, "bf16": BF16Format}
 
 
 def format_by_name(name, **params):
+    """The format `name` ("int8", "fp16" or "bf16") with `params` for its fields; ConfigError
+    naming an unknown name or field."""
     try:
         cls = FORMATS[name]
     except KeyError:
         raise ConfigError(
             f"unknown format {name!r}; choose one of {', '.join(sorted(FORMATS))}") from None
-    try:
-        return cls(**params)
-    except TypeError as exc:
-        raise ConfigError(f"format {name!r}: {exc}") from None
+    # int8's o_acc_bits is accepted only to be refused with its reason: not listed
+    fields = [k for k in inspect.signature(Int8Format if name == "int8" else FloatFormat).parameters
+              if k != "name" and (name, k) != ("int8", "o_acc_bits")]
+    unknown = sorted(set(params) - set(fields) - {"o_acc_bits"})
+    if unknown:
+        raise ConfigError(f"format {name!r} has no field(s) {', '.join(unknown)}; its fields are "
+                          f"{', '.join(fields)}")
+    return cls(**params)

@@ -101,11 +101,52 @@ def test_options_override_preset_and_config(capsys, tmp_path):
     assert plan["cache_bytes"] == 256 * 1024
 
 
+def test_plan_bf16_prints_the_widths_it_counted(capsys, tmp_path):
+    argv = ["plan", "--preset", "paper", "--format", "bf16", "--split", "1", "-o", str(tmp_path)]
+    assert main([*argv, "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)["plan"]
+    assert (plan["format"], plan["a"], plan["a_fit"]) == ("bf16", 1279, 1279)
+    # 16-bit storage, fp32 O, scores and m; l in p_frac + bits(N) = 24 + 17 bits; two
+    # (up, e) pairs a row, e in fp32
+    assert {r["item"]: (r["count"], r["bits"]) for r in plan["budget_use"]} == {
+        "Q block": (1279 * 64, 16), "O accumulators": (1279 * 64, 32),
+        "score registers": (2 * 1279, 32), "running max m": (1279, 32),
+        "running sum l": (1279, 41), "P, alpha as (up, e)": (2 * 1279, 33),
+        "K/V staging": (3 * 64, 16), "KV buffer": (2 * 64, 16)}
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "format=bf16" in lines[0]
+    for item, count, bits in (("running sum l", 1279, 41), ("P, alpha as (up, e)", 2558, 33),
+                              ("O accumulators", 81856, 32)):
+        (row,) = [line for line in lines if line.startswith(item)]
+        assert row.split()[len(item.split()) + 1:len(item.split()) + 3] == [str(count), str(bits)]
+
+
+def test_compare_takes_bf16(capsys, tmp_path):
+    assert main(["compare", "--format", "bf16", "--seq-len", "64", "--json",
+                 "-o", str(tmp_path)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["format"] == "bf16"
+    assert json.loads((tmp_path / "compare.json").read_text())["format"] == "bf16"
+
+
+@pytest.mark.parametrize("command", ["gen", "sim", "synth"])
+@pytest.mark.parametrize("fmt", ["fp16", "bf16"])
+def test_rtl_commands_refuse_a_float_format(capsys, tmp_path, command, fmt):
+    assert main([command, "--format", fmt, "-o", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"attenio {command}: error: the RTL supports the int8 format only, not {fmt!r} (use "
+        f"--format int8; other formats are analysis-only)\n")
+    assert not any(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize("command, args, message", [
     ("plan", ["--seq-len", "0"], "argument --seq-len: '0' is not a positive integer"),
     ("plan", ["--head-dim", "x"], "argument --head-dim: 'x' is not an integer"),
     ("plan", ["--preset", "huge"], "invalid choice: 'huge'"),
     ("plan", ["--format", "fp8"], "invalid choice: 'fp8'"),
+    ("plan", ["--format", "bf16", "--config", "x_frac.toml"],
+     "attenio plan: error: bf16 format: x_frac must be at most 29, not 40: "),
     ("plan", ["--macs", "8"], "is not of the form PxQ"),
     ("plan", ["--cache-kib", "0.25", "--head-dim", "64"], "cannot hold one query row"),
     ("plan", ["--config", "/nonexistent.toml"], "does not exist"),
@@ -170,7 +211,10 @@ def test_options_override_preset_and_config(capsys, tmp_path):
     ("compare", ["--preset", "small", "--bw", "4,0"],
      "argument --bw: '4,0': '0' is not a positive integer"),
 ])
-def test_bad_input_is_one_line_and_status_2(capsys, tmp_path, command, args, message):
+def test_bad_input_is_one_line_and_status_2(capsys, tmp_path, monkeypatch, command, args,
+                                            message):
+    (tmp_path / "x_frac.toml").write_text("[format]\nx_frac = 40\n")      # for --config
+    monkeypatch.chdir(tmp_path)
     try:
         rc = main([command, *args, "-o", str(tmp_path)])
     except SystemExit as exc:   # argparse's own errors

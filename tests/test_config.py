@@ -2,7 +2,8 @@ import dataclasses
 
 import pytest
 
-from attenio import Budget, Config, ConfigError, FloatFormat, FP16Format, Int8Format, Workload, preset, resolve
+from attenio import (BF16Format, Budget, Config, ConfigError, FloatFormat, FP16Format, Int8Format,
+                     Workload, preset, resolve)
 
 
 def test_presets_match_the_design():
@@ -107,8 +108,37 @@ def test_toml_format_table(tmp_path):
     assert resolve(config_file=f).format.p_frac == 12
 
 
+@pytest.mark.parametrize("text", ['[format]\nname = "bf16"\n', 'format = "bf16"\n'])
+def test_toml_names_bf16(tmp_path, text):
+    f = tmp_path / "c.toml"
+    f.write_text('preset = "paper"\n' + text)
+    c = resolve(config_file=f)
+    assert c.format == BF16Format() and c.format.name == "bf16"
+    assert resolve(config_file=f, format_name="fp16").format == FP16Format()     # option wins
+    assert resolve(config_file=f, format_name="int8").format == Int8Format()
+
+
+def test_toml_format_table_fields_reach_bf16(tmp_path):
+    f = tmp_path / "c.toml"
+    f.write_text('[format]\nname = "bf16"\np_frac = 16\no_acc_bits = 16\n')
+    assert resolve(config_file=f).format == BF16Format(p_frac=16, o_acc_bits=16)
+    # the table's fields go to the format the option names
+    assert resolve(config_file=f, format_name="fp16").format == FP16Format(p_frac=16,
+                                                                           o_acc_bits=16)
+
+
 @pytest.mark.parametrize("text, message", [
     ("workload = [", "is not valid TOML"),
+    ('[format]\nname = "bf16"\nx_frac = 40\n',
+     r"^bf16 format: x_frac must be at most 29, not 40: the exp2 argument"),
+    ('[format]\nname = "bf16"\nc_frac = 20\n',
+     r"^format 'bf16' has no field\(s\) c_frac; its fields are o_acc_bits, x_frac, p_frac, "
+     r"exp_lut_bits, exp_interp, exp_guard, recip_seed_bits, recip_iters, recip_frac$"),
+    ('[format]\nname = "int8"\nq_frac = 20\n',
+     r"^format 'int8' has no field\(s\) q_frac; its fields are c_int, c_frac, x_frac, p_frac, "
+     r"exp_lut_bits, exp_interp, exp_guard, recip_seed_bits, recip_iters, recip_frac$"),
+    ('[format]\nname = "bf16"\no_acc_bits = 24\n',
+     r"^bf16 format: o_acc_bits must be one of 16, 32, not 24$"),
     ("[workload]\nseq_length = 3\n", r"\[workload\] has unknown key\(s\) seq_length"),
     ("colour = 1\n", r"unknown key\(s\) colour"),
     ('preset = "huge"\n', "unknown preset 'huge'"),
