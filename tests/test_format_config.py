@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 
 from attenio import BF16Format, ConfigError, FP16Format, Int8Format, preset, resolve
+from attenio.baselines import all_baselines
 from attenio.formats import FORMATS, DatapathWidths, format_by_name
 from attenio.plan import make_plan, reservations
 from attenio.regmap import FORMAT_IDS, register_map
@@ -218,3 +219,13 @@ def test_every_format_has_a_format_register_value():
         assert regs["FORMAT"].value == want
         assert regs["FORMAT"].doc == "number format (1 = int8, 2 = fp16, 3 = bf16)"
         assert regs["SCALE_C"].doc.endswith(c_doc)
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_bf16_is_planned_as_fp16(head_dim):
+    # both store 16 bits and keep the same datapath: the Plan and every baseline agree
+    fp16, bf16 = (paper(head_dim, f) for f in (FP16Format(), BF16Format()))
+    p, b = make_plan(fp16, split=1), make_plan(bf16, split=1)
+    assert (b.a, b.reservations, b.traffic) == (p.a, p.reservations, p.traffic)
+    assert {k: v.traffic for k, v in all_baselines(bf16).items()} == \
+        {k: v.traffic for k, v in all_baselines(fp16).items()}
