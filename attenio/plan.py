@@ -47,7 +47,7 @@ straddles two lanes, so each row's score reaches one lane), and a chunk of s
 elements, what the feed carries a cycle, fits in one AXI beat.
 """
 
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from math import ceil
 
 from . import validate
@@ -359,6 +359,8 @@ class Plan:
             "m_elements": self.m_elements,
             "cache_bytes": b.cache_bytes, "cache_used_bytes": self.cache_used_bytes,
             "kv_buffer_bytes": b.kv_buffer_bytes, "kv_buffer_used_bytes": self.kv_buffer_used_bytes,
+            "widths": asdict(self.config.format.datapath(max_seq_len=w.seq_len,
+                                                         head_dim=w.head_dim)),
             "budget_use": [
                 {"item": r.item, "where": r.where, "count": r.count, "bits": r.bits,
                  "bytes": r.bytes, "why": r.why} for r in self.reservations],

@@ -106,6 +106,8 @@ def test_plan_bf16_prints_the_widths_it_counted(capsys, tmp_path):
     assert main([*argv, "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)["plan"]
     assert (plan["format"], plan["a"], plan["a_fit"]) == ("bf16", 1279, 1279)
+    assert plan["widths"] == {"element": 16, "score": 32, "m": 32, "l": 41, "p": 32, "alpha": 32,
+                              "o_acc": 32, "up_e": 33}
     # 16-bit storage, fp32 O, scores and m; l in p_frac + bits(N) = 24 + 17 bits; two
     # (up, e) pairs a row, e in fp32
     assert {r["item"]: (r["count"], r["bits"]) for r in plan["budget_use"]} == {
