@@ -86,21 +86,22 @@ class TopTiming:
 
 def check_plan(plan):
     """Raise ConfigError if the RTL cannot be generated for `plan`."""
-    if plan.config.format.name != "int8":
-        raise ConfigError(f"the RTL supports the int8 format only, not {plan.config.format.name!r} "
-                          f"(use --format int8; other formats are analysis-only)")
-    row_bytes = plan.workload.head_dim * plan.config.format.element_bytes
+    fmt = plan.config.format
+    if getattr(fmt, "o_acc_bits", 32) != 32:
+        raise ConfigError(f"the {fmt.name} RTL accumulates O in fp32; o_acc_bits = "
+                          f"{fmt.o_acc_bits} is the paper's accounting, for analysis only")
+    row_bytes = plan.workload.head_dim * fmt.element_bytes
     b = plan.budget
     validate.lanes_per_line(exp_units=b.exp_units, mac_lines=b.mac_lines,
                             macs_per_line=b.macs_per_line, owner="budget", error=ConfigError)
     beat = plan.budget.axi_data_bits // 8
     if row_bytes % beat:
-        raise ConfigError(f"a row of d = {plan.workload.head_dim} int8 elements ({row_bytes} bytes) "
+        raise ConfigError(f"a row of d = {plan.workload.head_dim} {fmt.name} elements ({row_bytes} bytes) "
                           f"must be a whole number of {plan.budget.axi_data_bits}-bit AXI beats; "
                           f"choose --axi-width <= {8 * row_bytes} or a larger d")
-    if beat % plan.split:
+    if beat % (plan.split * fmt.element_bytes):
         raise ConfigError(f"a {plan.budget.axi_data_bits}-bit AXI beat must hold whole chunks of "
-                          f"split = {plan.split} elements; choose a smaller --split")
+                          f"split = {plan.split} {fmt.name} elements; choose a smaller --split")
 
 
 class AttenIOTop(wiring.Component):
@@ -146,10 +147,14 @@ class AttenIOTop(wiring.Component):
                                                  max_seq_len=plan.workload.seq_len)
         m.submodules.wseq = wseq = WriteSequencer(addr_width=ADDR_WIDTH, row_bytes=row_bytes)
         # the core takes and gives chunks of `split` elements, one per cycle
-        m.submodules.unpack = unpack = BeatUnpacker(data_width=width, width=plan.split)
-        m.submodules.join = join = TagJoin(tag_shape=Kind, element_layout=element_layout(plan.split))
-        m.submodules.pack = pack = BeatPacker(data_width=width, width=plan.split)
         m.submodules.core = core = AttentionCore.from_plan(plan)
+        element = core.arith.element_shape
+        m.submodules.unpack = unpack = BeatUnpacker(data_width=width, width=plan.split,
+                                                    element=element)
+        m.submodules.join = join = TagJoin(tag_shape=Kind,
+                                           element_layout=element_layout(plan.split, element))
+        m.submodules.pack = pack = BeatPacker(data_width=width, width=plan.split,
+                                              element=element)
 
         wiring.connect(m, wiring.flipped(self.s_axil), csr.s_axil)
         wiring.connect(m, wiring.flipped(self.m_axi), dma.m_axi)

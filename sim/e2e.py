@@ -1,7 +1,8 @@
 """End-to-end simulation of `attenio_top`: `attenio sim` and the end-to-end tests.
 
 `run_e2e` generates the Verilog (reusing it when the Plan has not changed),
-prepares Q, K, V (random int8, or the arrays of an npz, quantized if float),
+prepares Q, K, V in the Plan's format (`attenio.sim.run_data.RunData`: random, or
+the arrays of an npz; quantized only for int8),
 lays them out in memory, runs the cocotb bench `attenio.sim.benches.bench_top`
 (an AxiRam with optional random latency and back-pressure behind the AXI4
 master, the CSRs programmed over AXI4-Lite) or, with the engine "fast", the same
@@ -11,13 +12,13 @@ O bit for bit with the golden model, the byte counters with the Plan exactly,
 and the cycle counters with the cycle model where it is available.
 
 Everything is written beside the Verilog: `sim_report.json` and `sim_outputs.npz`
-(the RTL's output, the golden output and the float64 reference).
+(O in real units, the RTL's output and the golden output as stored, the float64
+reference: `RunData.outputs`).
 """
 
 import hashlib
 import json
 import time
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,10 +28,12 @@ from attenio.errors import ConfigError
 from attenio.plan import make_plan
 from attenio.regmap import ErrorCode, register_map
 
-from . import fast, golden
+from . import fast
 from .cyclemodel import model_counters
 from .memmodel import Memory
 from .progress import follow
+from .rtl_params import RtlParams
+from .run_data import RunData, load_inputs
 from .runner import run_bench
 from .tb.counters import counter_names
 
@@ -48,10 +51,11 @@ class Layout:
     tensors: dict
 
     @classmethod
-    def packed(cls, *, seq_len, head_dim, heads, beat, rng=None, gap_rows=0, pad_bytes=0):
+    def packed(cls, *, seq_len, head_dim, heads, beat, rng=None, gap_rows=0, pad_bytes=0,
+               element_bytes=1):
         """[head][row][d] row-major, each tensor 4 KB aligned (plus a random beat offset
         when `rng` is given); `pad_bytes` between rows, `gap_rows` rows between heads."""
-        row_stride = head_dim + pad_bytes
+        row_stride = head_dim * element_bytes + pad_bytes
         head_stride = (seq_len + gap_rows) * row_stride
         size = heads * head_stride
         tensors, addr = {}, 0x1000
@@ -64,15 +68,16 @@ class Layout:
     def size(self, heads, seq_len):
         return max(b + (heads - 1) * hs + seq_len * rs for b, hs, rs in self.tensors.values())
 
-    def scatter(self, name, x):
-        """(addr, bytes) segments placing int8 array x [heads, N, d] at tensor `name`."""
+    def scatter(self, name, x, dtype=np.dtype("i1")):
+        """(addr, bytes) segments placing array x [heads, N, d] of elements `dtype` at
+        tensor `name`."""
         base, hs, rs = self.tensors[name]
         segs = []
         for h in range(x.shape[0]):
-            if rs == x.shape[2]:
-                segs.append((base + h * hs, x[h].astype(np.int8).tobytes()))
+            if rs == x.shape[2] * dtype.itemsize:
+                segs.append((base + h * hs, x[h].astype(dtype).tobytes()))
             else:
-                segs += [(base + h * hs + i * rs, x[h, i].astype(np.int8).tobytes())
+                segs += [(base + h * hs + i * rs, x[h, i].astype(dtype).tobytes())
                          for i in range(x.shape[1])]
         return segs
 
@@ -139,40 +144,6 @@ def choose_engine(plan, *, seq_len, heads, engine="auto", memory=None, simulator
                                  f"--engine cocotb for AxiRam's protocol checks")
     return "cocotb", memory or "axiram", (f"auto: about {cycles / 1e3:.0f}k cycles, a short run "
                                           f"(the fast engine from {AUTO_FAST_CYCLES // 1000}k)")
-
-
-def load_inputs(path, *, head_dim):
-    """q, k, v int8 [heads, N, d] and their scales from an npz (float arrays are quantized)."""
-    if not Path(path).is_file():
-        raise ConfigError(f"cannot read inputs {str(path)!r}: no such file")
-    if not zipfile.is_zipfile(path):
-        raise ConfigError(f"inputs {str(path)!r} is not an .npz archive (numpy.savez) with "
-                          f"arrays q, k and v")
-    try:
-        data = np.load(path)
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read inputs {str(path)!r}: {exc}") from None
-    missing = [k for k in ("q", "k", "v") if k not in data]
-    if missing:
-        raise ConfigError(f"inputs {str(path)!r} lack array(s) {', '.join(missing)}")
-    out = {}
-    for name in ("q", "k", "v"):
-        x = data[name]
-        if x.ndim == 2:
-            x = x[None]
-        if x.ndim != 3 or x.shape[2] != head_dim:
-            raise ConfigError(f"inputs {str(path)!r}: {name} must be [heads, N, {head_dim}], "
-                              f"not {list(data[name].shape)}")
-        if x.dtype == np.int8:
-            scale = f"scale_{name}"
-            out[name] = x
-            out[scale] = float(data[scale]) if scale in data else 1.0 / 16
-        else:
-            out[name], out[f"scale_{name}"] = golden.quantize(x)
-    if not (out["q"].shape == out["k"].shape == out["v"].shape):
-        raise ConfigError(f"inputs {str(path)!r}: q, k and v must have the same shape for "
-                          f"self-attention, not {[list(out[n].shape) for n in 'qkv']}")
-    return out
 
 
 SIM_TOP_NAME = "attenio_sim_top"
@@ -262,18 +233,15 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
     w = config.workload
     d = w.head_dim
     rng = np.random.default_rng(opts.seed)
-    if opts.inputs:
-        data = load_inputs(opts.inputs, head_dim=d)
-    else:
-        data = golden.make_inputs(opts.input_kind, seq_len=opts.seq_len or w.seq_len, head_dim=d,
-                                  heads=opts.heads or w.heads, seed=opts.seed)
-    q, k, v = data["q"], data["k"], data["v"]
-    heads, n = q.shape[0], q.shape[1]
+    data = RunData.make(config.format, head_dim=d,
+                        inputs=load_inputs(opts.inputs, head_dim=d) if opts.inputs else None,
+                        kind=opts.input_kind, seq_len=opts.seq_len or w.seq_len,
+                        heads=opts.heads or w.heads, seed=opts.seed)
+    heads, n = data.heads, data.seq_len
     if n > w.seq_len:
         raise ConfigError(f"the inputs have N = {n} rows, above the {w.seq_len} this hardware is "
                           f"generated for (raise --seq-len)")
     plan, verilog, toplevel = _verilog(config, out_dir, opts.memory, log)
-    c = golden.softmax_constant(data["scale_q"], data["scale_k"], d, plan.config.format)
     beat = plan.budget.axi_data_bits // 8
     if opts.memory == "model" and (opts.latency[1] or opts.backpressure):
         raise ConfigError("random latency and back-pressure need the AxiRam memory (--memory axiram)")
@@ -282,21 +250,23 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
     layout = Layout.packed(seq_len=n, head_dim=d, heads=heads, beat=beat,
                            rng=rng if opts.random_layout and opts.memory == "axiram" else None,
                            gap_rows=int(rng.integers(0, 3)) if opts.random_layout else 0,
-                           pad_bytes=beat * int(rng.integers(0, 2)) if opts.random_layout else 0)
+                           pad_bytes=beat * int(rng.integers(0, 2)) if opts.random_layout else 0,
+                           element_bytes=data.dtype.itemsize)
     if opts.memory == "model" and layout.size(heads, n) > model_depth(plan) * beat:
         raise ConfigError("the inputs do not fit the memory model (turn off random layout)")
     log(f"golden model: {heads} head(s), N = {n}, d = {d}, a = {plan.a} ...")
     t0 = time.perf_counter()
-    expect = golden.attention(q, k, v, c=c, a=plan.a, fmt=plan.config.format, max_seq_len=w.seq_len)
+    expect = data.golden(plan)
     golden_s = time.perf_counter() - t0
-    ref = golden.reference(q, k, v, scale_q=data["scale_q"], scale_k=data["scale_k"],
-                           scale_v=data["scale_v"])
+    ref = data.reference()
 
+    period = RtlParams.of(plan).score_period or plan.rows_per_mac    # a K row's chunk
     rmap = register_map(plan)
-    regs = {"SEQ_LEN": n, "HEADS": heads, "SCALE_C": int(c)}
+    regs = {"SEQ_LEN": n, "HEADS": heads, "SCALE_C": int(data.c)}
     for t, (base, hs, rs) in layout.tensors.items():
         regs.update({f"{t}_BASE": base, f"{t}_HEAD_STRIDE": hs, f"{t}_ROW_STRIDE": rs})
-    segments = layout.scatter("Q", q) + layout.scatter("K", k) + layout.scatter("V", v)
+    segments = [seg for t in "QKV"
+                for seg in layout.scatter(t, getattr(data, t.lower()), data.dtype)]
     image = out_dir / "sim_image.npz"
     np.savez(image, addrs=np.array([a for a, _ in segments], np.int64),
              lengths=np.array([len(b) for _, b in segments], np.int64),
@@ -314,7 +284,7 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
         "seed": opts.seed, "latency": list(opts.latency),
         "backpressure": opts.backpressure, "progress_cycles": opts.progress_cycles,
         "expect_bytes_written": int(plan.traffic_at(seq_len=n, heads=heads).write_bytes),
-        "max_cycles": int(50 * (heads * -(-n // plan.a) * (n * 2 * plan.rows_per_mac * d
+        "max_cycles": int(50 * (heads * -(-n // plan.a) * (n * (plan.rows_per_mac + period) * d
                                                           + 4 * plan.a * d) // plan.split
                                 + 10000)),
     }
@@ -343,14 +313,13 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
     return _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s, n, heads, log)
 
 
-def _read_o(layout, blob, o_base, heads, n, d):
+def _read_o(layout, blob, o_base, heads, n, d, dtype):
     base, hs, rs = layout.tensors["O"]
-    mem = np.frombuffer(blob, np.int8)
-    out = np.empty((heads, n, d), np.int8)
+    out = np.empty((heads, n, d), dtype.newbyteorder("="))
     for h in range(heads):
         for i in range(n):
             start = base - o_base + h * hs + i * rs
-            out[h, i] = mem[start:start + d]
+            out[h, i] = np.frombuffer(blob[start:start + d * dtype.itemsize], dtype)
     return out
 
 
@@ -363,7 +332,7 @@ def _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s,
         entry["error_name"] = ErrorCode(r["error"]).name
         entry["bad"] = i < len(opts.bad_runs)
         if not entry["bad"]:
-            o = _read_o(layout, r["o_bytes"], got["o_base"], heads, n, d)
+            o = _read_o(layout, r["o_bytes"], got["o_base"], heads, n, d, data.dtype)
             entry["bit_exact"] = bool(np.array_equal(o, expect))
             entry["mismatches"] = int(np.sum(o != expect))
             entry["bytes_match_plan"] = (r["counters"]["BYTES_READ"] == traffic.read_bytes
@@ -406,7 +375,5 @@ def _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s,
         report["cycles_vs_model"] = cyc / model["cycles"]
     (out_dir / "sim_report.json").write_text(json.dumps(report, indent=2) + "\n")
     if last_o is not None:
-        np.savez(out_dir / "sim_outputs.npz", rtl=last_o, golden=expect, reference=ref,
-                 q=data["q"], k=data["k"], v=data["v"],
-                 scale_q=data["scale_q"], scale_k=data["scale_k"], scale_v=data["scale_v"])
+        np.savez(out_dir / "sim_outputs.npz", **data.outputs(last_o, expect, ref))
     return report

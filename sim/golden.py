@@ -313,8 +313,9 @@ def accuracy(out, ref, scale_v):
 INPUT_KINDS = ("gaussian", "spread", "equal", "dominant", "dominant_far", "ascending")
 
 
-def make_inputs(kind, *, seq_len, head_dim, heads=1, rows=None, seed=0):
-    """Quantized test inputs: dict(q, k, v, scale_q, scale_k, scale_v).
+def make_inputs(kind, *, seq_len, head_dim, heads=1, rows=None, seed=0, quantized=True):
+    """Quantized test inputs: dict(q, k, v, scale_q, scale_k, scale_v); with `quantized`
+    False the float64 arrays before quantization, dict(q, k, v) (for the float formats).
 
     kind: "gaussian" (unit normal Q, K, V), "spread" (scores with a standard
     deviation of 8 nats: a few keys carry each row), "equal" (every key the same,
@@ -343,7 +344,12 @@ def make_inputs(kind, *, seq_len, head_dim, heads=1, rows=None, seed=0):
         k[np.arange(heads), j] = gap / (2 * np.sqrt(d)) + 0.0
         k *= 1.0
     elif kind == "ascending":
-        return _ascending(rng, n, d, heads, m, v)
+        x = _ascending(rng, n, d, heads, m, v)
+        if quantized:
+            return x
+        return {t: dequantize(x[t], x[f"scale_{t}"]) for t in "qkv"}
+    if not quantized:
+        return {"q": q, "k": k, "v": v}
     (q, sq), (k, sk), (v, sv) = quantize(q), quantize(k), quantize(v)
     return {"q": q, "k": k, "v": v, "scale_q": sq, "scale_k": sk, "scale_v": sv}
 
