@@ -134,3 +134,39 @@ def test_generated_verilog_is_reused_only_for_the_same_plan_and_rtl(tmp_path, mo
     monkeypatch.setattr(e2e, "_rtl_digest", lambda: "changed")
     e2e._verilog(config, tmp_path, "axiram", log=lambda s: None)
     assert len(calls) == 2                       # the RTL changed: generated again
+
+
+# A small array in a float format: 2x2 MACs, d = 8, N <= 48 (the float pipelines make a
+# larger array's Verilator build take minutes).
+FLOAT_HW = dataclasses.replace(
+    preset("small"), name="e2e_float",
+    workload=dataclasses.replace(preset("small").workload, seq_len=48, head_dim=8),
+    budget=dataclasses.replace(preset("small").budget, mac_lines=2, macs_per_line=2,
+                               exp_units=2, cache_bytes=1024))
+
+
+@pytest.mark.parametrize("fmt,split,simulator", [
+    ("fp16", 2, "verilator"), ("bf16", 1, "icarus"),
+    pytest.param("bf16", 1, "verilator", marks=pytest.mark.slow),
+    pytest.param("fp16", 2, "icarus", marks=pytest.mark.slow),
+])
+def test_float_formats_two_heads_with_latency_and_backpressure(tmp_path_factory, fmt, split,
+                                                               simulator, seed):
+    """fp16 and bf16 through the DMA (16-bit elements in 64-bit beats), a partial block, two
+    heads, random latency and back-pressure; sim_outputs.npz holds O in real units."""
+    import numpy as np
+
+    from attenio.formats import format_by_name
+    need(simulator)
+    hw = dataclasses.replace(FLOAT_HW, name=f"e2e_{fmt}", format=format_by_name(fmt),
+                             split=split)
+    out = tmp_path_factory.getbasetemp() / f"e2e_{fmt}_{simulator}"
+    opts = E2EOptions(simulator=simulator, seed=seed, quick_build=True, seq_len=37, heads=2,
+                      latency=(0.2, 8), backpressure=0.3, random_layout=True)
+    report = run_e2e(hw, out, opts)
+    assert report["split"] == split and 37 % report["a"]     # the last block is partial
+    check_good(report, 37, 2, exact=False)
+    saved = np.load(out / "sim_outputs.npz")
+    assert str(saved["format"]) == fmt and saved["rtl"].dtype == np.uint16
+    err = np.linalg.norm(saved["o"] - saved["reference"]) / np.linalg.norm(saved["reference"])
+    assert err < (0.005 if fmt == "fp16" else 0.02), err
