@@ -106,8 +106,7 @@ def _shared_options(p):
     g.add_argument("--clock-mhz", type=_positive_int, metavar="MHZ", help="clock frequency")
     g.add_argument("--axi-width", type=_positive_int, metavar="BITS", help="AXI data width")
     g.add_argument("--format", choices=sorted(FORMATS),
-                   help="number format: int8, or fp16 / bf16 storage with fp32 scores and O "
-                        "(plan and compare; gen, sim and synth build int8 only for now)")
+                   help="number format: int8, or fp16 / bf16 storage with fp32 scores and O")
     g.add_argument("--name", help="name of the build directory build/<name>/")
     g.add_argument("--split", type=_int_or_auto, metavar="S|auto",
                    help="MACs that share one Q row (a divisor of d; default auto: the mapping "
@@ -385,7 +384,8 @@ def build_parser():
     p.add_argument("--simulator", choices=["verilator", "icarus"], default="verilator")
     p.add_argument("--seed", type=_non_negative_int, default=1, help="seed of inputs and memory model")
     p.add_argument("--inputs", metavar="FILE.npz",
-                   help="q, k, v arrays [heads, N, d]: float (quantized here) or int8 with scale_*")
+                   help="q, k, v arrays [heads, N, d]: float (run unquantized in fp16/bf16, "
+                        "quantized for int8) or int8 with scale_*")
     p.add_argument("--input-kind", default="gaussian",
                    choices=["gaussian", "spread", "equal", "dominant", "dominant_far", "ascending"],
                    help="random inputs to use without --inputs")

@@ -20,6 +20,7 @@ from amaranth.lib.wiring import In, Out
 
 from attenio import validate
 from attenio.errors import ConfigError
+from attenio.formats import FloatFormat
 from attenio.regmap import register_map
 
 from .axi import AXI_4KB, AXI_MAX_BURST_BEATS, AXI4LiteSignature, AXI4Signature
@@ -87,7 +88,7 @@ class TopTiming:
 def check_plan(plan):
     """Raise ConfigError if the RTL cannot be generated for `plan`."""
     fmt = plan.config.format
-    if getattr(fmt, "o_acc_bits", 32) != 32:
+    if isinstance(fmt, FloatFormat) and fmt.o_acc_bits != 32:
         raise ConfigError(f"the {fmt.name} RTL accumulates O in fp32; o_acc_bits = "
                           f"{fmt.o_acc_bits} is the paper's accounting, for analysis only")
     row_bytes = plan.workload.head_dim * fmt.element_bytes

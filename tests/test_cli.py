@@ -134,12 +134,21 @@ def test_compare_takes_bf16(capsys, tmp_path):
 
 @pytest.mark.parametrize("command", ["gen", "sim", "synth"])
 @pytest.mark.parametrize("fmt", ["fp16", "bf16"])
-def test_rtl_commands_refuse_a_float_format(capsys, tmp_path, command, fmt):
-    assert main([command, "--format", fmt, "-o", str(tmp_path)]) == 2
+def test_rtl_commands_refuse_the_papers_16_bit_o(capsys, tmp_path, command, fmt):
+    """o_acc_bits = 16 is the paper's accounting: plan and compare take it, the RTL
+    (fp32 O) refuses it in one line, writing nothing."""
+    config = tmp_path / "narrow.toml"
+    config.write_text(f'[format]\nname = "{fmt}"\no_acc_bits = 16\n')
+    out = tmp_path / "out"
+    assert main(["plan", "--config", str(config), "-o", str(out)]) == 0
+    capsys.readouterr()
+    for f in out.iterdir():
+        f.unlink()
+    assert main([command, "--config", str(config), "-o", str(out)]) == 2
     assert capsys.readouterr().err == (
-        f"attenio {command}: error: the RTL supports the int8 format only, not {fmt!r} (use "
-        f"--format int8; other formats are analysis-only)\n")
-    assert not any(tmp_path.iterdir())
+        f"attenio {command}: error: the {fmt} RTL accumulates O in fp32; o_acc_bits = 16 is "
+        f"the paper's accounting, for analysis only\n")
+    assert not any(out.iterdir())
 
 
 @pytest.mark.parametrize("command, args, message", [
