@@ -225,6 +225,11 @@ class FloatFormat:
                 f"{owner}: x_frac must be at most {self.X_FRAC_MAX}, not {self.x_frac}: the "
                 f"exp2 argument (x - m in fixed point, x_frac fractional bits) feeds the "
                 f"int8 format's fixed-point exp2, which takes at most {self.X_FRAC_MAX}")
+        validate.integer(owner, "p_frac", self.p_frac, lo=2, error=ConfigError)
+        if self.p_frac > 24:
+            raise ConfigError(
+                f"{owner}: p_frac must be at most 24, not {self.p_frac}: P and alpha reach "
+                f"the MACs as fp32, exact only with at most 24 significant bits")
         self.fixed       # the other fixed-point fields are checked by the Int8Format they make
 
     @property

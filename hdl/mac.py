@@ -7,7 +7,7 @@ group c of line i holds row ``t*p*q/s + i*q/s + c`` in its slot t
 columns g, g + s, g + 2s, ... of that row: element g of every chunk the word
 carries. A MAC keeps, in PE-local storage,
 
-* Q: r x d/s int8 (a `Memory` with a synchronous read port),
+* Q: r x d/s elements (a `Memory` with a synchronous read port),
 * O: r x d/s accumulators of `o_shape` (a `Memory`, read one cycle ahead of the
   read-modify-write),
 * two banks of r exact scores (bank j mod 2 holds the scores against K_j, so

@@ -75,7 +75,7 @@ def test_fp16_refuses_other_widths(value, want):
     ({"x_frac": 0}, "x_frac must be a positive integer, not 0"),
     ({"x_frac": 18.0}, "x_frac must be a positive integer, not 18.0"),
     ({"x_frac": 4, "exp_lut_bits": 5}, "exp_lut_bits (5) cannot exceed x_frac (4)"),
-    ({"p_frac": 31}, "p_frac must be at most 30, not 31"),
+    ({"p_frac": 31}, "p_frac must be at most 24, not 31"),
     ({"recip_seed_bits": 25}, "recip_seed_bits (25) cannot exceed recip_frac (24)"),
     ({"exp_interp": 1}, "exp_interp must be true or false, not 1"),
 ])
@@ -229,3 +229,11 @@ def test_bf16_is_planned_as_fp16(head_dim):
     assert (b.a, b.reservations, b.traffic) == (p.a, p.reservations, p.traffic)
     assert {k: v.traffic for k, v in all_baselines(bf16).items()} == \
         {k: v.traffic for k, v in all_baselines(fp16).items()}
+
+
+def test_float_p_frac_keeps_fp32_factors_exact():
+    """P and alpha reach the MACs as fp32 (exact up to 24 significant bits)."""
+    assert BF16Format(p_frac=24).p_frac == 24
+    with pytest.raises(ConfigError, match=r"^bf16 format: p_frac must be at most 24, not 25: "
+                                          r"P and alpha reach the MACs as fp32"):
+        BF16Format(p_frac=25)
