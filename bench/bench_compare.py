@@ -47,7 +47,10 @@ over the busy MACs' capacity; *PE time*: cycles in which the array computes;
 FlashAttention-2 baseline on the same array (its block rule) in the same model.
 Targets: spatial >= 97 %, cycles <= 1.03 x bound, cycles <= FA-2's,
 FA-2's traffic >= 10x (d = 64) and 3x (d = 128) AttenIO's. A target missed is
-marked with `!`.
+marked with `!`: the fp16 RTL's K rows idle in max(r, 9) - r of every max(r, 9)
+slots here (r < 9) and its softmax latency exceeds the two rows that cover it, so
+the array computes about half the time; with the int8 RTL's latencies the same
+mappings came within 1.009x of the bound and at or under FA-2's cycles.
 
 The comparison in the paper's own terms (its evaluation assumptions as a timing,
 beside this one) is in [paper.md](paper.md).
@@ -306,7 +309,13 @@ turn into speed.
   (equal to the RTL's counters), the baselines through their own cycle models on
   the same array, every dataflow overlapping memory and compute at the full
   bandwidth. Where compute binds, no dataflow can beat another; the I/O advantage
-  becomes speed only where memory binds.
+  becomes speed only where memory binds. AttenIO pays the latencies of its fp16
+  RTL as built (K rows replayed in max(r, 9) x d/s cycles so the fp32 adder's loop
+  closes, and a softmax latency the two score banks do not cover on this array:
+  [microarchitecture.md](microarchitecture.md), "The floating-point formats"),
+  which the baselines' models, dataflows without a datapath, do not pay; on this
+  array that alone halves AttenIO's speed, and the int8 RTL's latencies gave
+  1.01x (d = 64) and 1.00x (d = 128) over FlashAttention-2.
 * **paper** (`attenio compare --timing paper`): the paper's evaluation
   assumptions, decoded from its figures, as closed forms
   (`attenio.sim.papertiming`), each a named parameter:
