@@ -41,8 +41,8 @@ storage, timed with the latencies of the fp16 RTL as built, `RtlParams.of`: its 
 rows take max(r, 9) x d/s cycles and its softmax latency is long, see
 [microarchitecture.md](microarchitecture.md), "The floating-point formats"), one
 head. For each N and d the planner (`attenio.sim.planner.choose_plan`) picks the
-mapping: s MACs a Q row, r rows a group of s MACs, a rows a Q block. *spatial*: useful MAC operations
-over the busy MACs' capacity; *PE time*: cycles in which the array computes;
+mapping: s MACs a Q row, r rows a group of s MACs, a rows a Q block. *spatial*:
+useful MAC operations over the busy MACs' capacity; *PE time*: cycles in which the array computes;
 *bound*: max(2 N^2 d / 2048 MACs, traffic / 128 B a cycle); FA-2: the
 FlashAttention-2 baseline on the same array (its block rule) in the same model.
 Targets: spatial >= 97 %, cycles <= 1.03 x bound, cycles <= FA-2's,

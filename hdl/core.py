@@ -15,8 +15,8 @@ Interface (for the controller)
 
 ``start``   in, stream {rows_valid, n_keys}: begin a block of ``rows_valid``
             (1 .. block_rows) query rows against ``n_keys`` (1 .. max_seq_len) K/V
-            rows. ``c`` (the softmax constant, the format's ``c_shape``: raw
-            fixed point for int8, fp32 bits for a float format) is sampled with it. Accepted when the feed of the
+            rows. ``c`` (the softmax constant, the format's ``c_shape``: raw fixed
+            point for int8, fp32 bits for a float format) is sampled with it. Accepted when the feed of the
             previous block is complete, so the next block can be announced
             while the previous one computes and drains. A command with a value
             out of range is dropped and raises ``error``.

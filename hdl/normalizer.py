@@ -1,4 +1,4 @@
-"""`Normalizer`: a finished Q block's O, divided by l, out in the storage format one chunk per cycle.
+"""`Normalizer`: a finished Q block's O, divided by l, out in the storage format, a chunk a cycle.
 
 Armed by the replay when a block's last V row starts (`block`), it waits until
 that row's last word has left the last MAC and its O update is written

@@ -272,10 +272,9 @@ class SoftmaxLane(wiring.Component):
         e_stage = self._e_stage(A)
         up, m_new, l_old, *ctrl = (st.delay(y, A.exp2_latency, n) for y, n in zip(
             [up, m_new, l_old, *ctrl], ["up_e", "m_new_e", *names[1:]]))
-        # Either alpha or P is exactly one (see `Int8Arith.update`): one multiply for l.
         e32 = A.to_float(m, e)
-        bus = self._bus(m, v[e_stage + A.to_float_latency - 1],
-                        [st.delay(y, A.to_float_latency, f"{n}_b") for y, n in zip(ctrl, names[2:])],
+        ctrl_b = [st.delay(y, A.to_float_latency, f"{n}_b") for y, n in zip(ctrl, names[2:])]
+        bus = self._bus(m, v[e_stage + A.to_float_latency - 1], ctrl_b,
                         st.delay(up, A.to_float_latency, "up_b"), e32)
         l_new = st.delay(A.update_l(m, up, e, l_old), S - e_stage - A.update_l_latency, "l_new")
         u_w, m_new_w = (st.delay(y, S - e_stage, n) for y, n in ((ctrl[0], "u_w"),

@@ -97,7 +97,8 @@ def check_plan(plan):
                             macs_per_line=b.macs_per_line, owner="budget", error=ConfigError)
     beat = plan.budget.axi_data_bits // 8
     if row_bytes % beat:
-        raise ConfigError(f"a row of d = {plan.workload.head_dim} {fmt.name} elements ({row_bytes} bytes) "
+        raise ConfigError(f"a row of d = {plan.workload.head_dim} {fmt.name} elements "
+                          f"({row_bytes} bytes) "
                           f"must be a whole number of {plan.budget.axi_data_bits}-bit AXI beats; "
                           f"choose --axi-width <= {8 * row_bytes} or a larger d")
     if beat % (plan.split * fmt.element_bytes):
