@@ -13,9 +13,7 @@ idle, but it may round a down (more K/V traffic), and it costs a wider feed and 
 adder chain per group; a smaller r wastes no pass on a partial last block. The
 fastest wins; mappings within `TOLERANCE` (0.1 %) of the fewest cycles count as a
 tie, which the least off-chip traffic (the I/O this design exists to save), then the
-smaller s, then the larger r, wins. A wider tolerance would buy traffic with speed:
-on the paper preset at d = 64, 2 % takes a = 1280 at s = 8 (s = 1's traffic) over
-a = 1024, 1.4 % slower, which loses to FlashAttention-2 on the same array.
+smaller s, then the larger r, wins. A wider tolerance would buy traffic with speed.
 """
 
 import time
