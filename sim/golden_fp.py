@@ -49,10 +49,16 @@ from attenio.hdl.formats import fp
 from attenio.hdl.formats.float import FloatArith
 from attenio.hdl.formats.fp import FP32
 
-__all__ = ["FloatDatapath", "attention", "attention_bits", "reference"]
+__all__ = ["FloatDatapath", "store", "attention", "attention_bits", "reference"]
 
 #: keys scored at once (the scores of a chunk are independent of each other)
 _CHUNK = 256
+
+
+def store(spec, x):
+    """Float arrays rounded to storage format `spec` (through fp32), as encodings."""
+    bits = np.asarray(x, dtype=np.float32).view(np.uint32)
+    return fp.np_convert(bits, FP32, spec)
 
 
 class FloatDatapath:
@@ -73,9 +79,7 @@ class FloatDatapath:
         self.c = np.uint32(self.arith.c).view(np.float32)
 
     def store(self, x):
-        """Float arrays rounded once to the storage format (via fp32), as encodings."""
-        bits = np.asarray(x, dtype=np.float32).view(np.uint32)
-        return fp.np_convert(bits, FP32, self.spec)
+        return store(self.spec, x)
 
     def widen(self, bits):
         """Storage encodings as fp32 values (exact)."""

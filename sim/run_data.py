@@ -10,7 +10,7 @@ own framework directly.
 
 Inputs come from `golden.make_inputs` (its kinds; unquantized for a float format)
 or from a user's npz (`load_inputs`): float arrays run in a float format without
-quantization (rounded once to the storage format), and are quantized per tensor
+quantization (rounded to the storage format through fp32), and are quantized per tensor
 for int8; int8 arrays with their scales are dequantized for a float format.
 """
 
@@ -89,13 +89,12 @@ class RunData:
             inputs = golden.make_inputs(kind, seq_len=seq_len, head_dim=head_dim, heads=heads,
                                         seed=seed, quantized=not is_float)
         if is_float:
-            spec = golden_fp.FloatDatapath(cls._spec(fmt), max_seq_len=1, head_dim=head_dim)
             stored = {}
             for t in "qkv":
                 x = inputs[t]
                 if x.dtype == np.int8:
                     x = golden.dequantize(x, inputs[f"scale_{t}"])
-                stored[t] = spec.store(x)
+                stored[t] = golden_fp.store(cls._spec(fmt), x)
             return cls(fmt, stored["q"], stored["k"], stored["v"],
                        fmt.softmax_constant(head_dim=head_dim), {})
         out, scales = {}, {}
