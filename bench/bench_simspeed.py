@@ -43,13 +43,18 @@ def config_for(n):
     return dataclasses.replace(config, split=plan.split, rows_per_mac=plan.rows_per_mac), plan
 
 
-def measure(config, n, engine):
+def mapping(plan):
+    return f"s={plan.split} r={plan.rows_per_mac} a={plan.a}"
+
+
+def measure(config, plan, n, engine):
     t0 = time.perf_counter()
     r = run_e2e(config, f"build/bench_simspeed/n{n}",
                 E2EOptions(memory="model", engine=engine, seed=n), log=quiet)
     total = time.perf_counter() - t0
     run = r["runs"][0]
-    return {"n": n, "engine": engine, "cycles": run["counters"]["CYCLES"],
+    return {"n": n, "engine": engine, "mapping": mapping(plan),
+            "cycles": run["counters"]["CYCLES"],
             "bit_exact": run["bit_exact"], "bytes": run["bytes_match_plan"],
             "vs_model": r["cycles_vs_model"], "rate": r["sim_cycles_per_second"],
             "cpu_rate": r["sim_cycles_per_cpu_second"],
@@ -58,7 +63,7 @@ def measure(config, n, engine):
 
 
 def row(m):
-    return [m["n"], m["engine"], m["cycles"], "yes" if m["bit_exact"] else "NO",
+    return [m["n"], m["mapping"], m["engine"], m["cycles"], "yes" if m["bit_exact"] else "NO",
             "=" if m["bytes"] else "!=", f"{m['vs_model']:.4f}", f"{m['sim_s']:.1f}",
             f"{m['rate']:,}", f"{m['cpu_rate']:,}", f"{m['total_s']:.0f}"]
 
@@ -74,7 +79,7 @@ def main():
             cycles = compute_bound_cycles(plan, seq_len=n, heads=1)
             if engine == "cocotb" and cocotb_rate and cycles / cocotb_rate > COCOTB_LIMIT_S:
                 est = cycles / cocotb_rate
-                rows.append([n, "cocotb", f"~{cycles}", "-", "-", "-",
+                rows.append([n, mapping(plan), "cocotb", f"~{cycles}", "-", "-", "-",
                              f"~{est:.0f} (extrapolated)", f"~{cocotb_rate:,.0f}", "-",
                              "skipped"])
                 print(f"N = {n}, cocotb: skipped, about {est / 60:.0f} min at the "
@@ -83,7 +88,7 @@ def main():
                 continue
             print(f"N = {n}, {engine}: generating, building and simulating (a = {plan.a}, "
                   f"s = {plan.split}, about {cycles / 1e6:.1f}M cycles) ...", flush=True)
-            m = measure(config, n, engine)
+            m = measure(config, plan, n, engine)
             if engine == "cocotb":
                 cocotb_rate = m["rate"]
             results.append(m)
@@ -92,7 +97,7 @@ def main():
                   f"{m['sim_s']:.1f} s simulated, "
                   f"{'bit-exact' if m['bit_exact'] else 'MISMATCH'}, {m['total_s']:.0f} s in all "
                   f"(golden model {m['golden_s']:.0f} s)", flush=True)
-    head = ["N", "path", "cycles", "bit-exact", "bytes vs Plan", "RTL / model", "sim s",
+    head = ["N", "mapping", "path", "cycles", "bit-exact", "bytes vs Plan", "RTL / model", "sim s",
             "cycles/s", "cycles/CPU-s", "total s"]
     text = table(head, rows)
     print(text)
@@ -115,6 +120,8 @@ def write_doc(text, speedups):
         "```", text, "```", "",
         *[f"- N = {n}: fast / cocotb = {x:.1f}x" for n, x in speedups],
         "",
+        "`mapping` is the planner's choice for that N (each Q row over s MACs, r rows a "
+        "group, Q blocks of a rows): the hardware differs between the rows. "
         "`cycles/s` is simulated cycles per second of wall time, `cycles/CPU-s` per second of "
         "the simulator process's own CPU time (what the other users of a shared machine do not "
         "change). "
