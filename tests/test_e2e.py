@@ -111,8 +111,8 @@ def test_memory_model_inside_the_design(tmp_path_factory, seed):
     """The long-run path: attenio_sim_top carries the AXI memory, loaded through its backdoor."""
     need("verilator")
     out = tmp_path_factory.getbasetemp() / "e2e_verilator"
-    report = run_e2e(HW, out, E2EOptions(simulator="verilator", seed=seed, quick_build=True,
-                                         seq_len=70, heads=1, memory="model"))
+    report = run_e2e(HW, out, E2EOptions(simulator="verilator", engine="fast", seed=seed,
+                                         quick_build=True, seq_len=70, heads=1, memory="model"))
     assert report["memory"] == "model"
     check_good(report, 70, 1, exact=True)
 

@@ -3,7 +3,7 @@ decides before it simulates: the engine, the memory it would need, the progress 
 
 The equivalence test runs one tiny configuration on both engines, same Verilog, same
 inputs, the same runs back to back (a bad one first), and holds them equal bit for bit
-and counter for counter; both builds are at -O0 (quick) and the cocotb one is shared
+and counter for counter; both builds are at -O0 (quick) and the fast one is shared
 with tests/test_e2e.py's memory-model test.
 """
 
