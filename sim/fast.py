@@ -42,7 +42,7 @@ POISON = 0xA5
 #: `--x-assign fast` and `--x-initial fast` let Verilator fold the X values Amaranth's
 #: Verilog never relies on (its registers all have initial values), `-O3` is Verilator's
 #: own optimisation, and the C++ is compiled at -O3 instead of verilated.mk's -Os (about
-#: 10 % more cycles per CPU-second than -O2 on the s = 4, r = 8 mapping; -march=native
+#: 15 % more cycles per CPU-second than -O2 on the s = 4, r = 8 mapping; -march=native
 #: adds nothing measurable and would tie the build to the machine).
 BUILD_FLAGS = ("-O3", "--x-assign", "fast", "--x-initial", "fast", "-Wno-fatal", "-Wno-WIDTH",
                "-Wno-UNUSED")
