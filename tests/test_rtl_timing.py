@@ -4,7 +4,8 @@
 format's pipelines, the MAC, the lanes, the replay, the normalizer, the path
 around the core), so the model must predict each counter of the generated
 design to the cycle: on the in-design memory model (fixed latency, one beat per
-cycle), with a partial last block and two heads. The configurations differ in
+cycle; the fast engine, `attenio.sim.fast`, whose counters equal the cocotb bench's:
+tests/test_fast_sim.py), with a partial last block and two heads. The configurations differ in
 array shape, lanes per line, head dimension, the reciprocal's Newton steps (the
 normalizer's latency), p_frac, the memory latency and the rows' split over s
 MACs; two of them are bound by the softmax interlock rather than by the feed.
@@ -65,7 +66,8 @@ def run(request, tmp_path_factory):
     config = CONFIGS[request.param]
     out = tmp_path_factory.mktemp(f"timing_{request.param}")
     report = run_e2e(config, out, E2EOptions(simulator="verilator", seed=7, quick_build=True,
-                                             seq_len=SEQ_LEN, heads=HEADS, memory="model"),
+                                             seq_len=SEQ_LEN, heads=HEADS, memory="model",
+                                             engine="fast"),
                      log=lambda line: None)
     return request.param, config, report
 
