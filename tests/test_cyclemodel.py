@@ -204,12 +204,17 @@ def test_causal_skips_rows_past_each_block_and_their_traffic():
 
 
 def test_paper_preset_is_fast_and_sane():
+    """N = 128K in the model: the array busy 2 r d cycles a K/V row, and the cycles those
+    rows take, (P + r) d with the fp16 RTL's P = max(r, 9) cycles a K chunk, plus under 1 %."""
     for d in (64, 128):
         plan = make_plan(paper(131072, d))
         res = simulate(plan)
         ideal = 2 * plan.rows_per_mac * d * 131072 * plan.q_blocks
         assert res.pe_busy == ideal
-        assert ideal < res.cycles < 1.01 * ideal
+        period = RtlParams.of(plan).score_period
+        assert period == max(plan.rows_per_mac, 9)
+        rows = (period + plan.rows_per_mac) * d * 131072 * plan.q_blocks
+        assert rows < res.cycles < 1.01 * rows
         assert res.spatial_util == pytest.approx(131072 / (plan.q_blocks * plan.a), rel=1e-9) \
             or res.spatial_util < plan.a / plan.budget.macs
 
@@ -279,7 +284,8 @@ def test_rtl_params_are_the_hardware_latencies():
 
     from attenio.formats import Int8Format
     small = make_plan(preset("small"))
-    assert RtlParams.of(small) == RtlParams(line_skew=small.budget.macs_per_line - 1)
+    assert RtlParams.of(small) == RtlParams(line_skew=small.budget.macs_per_line - 1,
+                                            score_period=small.rows_per_mac)
     drains = []
     for iters in range(4):
         fmt = Int8Format(p_frac=16, recip_iters=iters)
