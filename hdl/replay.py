@@ -4,7 +4,8 @@ A word carries one chunk of s elements (one for each MAC of a row's group). A
 Q row is replayed once, to its group; a K or V row r times (pass t serves slot
 t of every group), so a row costs r*d/s array cycles. With a `score_period` P
 (the float formats, `attenio.hdl.mac.score_period`) a K row goes chunk by chunk
-instead: chunk c to slots 0 .. r-1, then P - r idle cycles, so it costs P*d/s. The replay takes the
+instead: chunk c to slots 0 .. r-1, then P - r idle cycles, so it costs P*d/s.
+The replay takes the
 next row off the buffer's `row` stream when the current one issues its last
 word (or when idle) and the schedule allows it:
 
