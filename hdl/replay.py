@@ -5,9 +5,8 @@ Q row is replayed once, to its group; a K or V row r times (pass t serves slot
 t of every group), so a row costs r*d/s array cycles. With a `score_period` P
 (the float formats, `attenio.hdl.mac.score_period`) a K row goes chunk by chunk
 instead: chunk c to slots 0 .. r-1, then P - r idle cycles, so it costs P*d/s.
-The replay takes the
-next row off the buffer's `row` stream when the current one issues its last
-word (or when idle) and the schedule allows it:
+The replay takes the next row off the buffer's `row` stream when the current one
+issues its last word (or when idle) and the schedule allows it:
 
 * a V row (U_j) waits until every softmax lane has written bank j mod 2 (the
   array's `ready`, cleared by `consume` as U_j starts): the single interlock of
