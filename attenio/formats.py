@@ -201,14 +201,15 @@ class FloatFormat:
     name: str = "fp16"
     element_bits: int = field(default=16, init=False)
     o_acc_bits: int = 32
-    x_frac: int = 18
-    p_frac: int = 24
-    exp_lut_bits: int = 7
-    exp_interp: bool = True
-    exp_guard: int = 3
-    recip_seed_bits: int = 8
-    recip_iters: int = 2
-    recip_frac: int = 24
+    # the fixed-point softmax's fields and defaults are Int8Format's
+    x_frac: int = Int8Format.x_frac
+    p_frac: int = Int8Format.p_frac
+    exp_lut_bits: int = Int8Format.exp_lut_bits
+    exp_interp: bool = Int8Format.exp_interp
+    exp_guard: int = Int8Format.exp_guard
+    recip_seed_bits: int = Int8Format.recip_seed_bits
+    recip_iters: int = Int8Format.recip_iters
+    recip_frac: int = Int8Format.recip_frac
 
     #: the most fractional bits of the exp2 argument: the int8 format's exp2 takes no
     #: more than its c has (x_frac < c_frac <= _FRAC_MAX)
