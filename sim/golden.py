@@ -8,18 +8,22 @@ Public API
     [-127, 127]; and back.
 `softmax_constant(scale_q, scale_k, head_dim, fmt=None)`
     the raw fixed-point c = scale_q*scale_k*log2(e)/sqrt(d) the hardware gets.
-`attention(q, k, v, *, c, a=64, arith=None, fmt=None, max_seq_len=None)`
+`attention(q, k, v, *, c, a=64, arith=None, fmt=None, max_seq_len=None, causal=False)`
     int8 output on V's scale, bit for bit what the hardware computes: Q blocks of
     `a` rows, K/V one row at a time, online softmax with b = 1, then O/l via the
     reciprocal. Every value passes through the NumPy twins of
     `attenio.hdl.formats.Int8Arith`.
-`run_block(arith, q_block, k, v, c)`
+`run_block(arith, q_block, k, v, c, *, limits=None)`
     the same for one Q block of one head, written literally as the hardware
     order (`init_state`, `step` per K/V row, `finish`); slow, it is the
-    specification `attention` is tested against.
-`reference(q, k, v, *, scale_q, scale_k, scale_v)`
+    specification `attention` is tested against. `limits`: the keys each row
+    sees (causal masking), default all.
+`causal_limits(rows, keys)`
+    the keys each of `rows` query rows sees under causal masking
+    (`attenio.analysis.causal_limit`); ValueError if keys < rows.
+`reference(q, k, v, *, scale_q, scale_k, scale_v, causal=False)`
     float64 softmax(Q K^T scale_q scale_k / sqrt(d)) V on the dequantized inputs
-    (real units: divide by scale_v for V's LSBs).
+    (real units: divide by scale_v for V's LSBs); `causal` leaves masked keys out.
 `accuracy(out, ref, scale_v)`
     fraction of outputs equal to round(ref/scale_v), the largest distance from it
     in LSB, and the mean |out - ref/scale_v| in LSB.
@@ -28,7 +32,14 @@ Public API
 
 Shapes: q is [heads, M, d] and k, v are [heads, N, d] (or all without the heads
 axis); M = N for self-attention, a smaller M samples query rows (rows are
-independent). Results do not depend on `a`.
+independent). Results do not depend on `a`, nor on the order of the Q blocks.
+
+Causal masking (`causal=True`): row i of M sees keys j < i + 1 + N - M (rows aligned
+at the end; j <= i for self-attention), so N >= M. A masked (row, key) pair still
+takes its softmax step in the hardware, with its contribution forced: the max does
+not move (up = False, m unchanged) and e = 0, so alpha = 1 and P = 0; l and O add 0.
+In integers that is the same as skipping the key, which `attention` does by giving
+masked scores m_init (they cannot move the max) and P = 0.
 
 How `attention` is fast yet exact. Rows are independent and every Q block runs
 the same sequence of steps, so all blocks (and heads) advance together, as
@@ -47,11 +58,12 @@ from math import ceil
 import numpy as np
 
 from attenio import validate
+from attenio.analysis import causal_limit
 from attenio.formats import Int8Format
 from attenio.hdl.formats import Int8Arith
 
 __all__ = ["quantize", "dequantize", "softmax_constant", "attention", "run_block", "init_state",
-           "step", "finish", "OnlineState", "reference", "accuracy", "make_inputs", "INPUT_KINDS",
+           "step", "finish", "OnlineState", "causal_limits", "reference", "accuracy", "make_inputs", "INPUT_KINDS",
            "attention_peak_bytes", "reference_peak_bytes"]
 
 _CHUNK = 64
@@ -153,14 +165,18 @@ def init_state(arith, rows, d):
                        o=np.zeros((rows, d), np.int64))
 
 
-def step(arith, state, s_j, v_j, c):
+def step(arith, state, s_j, v_j, c, visible=None):
     """One K/V row j for every row of a block: exactly the hardware's operations.
 
-    s_j: the block's scores against K_j (exact integers, [rows]); v_j: V_j ([d]).
+    s_j: the block's scores against K_j (exact integers, [rows]); v_j: V_j ([d]);
+    visible: bool [rows], False where causal masking hides K_j from the row (default all
+    True): its step runs with the max held, alpha = 1 and P = 0.
     """
-    m_new = arith.np_max(state.m, s_j)
-    alpha = arith.np_exp2(arith.np_scale(arith.np_sub(state.m, m_new), c))
-    p = arith.np_exp2(arith.np_scale(arith.np_sub(s_j, m_new), c))
+    visible = np.ones(len(state.m), bool) if visible is None else np.asarray(visible, bool)
+    m_new = np.where(visible, arith.np_max(state.m, s_j), state.m)
+    alpha = np.where(visible, arith.np_exp2(arith.np_scale(arith.np_sub(state.m, m_new), c)),
+                     arith.one)
+    p = np.where(visible, arith.np_exp2(arith.np_scale(arith.np_sub(s_j, m_new), c)), 0)
     l = arith.np_update_l(alpha, state.l, p)
     o = arith.np_update_o(alpha[:, None], state.o, p[:, None], np.asarray(v_j, np.int64)[None, :])
     return OnlineState(m=m_new, l=l, o=o)
@@ -182,18 +198,36 @@ def finish(arith, state):
     return arith.np_finalize(state.o, y[..., None], e[..., None]).astype(np.int8)
 
 
-def run_block(arith, q_block, k, v, c):
-    """One Q block [a, d] of one head against K, V [N, d], one K/V row at a time."""
+def run_block(arith, q_block, k, v, c, *, limits=None):
+    """One Q block [a, d] of one head against K, V [N, d], one K/V row at a time.
+
+    `limits` [a]: how many keys each row sees (causal masking; `causal_limits` gives a
+    block's slice of them), default N; the block still steps through all N keys.
+    """
     q_block = np.asarray(q_block, np.int64)
     k = np.asarray(k, np.int64)
     v = np.asarray(v, np.int64)
-    state = init_state(arith, q_block.shape[0], q_block.shape[1])
-    for j in range(k.shape[0]):
-        s = np.zeros(q_block.shape[0], np.int64)
+    rows, n = q_block.shape[0], k.shape[0]
+    limits = np.full(rows, n) if limits is None else np.asarray(limits)
+    if limits.shape != (rows,):
+        raise ValueError(f"run_block: limits must have one entry per row ({rows}), "
+                         f"not shape {list(limits.shape)}")
+    state = init_state(arith, rows, q_block.shape[1])
+    for j in range(n):
+        s = np.zeros(rows, np.int64)
         for t in range(q_block.shape[1]):                  # the MAC chain, d steps
             s = arith.np_mac(s, q_block[:, t], k[j, t])
-        state = step(arith, state, s, v[j], c)
+        state = step(arith, state, s, v[j], c, visible=j < limits)
     return finish(arith, state)
+
+
+def causal_limits(rows, keys):
+    """The keys each of `rows` query rows sees under causal masking against `keys` keys
+    (int64 [rows]); every row must see one at least, so keys >= rows."""
+    if keys < rows:
+        raise ValueError(f"causal attention needs at least as many keys as queries "
+                         f"(N = {keys} < M = {rows}): the first rows would see no key")
+    return causal_limit(np.arange(rows, dtype=np.int64), rows, keys)
 
 
 # -- the fast, equivalent model -------------------------------------------------------------
@@ -216,11 +250,12 @@ def _check_c(arith, c):
                                 "softmax_constant())", c, lo=1, hi=limit - 1))
 
 
-def attention(q, k, v, *, c, a=64, arith=None, fmt=None, max_seq_len=None):
+def attention(q, k, v, *, c, a=64, arith=None, fmt=None, max_seq_len=None, causal=False):
     """Bit-exact AttenIO attention: int8 q [.., M, d], k, v [.., N, d] -> int8 [.., M, d].
 
     `c` is the raw softmax constant (`softmax_constant`); `a` the Q block rows;
-    `arith` an `Int8Arith` (or build one from `fmt` and `max_seq_len`, default N).
+    `arith` an `Int8Arith` (or build one from `fmt` and `max_seq_len`, default N);
+    `causal` masks key j from row i when j >= `causal_limit(i, M, N)` (needs N >= M).
     """
     q, k, v, squeeze = _check_qkv(q, k, v, ints=True)
     validate.integer("attention", "a (Q block rows)", a, lo=1)
@@ -234,6 +269,9 @@ def attention(q, k, v, *, c, a=64, arith=None, fmt=None, max_seq_len=None):
     qp = np.zeros((H, blocks * a, d), np.int64)
     qp[:, :M] = q
     R = blocks * a
+    if causal:
+        limits = np.full(R, N, np.int64)                   # padding rows: any limit
+        limits[:M] = causal_limits(M, N)
     m = np.full((H, R), arith.m_init, np.int64)
     l = np.zeros((H, R), np.int64)
     o = np.zeros((H, R, d), np.int64)
@@ -243,6 +281,11 @@ def attention(q, k, v, *, c, a=64, arith=None, fmt=None, max_seq_len=None):
         kc, vc = k[:, j0:j1], v[:, j0:j1]
         # |S| < 2**22: exact in float64, so BLAS gives the MAC chain's integers.
         s = np.rint(qf @ kc.transpose(0, 2, 1).astype(np.float64)).astype(np.int64)
+        if causal:
+            # masked scores at the floor of the max cannot move it (up is False); P is
+            # forced to 0 below, alpha is 1 since up is False
+            masked = np.arange(j0, j1)[None, :] >= limits[:, None]        # [R, chunk]
+            s = np.where(masked, arith.m_init, s)
         mc = np.maximum.accumulate(np.concatenate([m[..., None], s], axis=-1), axis=-1)
         m_old, m_new = mc[..., :-1], mc[..., 1:]
         up = s > m_old
@@ -250,6 +293,8 @@ def attention(q, k, v, *, c, a=64, arith=None, fmt=None, max_seq_len=None):
         ex = arith.np_exp2(arith.np_scale(-np.abs(s - m_old), c))
         alpha = np.where(up, ex, one)
         p = np.where(up, one, ex)
+        if causal:
+            p = np.where(masked, 0, p)
         moved = up.any(axis=-1)
         # rows without a max change: l += sum P, O += P @ V exactly
         pq = np.where(moved[..., None], 0, p)
@@ -278,18 +323,23 @@ def attention(q, k, v, *, c, a=64, arith=None, fmt=None, max_seq_len=None):
 
 # -- the float64 yardstick ------------------------------------------------------------------
 
-def reference(q, k, v, *, scale_q, scale_k, scale_v):
-    """softmax(Q K^T / sqrt(d)) V in float64 on dequantized inputs, in real units."""
+def reference(q, k, v, *, scale_q, scale_k, scale_v, causal=False):
+    """softmax(Q K^T / sqrt(d)) V in float64 on dequantized inputs, in real units;
+    `causal` leaves the keys a row does not see out of its softmax."""
     q, k, v, squeeze = _check_qkv(q, k, v, ints=False)
     for name, s in (("scale_q", scale_q), ("scale_k", scale_k), ("scale_v", scale_v)):
         validate.positive_number("reference", name, s)
     d = q.shape[2]
+    if causal:
+        limits = causal_limits(q.shape[1], k.shape[1])
     qf, kf, vf = dequantize(q, scale_q), dequantize(k, scale_k), dequantize(v, scale_v)
     out = np.empty(q.shape, np.float64)
     rows = max(1, (1 << 24) // k.shape[1])            # bound the score block to 128 MB
     for h in range(q.shape[0]):
         for r0 in range(0, q.shape[1], rows):
             s = qf[h, r0:r0 + rows] @ kf[h].T / np.sqrt(d)
+            if causal:
+                s[np.arange(k.shape[1])[None, :] >= limits[r0:r0 + rows, None]] = -np.inf
             s -= s.max(axis=1, keepdims=True)
             w = np.exp(s)
             out[h, r0:r0 + rows] = (w @ vf[h]) / w.sum(axis=1, keepdims=True)
