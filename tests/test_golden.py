@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from attenio import Int8Format
+from attenio.analysis import q_blocks
 from attenio.hdl.formats import Int8Arith
 from attenio.sim import golden as G
 
@@ -14,14 +15,18 @@ def _case(kind, n, d, heads=1, rows=None, seed=0):
     return x
 
 
-def _literal(x, a, arith):
-    """The specification: run_block per Q block per head."""
+def _literal(x, a, arith, causal=False):
+    """The specification: run_block per Q block per head, in the schedule's block order
+    (with causal masking the short block comes first)."""
     q, k, v = (np.asarray(x[t]) for t in "qkv")
-    heads = []
+    M, N = q.shape[1], k.shape[1]
+    limits = G.causal_limits(M, N) if causal else np.full(M, N)
+    out = np.zeros(q.shape, np.int8)
     for h in range(q.shape[0]):
-        heads.append(np.concatenate([G.run_block(arith, q[h, r:r + a], k[h], v[h], x["c"])
-                                     for r in range(0, q.shape[1], a)]))
-    return np.stack(heads)
+        for r0, rows in q_blocks(M, a, causal=causal):
+            out[h, r0:r0 + rows] = G.run_block(arith, q[h, r0:r0 + rows], k[h], v[h], x["c"],
+                                               limits=limits[r0:r0 + rows])
+    return out
 
 
 # -- quantization ---------------------------------------------------------------------------
@@ -55,6 +60,47 @@ def test_fast_model_equals_the_literal_order(kind, seed):
     want = _literal(x, 6, arith)
     got = G.attention(x["q"], x["k"], x["v"], c=x["c"], a=6, arith=arith)
     assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "spread", "dominant", "ascending"])
+@pytest.mark.parametrize("n, rows", [(23, 23), (48, 20)], ids=["self", "fewer_rows"])
+def test_causal_fast_model_equals_the_literal_order(kind, n, rows, seed):
+    # a = 6 leaves a partial block either way; with fewer rows the rows align at the end
+    x = _case(kind, n, 8, heads=2, rows=rows, seed=seed)
+    arith = Int8Arith(max_seq_len=n, head_dim=8)
+    want = _literal(x, 6, arith, causal=True)
+    got = G.attention(x["q"], x["k"], x["v"], c=x["c"], a=6, arith=arith, causal=True)
+    assert np.array_equal(got, want)
+    assert not np.array_equal(got, G.attention(x["q"], x["k"], x["v"], c=x["c"], a=6,
+                                               arith=arith))
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "dominant", "ascending"])
+def test_causal_row_is_attention_over_the_keys_it_sees(kind, seed):
+    # masking adds nothing to l or O, so it is the same as cutting K and V at the row's limit
+    n, rows = 150, 70                                  # crosses a chunk of keys
+    x = _case(kind, n, 8, heads=2, rows=rows, seed=seed)
+    arith = Int8Arith(max_seq_len=n, head_dim=8)
+    got = G.attention(x["q"], x["k"], x["v"], c=x["c"], a=16, arith=arith, causal=True)
+    limits = G.causal_limits(rows, n)
+    assert limits[0] == n - rows + 1 and limits[-1] == n
+    for i in range(rows):
+        k, v = x["k"][:, :limits[i]], x["v"][:, :limits[i]]
+        want = G.attention(x["q"][:, i:i + 1], k, v, c=x["c"], arith=arith)
+        assert np.array_equal(got[:, i:i + 1], want), i
+
+
+def test_masked_step_leaves_the_state_as_it_was(rng):
+    # a masked key that would move the max (score far above it) changes nothing
+    arith = Int8Arith(max_seq_len=64, head_dim=8)
+    state = G.OnlineState(m=np.array([-50, 300]), l=rng.integers(1, 1 << 20, 2),
+                          o=rng.integers(-1 << 20, 1 << 20, (2, 8)))
+    s = np.array([10_000, 10_000])
+    after = G.step(arith, state, s, rng.integers(-127, 128, 8), 1 << 20,
+                   visible=[False, True])
+    assert after.m[0] == -50 and after.l[0] == state.l[0]
+    assert np.array_equal(after.o[0], state.o[0])
+    assert after.m[1] == 10_000 and after.l[1] != state.l[1]
 
 
 def test_result_does_not_depend_on_a(seed):
@@ -99,6 +145,31 @@ def test_accuracy_target(kind, n, d, seed):
     assert acc["frac_exact"] >= 0.99
     assert acc["max_err_lsb"] <= 1
     assert acc["mean_abs_err_lsb"] < 0.3         # rounding alone gives 0.25 on average
+
+
+@pytest.mark.parametrize("kind", G.INPUT_KINDS)
+@pytest.mark.parametrize("n, rows", [(256, 256), (1024, 256)])
+def test_causal_accuracy_target(kind, n, rows, seed):
+    x = _case(kind, n, 64, heads=1, rows=rows, seed=seed)
+    out = G.attention(x["q"], x["k"], x["v"], c=x["c"], a=64, causal=True)
+    ref = G.reference(x["q"], x["k"], x["v"], scale_q=x["scale_q"], scale_k=x["scale_k"],
+                      scale_v=x["scale_v"], causal=True)
+    acc = G.accuracy(out, ref, x["scale_v"])
+    print(kind, n, rows, acc)
+    assert acc["frac_exact"] >= 0.99
+    assert acc["max_err_lsb"] <= 1
+    assert acc["mean_abs_err_lsb"] < 0.3
+
+
+def test_causal_reference_is_masked_softmax(rng):
+    q = rng.integers(-127, 128, (5, 8))
+    k = rng.integers(-127, 128, (9, 8))
+    v = rng.integers(-127, 128, (9, 8))
+    ref = G.reference(q, k, v, scale_q=0.01, scale_k=0.02, scale_v=0.5, causal=True)
+    for i in range(5):                                  # row i sees keys 0 .. i + 4
+        s = (q[i] * 0.01) @ (k[:i + 5] * 0.02).T / np.sqrt(8)
+        w = np.exp(s) / np.exp(s).sum()
+        assert np.allclose(ref[i], w @ (v[:i + 5] * 0.5))
 
 
 def test_reference_is_softmax(rng):
@@ -148,6 +219,13 @@ def test_bad_inputs_are_named():
             G.attention(**kwargs)
     with pytest.raises(ValueError, match="reference: scale_v must be a positive finite number, not 0"):
         G.reference(q, k, k, scale_q=1.0, scale_k=1.0, scale_v=0)
+    fewer_keys = r"causal attention needs at least as many keys as queries \(N = 3 < M = 4\)"
+    with pytest.raises(ValueError, match=fewer_keys):
+        G.attention(q, k[:3], k[:3], c=c, causal=True)
+    with pytest.raises(ValueError, match=fewer_keys):
+        G.reference(q, k[:3], k[:3], scale_q=1.0, scale_k=1.0, scale_v=1.0, causal=True)
+    with pytest.raises(ValueError, match=r"limits must have one entry per row \(4\)"):
+        G.run_block(Int8Arith(max_seq_len=8, head_dim=8), q, k, k, c, limits=[6, 6])
     with pytest.raises(ValueError, match="unknown input kind 'cauchy'"):
         G.make_inputs("cauchy", seq_len=4, head_dim=4)
 
