@@ -36,9 +36,31 @@ running max ends NaN (a NaN in its Q row or in any K row, or inf - inf) or +inf
 element; a NaN in V_j reaches every row's element through 0 * NaN. NaN is data:
 it stops nothing, and other heads never see it.
 
-Rows are independent, so the model runs every row at once (no Q blocks), in NumPy
-float32 (IEEE binary32, round to nearest even, as the builders). `attention_bits` is the same computation through
-the bit-level twins, slow, for the tests to hold the fast one to.
+Causal masking (`causal=True`, `attenio.sim.golden.causal_limits`: row i of M sees
+keys j < i + 1 + N - M, so N >= M): a masked (row, key) pair takes its step with the
+max held (up = False, m unchanged) and e = 0, so alpha = 1, P = 0 and l is unchanged,
+and O takes the not-up update fadd(O, fmul(+0, V_j)). That product is not always
+nothing: a masked key whose V row holds inf or NaN makes the row's element NaN
+(0 * inf), as the NaN in V_j above; a finite V_j adds a signed zero, which leaves O as
+it was except that O = -0 becomes +0 where V_j's element is +0 or positive. The
+score of a masked key never matters, so a NaN or inf in it changes nothing.
+
+Rows are independent, so the model runs every row at once (no Q blocks, whose order
+cannot change a row), in NumPy float32 (IEEE binary32, round to nearest even, as the
+builders). `attention_bits` is the same computation through the bit-level twins, slow,
+for the tests to hold the fast one to.
+
+Public API
+----------
+
+`FloatDatapath(spec, *, max_seq_len, head_dim, split=1, fixed=None)`
+    the datapath's parameters and its `FloatArith`.
+`store(spec, x)`
+    float arrays rounded to storage encodings.
+`attention(dp, q, k, v, causal=False)` / `attention_bits(dp, q, k, v, causal=False)`
+    storage encodings of one head's output, fast / through the bit-level twins.
+`reference(q, k, v, causal=False)`
+    float64 softmax(Q K^T / sqrt(d)) V, masked keys left out with `causal`.
 """
 
 import math
@@ -48,6 +70,7 @@ import numpy as np
 from attenio.hdl.formats import fp
 from attenio.hdl.formats.float import FloatArith
 from attenio.hdl.formats.fp import FP32
+from attenio.sim.golden import causal_limits
 
 __all__ = ["FloatDatapath", "store", "attention", "attention_bits", "reference"]
 
@@ -103,16 +126,17 @@ def _scores(dp, q, k):
     return total
 
 
-def _softmax_weights(dp, m, x):
+def _softmax_weights(dp, m, x, visible):
     """(m_new, alpha, P, up) of fp32 running maxima m [rows] and scaled scores x [rows]:
-    one exp2 of -|x - m|, which is alpha if the max moves (P = 1), else P (alpha = 1)."""
+    one exp2 of -|x - m|, which is alpha if the max moves (P = 1), else P (alpha = 1).
+    Where `visible` is False (a masked key) the max holds, alpha = 1 and P = 0."""
     with np.errstate(all="ignore"):
         d = x - m
-        up = d > 0
+        up = (d > 0) & visible
         z = fp.np_to_fixed((-np.abs(d)).view(np.uint32), dp.x_frac, dp.x_bits)
         m_new = fp.FP32.to_float(fp.np_maximum(m.view(np.uint32), x.view(np.uint32)))
-    e, one = dp.fixed.np_exp2(z), dp.fixed.one
-    return m_new, np.where(up, e, one), np.where(up, one, e), up
+    e, one = np.where(visible, dp.fixed.np_exp2(z), 0), dp.fixed.one
+    return np.where(visible, m_new, m), np.where(up, e, one), np.where(up, one, e), up
 
 
 def _finish(dp, o, l, m):
@@ -126,11 +150,17 @@ def _finish(dp, o, l, m):
     return np.where(bad[:, None], dp.spec.bits_dtype(dp.spec.nan), out).astype(dp.spec.bits_dtype)
 
 
-def attention(dp, q, k, v):
+def _limits(rows, n, causal):
+    """The keys each row sees: all, or `causal_limits` (which refuses n < rows)."""
+    return causal_limits(rows, n) if causal else np.full(rows, n, np.int64)
+
+
+def attention(dp, q, k, v, causal=False):
     """Storage encodings of the output [rows, d] for storage encodings q [rows, d],
-    k, v [N, d] of one head."""
+    k, v [N, d] of one head; `causal` masks key j from row i when j >= causal_limit."""
     qf, kf, vf = dp.widen(q), dp.widen(k), dp.widen(v)
     rows, n = len(qf), len(kf)
+    limits = _limits(rows, n, causal)
     scale = np.float32(2.0 ** -dp.p_frac)
     m = np.full(rows, -np.inf, np.float32)
     l = np.zeros(rows, np.int64)
@@ -139,7 +169,7 @@ def attention(dp, q, k, v):
         for j0 in range(0, n, _CHUNK):
             x = _scores(dp, qf, kf[j0:j0 + _CHUNK]) * dp.c
             for t in range(x.shape[1]):
-                m, alpha, p, up = _softmax_weights(dp, m, x[:, t])
+                m, alpha, p, up = _softmax_weights(dp, m, x[:, t], j0 + t < limits)
                 l = dp.fixed.np_update_l(alpha, l, p)
                 vj = vf[j0 + t][None, :]
                 af = (alpha.astype(np.float32) * scale)[:, None]
@@ -148,10 +178,11 @@ def attention(dp, q, k, v):
     return _finish(dp, o, l, m)
 
 
-def attention_bits(dp, q, k, v):
+def attention_bits(dp, q, k, v, causal=False):
     """`attention` through `FloatArith`'s twins, one operation at a time (slow: tests)."""
     a = dp.arith
     rows, n, d = len(q), len(k), dp.head_dim
+    limits = _limits(rows, n, causal)
     c = np.full(rows, a.c, np.uint32)
     m = np.full(rows, a.m_init, np.uint32)
     l = np.zeros(rows, np.int64)
@@ -166,17 +197,23 @@ def attention_bits(dp, q, k, v):
         x = a.np_scale(total, c)
         z, up = a.np_exp_arg(x, m)
         e = a.np_exp2(z)
+        visible = j < limits                  # masked: up = False, e = 0, m held
+        up, e = up & visible, np.where(visible, e, 0)
         l = a.np_update_l(up, e, l)
         o = a.np_update(np.repeat(up[:, None], d, 1),
                         np.repeat(a.np_to_float(e)[:, None], d, 1), o,
                         np.broadcast_to(v[j], (rows, d)))
-        m = a.np_maximum(m, x)
+        m = np.where(visible, a.np_maximum(m, x), m)
     return _finish(dp, FP32.to_float(o), l, FP32.to_float(m))
 
 
-def reference(q, k, v):
-    """float64 softmax(Q K^T / sqrt(d)) V of float arrays."""
+def reference(q, k, v, causal=False):
+    """float64 softmax(Q K^T / sqrt(d)) V of float arrays; `causal` leaves the keys a row
+    does not see out of its softmax."""
     q, k, v = (np.asarray(t, np.float64) for t in (q, k, v))
     s = q @ k.T / math.sqrt(q.shape[-1])
+    if causal:
+        limits = causal_limits(len(q), len(k))
+        s[np.arange(len(k))[None, :] >= limits[:, None]] = -np.inf
     p = np.exp(s - s.max(axis=-1, keepdims=True))
     return (p / p.sum(axis=-1, keepdims=True)) @ v
