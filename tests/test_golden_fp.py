@@ -62,3 +62,123 @@ def test_storage_must_be_a_16_bit_format():
         G.FloatDatapath(fp.FP32, max_seq_len=16, head_dim=8)
     with pytest.raises(ValueError, match="split 3 must divide d = 8"):
         G.FloatDatapath(fp.FP16, max_seq_len=16, head_dim=8, split=3)
+
+
+# -- causal masking ---------------------------------------------------------------------------
+
+def _neg_zero(spec):
+    return 1 << (spec.width - 1)
+
+
+def _zero_agnostic(spec, x):
+    """Encodings with -0 mapped to +0: a masked key may turn an O of -0 into +0."""
+    return np.where(x == _neg_zero(spec), 0, x).astype(x.dtype)
+
+
+@pytest.mark.parametrize("spec", [fp.FP16, fp.BF16], ids=lambda s: s.name)
+@pytest.mark.parametrize("split", [1, 2])
+@pytest.mark.parametrize("rows, n", [(12, 12), (7, 20)], ids=["self", "fewer_rows"])
+def test_causal_fast_model_equals_the_bit_level_twins(rng, spec, split, rows, n):
+    dp = G.FloatDatapath(spec, max_seq_len=256, head_dim=16, split=split)
+    q, k, v, stored = _data(rng, rows, n, 16, spec, scale=2.0)
+    got = G.attention(dp, *stored, causal=True)
+    assert np.array_equal(got, G.attention_bits(dp, *stored, causal=True))
+    assert not np.array_equal(got, G.attention(dp, *stored))
+
+
+@pytest.mark.parametrize("spec", [fp.FP16, fp.BF16], ids=lambda s: s.name)
+def test_causal_row_is_attention_over_the_keys_it_sees(rng, spec):
+    # P = 0 adds a signed zero to O: the same result but for the sign of a zero
+    rows, n = 30, 300                                  # crosses a score chunk
+    dp = G.FloatDatapath(spec, max_seq_len=n, head_dim=8, split=2)
+    q, k, v, stored = _data(rng, rows, n, 8, spec, scale=2.0)
+    got = _zero_agnostic(spec, G.attention(dp, *stored, causal=True))
+    for i, limit in enumerate(range(n - rows + 1, n + 1)):
+        want = G.attention(dp, stored[0][i:i + 1], stored[1][:limit], stored[2][:limit])
+        assert np.array_equal(got[i], _zero_agnostic(spec, want[0])), i
+
+
+def test_masked_key_turns_a_negative_zero_positive():
+    # row 1 sees keys 0 and 1: key 1 leads by ~65 in log2, so alpha = 0 and O = 0 * V_0 + V_1
+    # = -0 in column 0 (V_0 < 0, V_1 = -0); key 2, masked, adds fmul(+0, 1.0) = +0
+    spec = fp.FP16
+    dp = G.FloatDatapath(spec, max_seq_len=8, head_dim=8)
+    q = np.zeros((3, 8))
+    q[:, 0] = 8.0
+    k = np.zeros((3, 8))
+    k[:, 0] = [-8.0, 8.0, 0.0]
+    v = np.ones((3, 8))
+    v[:2, 0] = [-1.0, -0.0]
+    stored = [dp.store(t) for t in (q, k, v)]
+    whole = G.attention(dp, stored[0][1:2], stored[1][:2], stored[2][:2])
+    causal = G.attention(dp, *stored, causal=True)
+    assert whole[0, 0] == _neg_zero(spec) and causal[1, 0] == 0
+    assert np.array_equal(whole[0, 1:], causal[1, 1:])
+    assert np.array_equal(causal, G.attention_bits(dp, *stored, causal=True))
+
+
+@pytest.mark.parametrize("spec", [fp.FP16, fp.BF16], ids=lambda s: s.name)
+def test_masked_key_with_an_infinite_v_makes_its_element_nan(rng, spec):
+    # 0 * inf = NaN in the column of the inf, for the rows that mask the key; the rows that
+    # see it are what attention over their keys makes of an inf in V
+    rows, n, j, col = 8, 8, 4, 3
+    dp = G.FloatDatapath(spec, max_seq_len=n, head_dim=8)
+    q, k, v, stored = _data(rng, rows, n, 8, spec)
+    vb = stored[2].copy()
+    vb[j, col] = spec.inf
+    outs = [f(dp, stored[0], stored[1], vb, causal=True) for f in (G.attention, G.attention_bits)]
+    clean = G.attention(dp, *stored, causal=True)
+    for out in outs:
+        nan = spec.is_nan(out)
+        assert nan[:j, col].all() and not np.delete(nan[:j], col, 1).any()
+        assert np.array_equal(np.delete(out[:j], col, 1), np.delete(clean[:j], col, 1))
+        for i in range(j, rows):
+            want = G.attention(dp, stored[0][i:i + 1], stored[1][:i + 1], vb[:i + 1])
+            assert np.array_equal(spec.is_nan(out[i]), spec.is_nan(want[0]))
+            assert np.array_equal(_zero_agnostic(spec, np.where(spec.is_nan(out[i]), 0, out[i])),
+                                  _zero_agnostic(spec, np.where(spec.is_nan(want[0]), 0, want[0])))
+
+
+def test_masked_key_with_a_nan_score_changes_nothing(rng):
+    # a NaN in K_j makes the rows that see it NaN; the rows that mask it hold their max
+    rows, n, j = 8, 8, 4
+    dp = G.FloatDatapath(fp.BF16, max_seq_len=n, head_dim=8)
+    q, k, v, stored = _data(rng, rows, n, 8, fp.BF16)
+    kb = stored[1].copy()
+    kb[j, 2] = fp.BF16.nan
+    clean = G.attention(dp, *stored, causal=True)
+    for f in (G.attention, G.attention_bits):
+        out = f(dp, stored[0], kb, stored[2], causal=True)
+        assert np.array_equal(out[:j], clean[:j])
+        assert fp.BF16.is_nan(out[j:]).all()
+
+
+@pytest.mark.parametrize("spec, bound", [(fp.FP16, 1.5e-3), (fp.BF16, 8e-3)],
+                         ids=["fp16", "bf16"])
+@pytest.mark.parametrize("rows", [200, 32])
+def test_causal_error_stays_at_the_storage_formats_own(rng, spec, bound, rows):
+    q, k, v, stored = _data(rng, rows, 200, 16, spec)
+    dp = G.FloatDatapath(spec, max_seq_len=256, head_dim=16, split=2)
+    out = spec.to_float(G.attention(dp, *stored, causal=True)).astype(np.float64)
+    ref = G.reference(q, k, v, causal=True)
+    rel = np.linalg.norm(out - ref) / np.linalg.norm(ref)
+    floor = np.linalg.norm(spec.to_float(dp.store(ref)) - ref) / np.linalg.norm(ref)
+    assert floor < rel < bound, (floor, rel)
+
+
+def test_causal_reference_is_masked_softmax(rng):
+    q, k, v = rng.standard_normal((3, 8)), rng.standard_normal((5, 8)), rng.standard_normal((5, 8))
+    ref = G.reference(q, k, v, causal=True)
+    for i in range(3):                                  # row i sees keys 0 .. i + 2
+        assert np.allclose(ref[i], G.reference(q[i:i + 1], k[:i + 3], v[:i + 3])[0])
+
+
+def test_causal_needs_as_many_keys_as_queries(rng):
+    dp = G.FloatDatapath(fp.FP16, max_seq_len=16, head_dim=8)
+    q, k, v, stored = _data(rng, 4, 3, 8, fp.FP16)
+    message = r"causal attention needs at least as many keys as queries \(N = 3 < M = 4\)"
+    for f in (G.attention, G.attention_bits):
+        with pytest.raises(ValueError, match=message):
+            f(dp, *stored, causal=True)
+    with pytest.raises(ValueError, match=message):
+        G.reference(q, k, v, causal=True)
