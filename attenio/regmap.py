@@ -110,6 +110,9 @@ def register_map(plan):
                  "softmax constant c = scale_q*scale_k*log2(e)/sqrt(d), unsigned fixed point"
                  if plan.config.format.name == "int8" else
                  "softmax constant c = log2(e)/sqrt(d), its fp32 bits"),
+        Register("MODE", 0x018, Access.RW, 32, "how the run computes attention",
+                 fields=(("CAUSAL", 0, 1, "causal masking: query row i sees keys 0..i only; "
+                          "a Q block reads K and V up to its last row"),)),
     ]
     offset = 0x020
     for t in ("Q", "K", "V", "O"):

@@ -13,9 +13,10 @@ and `attenio.sim.golden_fp`, the twins of `attenio.hdl.formats`).
 Interface (for the controller)
 ==============================
 
-``start``   in, stream {rows_valid, n_keys}: begin a block of ``rows_valid``
+``start``   in, stream {rows_valid, n_keys, causal}: begin a block of ``rows_valid``
             (1 .. block_rows) query rows against ``n_keys`` (1 .. max_seq_len) K/V
-            rows. ``c`` (the softmax constant, the format's ``c_shape``: raw fixed
+            rows; with ``causal`` its row i sees keys 0 .. n_keys - rows_valid + i only
+            (the others are masked in the lanes: P = 0, m and l untouched). ``c`` (the softmax constant, the format's ``c_shape``: raw fixed
             point for int8, fp32 bits for a float format) is sampled with it. Accepted when the feed of the
             previous block is complete, so the next block can be announced
             while the previous one computes and drains. A command with a value
@@ -296,7 +297,7 @@ class AttentionCore(wiring.Component):
                                                c_shape=c_shape, split=s, element=element)
         m.submodules.replay = replay = RowReplay(
             row_layout=row_layout(rows=rows, mac_lines=p, macs_per_line=q, rows_per_mac=r,
-                                  head_dim=d, c_shape=c_shape, split=s),
+                                  head_dim=d, c_shape=c_shape, max_seq_len=self._n, split=s),
             mac_lines=p, macs_per_line=q, rows_per_mac=r, block_rows=rows, head_dim=d,
             c_shape=c_shape, split=s, element=element,
             score_period=score_period(self._arith, r))
@@ -321,6 +322,7 @@ class AttentionCore(wiring.Component):
             replay.rd_data.eq(kv.rd_data),
             array.wi.eq(replay.word),
             array.c.eq(replay.c),
+            array.mask.eq(replay.mask),
             replay.lanes_ready.eq(array.ready),
             array.consume.eq(replay.consume),
             norm.tail.eq(array.tail),

@@ -32,7 +32,7 @@ from amaranth.lib.wiring import In, Out
 
 from attenio import validate
 
-__all__ = ["Kind", "feed_layout", "start_layout", "row_layout", "KVBuffer"]
+__all__ = ["Kind", "feed_layout", "start_layout", "mask_layout", "row_layout", "KVBuffer"]
 
 
 class Kind(enum.Enum, shape=2):
@@ -48,18 +48,28 @@ def feed_layout(split=1, element=signed(8)):
 
 
 def start_layout(*, rows, max_seq_len):
-    """A Q block: `rows_valid` (1 .. rows) query rows against `n_keys` (1 .. max_seq_len)."""
-    return data.StructLayout({"rows_valid": range(rows + 1), "n_keys": range(max_seq_len + 1)})
+    """A Q block: `rows_valid` (1 .. rows) query rows against `n_keys` (1 .. max_seq_len);
+    `causal`: its row i (of rows_valid) sees only the keys up to n_keys - rows_valid + i."""
+    return data.StructLayout({"rows_valid": range(rows + 1), "n_keys": range(max_seq_len + 1),
+                              "causal": 1})
 
 
-def row_layout(*, rows, mac_lines, macs_per_line, rows_per_mac, head_dim, c_shape, split=1):
+def mask_layout(*, max_seq_len):
+    """A block's causal mask, as the lanes apply it: with `causal`, row i of the block
+    (0 .. rows_valid - 1) takes no part in the scores of keys j > `diag` + i, where
+    `diag` = n_keys - rows_valid is the block's first row's last key."""
+    return data.StructLayout({"causal": 1, "diag": range(max_seq_len + 1)})
+
+
+def row_layout(*, rows, mac_lines, macs_per_line, rows_per_mac, head_dim, c_shape,
+               max_seq_len, split=1):
     """A complete row in the buffer, as the replay needs it.
 
     `half`: where it is in the buffer. Its kind (`is_q`, `is_s` for a K row,
     `is_u` for a V row). A Q row: its target MAC group (`line`, `mac`: the group's
     index in its line) and `qbase`, the slot's first address in the group's Q storage. A K or V row: `bank`
     (j mod 2), `first` (K_0 or V_0 of the block), `last` (V_(N-1)). And the
-    block's `rows_valid` and softmax constant `c`.
+    block's `rows_valid`, softmax constant `c` and causal `mask`.
     """
     return data.StructLayout({
         "half": 1,
@@ -67,7 +77,7 @@ def row_layout(*, rows, mac_lines, macs_per_line, rows_per_mac, head_dim, c_shap
         "line": range(mac_lines), "mac": range(macs_per_line // split),
         "qbase": range(rows_per_mac * head_dim // split),
         "bank": 1, "first": 1, "last": 1,
-        "rows_valid": range(rows + 1), "c": c_shape,
+        "rows_valid": range(rows + 1), "c": c_shape, "mask": mask_layout(max_seq_len=max_seq_len),
     })
 
 
@@ -96,7 +106,8 @@ class KVBuffer(wiring.Component):
         self._row_layout = row_layout(rows=block_rows, mac_lines=mac_lines,
                                       macs_per_line=macs_per_line,
                                       rows_per_mac=rows_per_mac, head_dim=head_dim,
-                                      c_shape=c_shape, split=split)
+                                      c_shape=c_shape, max_seq_len=max_seq_len,
+                                      split=split)
         super().__init__({
             "start": In(stream.Signature(start_layout(rows=block_rows,
                                                       max_seq_len=max_seq_len))),
@@ -130,6 +141,7 @@ class KVBuffer(wiring.Component):
 
         block_rows = Signal(range(self.rows + 1))
         block_c = Signal.like(self.c)
+        block_mask = Signal(mask_layout(max_seq_len=self._n))
         in_q = Signal()                          # receiving the Q rows
         fill_half = Signal()                     # the half being filled
         elem = Signal(range(d))                  # chunk of the row being filled
@@ -155,12 +167,15 @@ class KVBuffer(wiring.Component):
         with m.If(start.valid & start.ready):
             cmd = start.payload
             bad = ((cmd.rows_valid == 0) | (cmd.rows_valid > self.rows) |
-                   (cmd.n_keys == 0) | (cmd.n_keys > self._n))
+                   (cmd.n_keys == 0) | (cmd.n_keys > self._n) |
+                   (cmd.causal & (cmd.n_keys < cmd.rows_valid)))
             with m.If(bad):
                 m.d.sync += self.error.eq(1)
             with m.Else():
                 m.d.sync += [filling.eq(1), in_q.eq(1), block_rows.eq(cmd.rows_valid),
                              block_c.eq(self.c), elem.eq(0), q_left.eq(cmd.rows_valid),
+                             block_mask.causal.eq(cmd.causal),
+                             block_mask.diag.eq(cmd.n_keys - cmd.rows_valid),
                              q_mac.eq(0), q_line.eq(0), q_base.eq(0),
                              k_left.eq(cmd.n_keys), v_left.eq(cmd.n_keys), lead.eq(0),
                              k_bank.eq(0), v_bank.eq(0), k_first.eq(1), v_first.eq(1)]
@@ -174,7 +189,7 @@ class KVBuffer(wiring.Component):
             filled.bank.eq(Mux(want_k, k_bank, v_bank)),
             filled.first.eq(Mux(want_k, k_first, v_first)),
             filled.last.eq(~want_k & (v_left == 1)),
-            filled.rows_valid.eq(block_rows), filled.c.eq(block_c),
+            filled.rows_valid.eq(block_rows), filled.c.eq(block_c), filled.mask.eq(block_mask),
         ]
         feed = self.feed
         m.d.comb += feed.ready.eq(filling & ~full.bit_select(fill_half, 1))

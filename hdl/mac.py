@@ -183,7 +183,7 @@ class MAC(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        A, r, d, s = self._arith, self._r, self._d, self._s      # d: columns per MAC, d/s
+        A, r, d = self._arith, self._r, self._d      # d: columns per MAC, d/s
         wi = self.wi
         w = Signal.like(self.wi, name="w")          # the word this MAC works on this cycle
         m.d.sync += w.eq(wi)

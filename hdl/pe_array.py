@@ -21,6 +21,7 @@ from attenio import validate
 
 from . import hierarchy
 from .formats import FloatArith
+from .kv_buffer import mask_layout
 from .mac import MAC, check_arith, word_layout
 from .softmax import SoftmaxLane, start_layout
 
@@ -55,6 +56,7 @@ def _line_signature(*, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, 
         "wi": In(word),
         "tail": Out(word),
         "c": In(arith.c_shape),
+        "mask": In(mask_layout(max_seq_len=arith.max_seq_len)),
         "ready": Out(2),
         "consume": In(2),
         "exp_active": Out(1),
@@ -82,9 +84,10 @@ class MacLine(wiring.Component):
     """One line of q MACs in groups of `split` and its L = `lanes` softmax lanes (q/L MACs,
     q/(L s) groups each). Every line is the same module: its index is an input.
 
-    Ports: `line_id` the line's index (Q words are addressed by it); `wi` the entry
-    word; `tail` the word leaving the last MAC; `c` the softmax constant for the
-    lanes; `ready`/`consume` the lanes' per-bank
+    Ports: `line_id` the line's index (Q words are addressed by it); `row_base` the block
+    row of its first group's slot 0 (line_id * q/s); `wi` the entry
+    word; `tail` the word leaving the last MAC; `c` the softmax constant and `mask` the
+    block's causal mask for the lanes; `ready`/`consume` the lanes' per-bank
     "(P, alpha) written" flags, ANDed, and their clear strobes; `exp_active`
     some lane has a row in flight; `drain` the read port of the normalizer (its
     `line` is ignored here).
@@ -102,7 +105,9 @@ class MacLine(wiring.Component):
         self._arith = arith
         self._p, self._q, self._r, self._d = mac_lines, macs_per_line, rows_per_mac, head_dim
         self._lanes, self._s = lanes, split
-        super().__init__({"line_id": In(range(mac_lines)), **_line_signature(
+        super().__init__({"line_id": In(range(mac_lines)),
+                          "row_base": In(range(mac_lines * macs_per_line // split * rows_per_mac)),
+                          **_line_signature(
             arith=arith, mac_lines=mac_lines, macs_per_line=macs_per_line,
             rows_per_mac=rows_per_mac, head_dim=head_dim, lanes=lanes, split=split)})
 
@@ -143,13 +148,15 @@ class MacLine(wiring.Component):
         m.d.sync += [start_d[k].eq(start_d[k - 1]) for k in range(1, len(start_d))]
         lanes = []
         for g in range(L):
-            lane = SoftmaxLane(arith=A, macs_per_lane=gl, rows_per_mac=r)
+            lane = SoftmaxLane(arith=A, macs_per_lane=gl, rows_per_mac=r,
+                               slot_stride=self._p * q // s)
             m.submodules[f"lane{g}"] = lane
             for k, group in enumerate(groups[g * gl:(g + 1) * gl]):
                 for i in range(2 * r):
                     m.d.comb += lane.scores[k * 2 * r + i].eq(group[-1].score[i])
                 m.d.comb += [mac.pa.eq(lane.pa) for mac in group]
-            m.d.comb += [lane.start.eq(start_d[-1]), lane.c.eq(self.c),
+            m.d.comb += [lane.start.eq(start_d[-1]), lane.c.eq(self.c), lane.mask.eq(self.mask),
+                         lane.row_base.eq(self.row_base + g * gl),
                          lane.consume.eq(self.consume), lane.drain_u.eq(drain.u)]
             lanes.append(lane)
         m.d.comb += [self.ready[b].eq(_and_all(lane.ready[b] for lane in lanes)) for b in range(2)]
@@ -170,7 +177,7 @@ class MacLine(wiring.Component):
 class PEArray(wiring.Component):
     """p MAC lines fed by one entry word, with E = `exp_units` lanes in all (E / p per line).
 
-    The ports are `MacLine`'s but `line_id`, except that `ready` is
+    The ports are `MacLine`'s but `line_id` and `row_base`, except that `ready` is
     ANDed over the lines, `exp_active` ORed, `tail` is line 0's, and the drain's `line`
     selects the line (one more register). While Verilog is emitted the lines are one
     module, `LINE_MODULE`, instantiated p times (`attenio.hdl.hierarchy`).
@@ -191,7 +198,9 @@ class PEArray(wiring.Component):
         self._p, self._q, self._r, self._d, self._lanes = (mac_lines, macs_per_line, rows_per_mac,
                                                           head_dim, lanes)
         self._s = split
-        super().__init__({"line_id": In(range(mac_lines)), **_line_signature(
+        super().__init__({"line_id": In(range(mac_lines)),
+                          "row_base": In(range(mac_lines * macs_per_line // split * rows_per_mac)),
+                          **_line_signature(
             arith=arith, mac_lines=mac_lines, macs_per_line=macs_per_line,
             rows_per_mac=rows_per_mac, head_dim=head_dim, lanes=lanes, split=split)})
 
@@ -218,8 +227,9 @@ class PEArray(wiring.Component):
             else:
                 line = proto if i == 0 else new_line()
                 m.submodules[f"line{i}"] = line
-            m.d.comb += [line.line_id.eq(i),
-                         line.wi.eq(self.wi), line.c.eq(self.c), line.consume.eq(self.consume),
+            m.d.comb += [line.line_id.eq(i), line.row_base.eq(i * (self._q // self._s)),
+                         line.wi.eq(self.wi), line.c.eq(self.c), line.mask.eq(self.mask),
+                         line.consume.eq(self.consume),
                          line.drain.addr.eq(drain.addr), line.drain.u.eq(drain.u),
                          line.drain.mac.eq(drain.mac), line.drain.lane.eq(drain.lane)]
             lines.append(line)

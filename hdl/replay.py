@@ -15,9 +15,9 @@ issues its last word (or when idle) and the schedule allows it:
   block's softmax and updates would overwrite the previous block's l and O;
 * the last V row of a block arms the normalizer with the block's valid rows.
 
-The softmax constant of a block reaches the lanes through two registers from
-its S_0 launch (the lanes read it far away from the launch logic); no lane uses
-it before S_0's scores exist, q + 1 cycles later.
+The softmax constant of a block and its causal mask reach the lanes through two
+registers from its S_0 launch (the lanes read them far away from the launch
+logic); no lane uses them before S_0's scores exist, q + 1 cycles later.
 """
 
 from amaranth.hdl import Module, Mux, Signal, signed
@@ -46,7 +46,8 @@ class RowReplay(wiring.Component):
     `rd_addr` / `rd_data` the buffer's read port; `word` the array's entry word;
     `lanes_ready` / `consume` the array's interlock flags and their clears;
     `drain` the normalizer's block command (its `ready`: the normalizer is idle);
-    `c` the softmax constant for the lanes; `pe_active` a word for S or U entered
+    `c` the softmax constant and `mask` the causal mask (`attenio.hdl.kv_buffer.mask_layout`)
+    for the lanes; `pe_active` a word for S or U entered
     the array; `starved` idle with no row to replay; `busy`.
     """
 
@@ -71,6 +72,7 @@ class RowReplay(wiring.Component):
             "consume": Out(2),
             "drain": Out(stream.Signature(drain_layout(rows=block_rows))),
             "c": Out(c_shape),
+            "mask": Out(row_layout["mask"].shape),
             "pe_active": Out(1),
             "starved": Out(1),
             "busy": Out(1),
@@ -133,14 +135,15 @@ class RowReplay(wiring.Component):
 
         # A launch restarts the counters that the issue above advances.
         c_launched = Signal.like(self.c)          # the c of the block whose S_0 launched
-        m.d.sync += self.c.eq(c_launched)
+        mask_launched = Signal.like(self.mask)
+        m.d.sync += [self.c.eq(c_launched), self.mask.eq(mask_launched)]
         with m.If(launch):
             m.d.sync += [active.eq(1), cur.eq(nxt), addr.eq(Mux(nxt.is_q, nxt.qbase, 0)),
                          elem.eq(0), slot.eq(0)]
             with m.If(nxt.is_u):
                 m.d.comb += self.consume.eq(Mux(nxt.bank, 0b10, 0b01))
             with m.If(nxt.is_s & nxt.first):
-                m.d.sync += c_launched.eq(nxt.c)
+                m.d.sync += [c_launched.eq(nxt.c), mask_launched.eq(nxt.mask)]
         with m.Elif(last_word):
             m.d.sync += active.eq(0)
         m.d.comb += [self.drain.valid.eq(launch & nxt.is_u & nxt.last),

@@ -3,8 +3,12 @@
 `ReadSequencer` walks heads, Q blocks and K/V rows and emits one read command per
 row of Q, K or V, tagged with its kind, in exactly the order the core consumes
 them (docs/microarchitecture.md): per block the valid Q rows, then
-K_0, K_1, V_0, K_2, V_1, ..., K_(N-1), V_(N-2), V_(N-1), so the scores run one row
-ahead of the updates. Because the DMA reads ahead as far as its buffer allows,
+K_0, K_1, V_0, K_2, V_1, ..., K_(n-1), V_(n-2), V_(n-1), so the scores run one row
+ahead of the updates. n is the block's key count: N, or with causal masking (the
+run's `causal` bit) the keys up to the block's last row, row0 + rows; the short
+block then comes first (`attenio.analysis.q_blocks`), since the first block reads
+the fewest keys. Its size, N mod a, is found once per run by restoring division,
+one bit of N a cycle (`causal_setup` cycles before the first block). Because the DMA reads ahead as far as its buffer allows,
 issuing commands in consumption order is what overlaps communication with
 computation at all three levels: V_j is fetched while the scores of K_j run,
 K_(j+1) while V_j updates O, and the next block's Q while this block's O drains.
@@ -15,12 +19,13 @@ reports when every write of the run has been acknowledged.
 Addresses are formed by adding strides, never by multiplying.
 """
 
-from amaranth.hdl import Module, Mux, Signal, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from attenio import validate
+from attenio.analysis import causal_limit, q_blocks
 
 from .kv_buffer import Kind, start_layout   # the core's feed and block command: one definition
 from .dma import command_layout, write_done_layout
@@ -33,27 +38,27 @@ def run_layout(addr_width):
     """What one run needs to know; latched by the controller at start."""
     tensor = data.StructLayout({"base": unsigned(addr_width), "head_stride": unsigned(addr_width),
                                 "row_stride": unsigned(addr_width)})
-    return data.StructLayout({"seq_len": unsigned(32), "heads": unsigned(32),
+    return data.StructLayout({"seq_len": unsigned(32), "heads": unsigned(32), "causal": 1,
                               "q": tensor, "k": tensor, "v": tensor, "o": tensor})
 
 
-def read_schedule(*, seq_len, heads, block_rows, q, k, v):
+def read_schedule(*, seq_len, heads, block_rows, q, k, v, causal=False):
     """The Python twin of `ReadSequencer`: ([(kind, addr)], [(rows_valid, n_keys)]).
 
     `q`, `k`, `v` are (base, head_stride, row_stride) triples.
     """
     cmds, blocks = [], []
     for h in range(heads):
-        for row0 in range(0, seq_len, block_rows):
-            rows = min(block_rows, seq_len - row0)
-            blocks.append((rows, seq_len))
+        for row0, rows in q_blocks(seq_len, block_rows, causal=causal):
+            n = causal_limit(row0 + rows - 1, seq_len, seq_len) if causal else seq_len
+            blocks.append((rows, n))
             cmds += [(Kind.Q, q[0] + h * q[1] + (row0 + i) * q[2]) for i in range(rows)]
             krow = lambda j: (Kind.K, k[0] + h * k[1] + j * k[2])
             vrow = lambda j: (Kind.V, v[0] + h * v[1] + j * v[2])
             cmds.append(krow(0))
-            for j in range(1, seq_len):
+            for j in range(1, n):
                 cmds += [krow(j), vrow(j - 1)]
-            cmds.append(vrow(seq_len - 1))
+            cmds.append(vrow(n - 1))
     return cmds, blocks
 
 
@@ -75,6 +80,11 @@ class ReadSequencer(wiring.Component):
     block_latency = 2
     #: cycles from `start` to the first command offered on `cmd` (the block first)
     command_latency = 3
+
+    @staticmethod
+    def causal_setup(max_seq_len):
+        """Cycles a causal run adds before its first block: N mod a, a bit of N a cycle."""
+        return max_seq_len.bit_length()
 
     def __init__(self, *, addr_width, block_rows, row_bytes, max_seq_len, tag_depth=16):
         validate.positive("ReadSequencer", addr_width=addr_width, block_rows=block_rows,
@@ -111,6 +121,14 @@ class ReadSequencer(wiring.Component):
         rows_valid = Signal(range(a + 1))  # the next block's rows, min(rows_left, a)
         q_left = Signal(range(a + 1))      # Q rows of this block not yet issued
         kv_left = Signal(32)        # K/V pairs of this block not yet issued, after K_0
+        n = self._max_seq_len
+        nb = self.causal_setup(n)
+        rows_done = Signal(range(n + 1))   # rows of this head already in blocks
+        block_keys = Signal(range(n + 1))  # this block's K/V rows
+        head_first = Signal()              # the next block is its head's first
+        short = Signal(range(a))           # N mod a: the causal first block's rows (0: a)
+        div_n = Signal(nb)                 # N, shifted out MSB first by the division
+        div_i = Signal(range(nb + 1))      # bits of N still to divide
         q_head, k_head, v_head = (Signal(aw, name=f"{t}_head") for t in "qkv")
         q_ptr, k_ptr, v_ptr = (Signal(aw, name=f"{t}_ptr") for t in "qkv")
 
@@ -149,20 +167,36 @@ class ReadSequencer(wiring.Component):
                     m.d.sync += [run.eq(self.run), heads_left.eq(self.run.heads),
                                  rows_left.eq(self.run.seq_len),
                                  q_head.eq(self.run.q.base), k_head.eq(self.run.k.base),
-                                 v_head.eq(self.run.v.base), q_ptr.eq(self.run.q.base)]
+                                 v_head.eq(self.run.v.base), q_ptr.eq(self.run.q.base),
+                                 rows_done.eq(0), head_first.eq(1), short.eq(0),
+                                 div_n.eq(self.run.seq_len), div_i.eq(nb)]
+                    with m.If(self.run.causal):
+                        m.next = "MOD"
+                    with m.Else():
+                        m.next = "SIZE"
+            with m.State("MOD"):            # short = N mod a, restoring division
+                m.d.comb += self.busy.eq(1)
+                rem = Cat(div_n[-1], short)
+                m.d.sync += [short.eq(Mux(rem >= a, rem - a, rem)), div_n.eq(div_n << 1),
+                             div_i.eq(div_i - 1)]
+                with m.If(div_i == 1):
                     m.next = "SIZE"
             with m.State("SIZE"):           # one cycle per block to size it
                 m.d.comb += self.busy.eq(1)
-                m.d.sync += rows_valid.eq(Mux(rows_left < a, rows_left, a))
+                m.d.sync += rows_valid.eq(Mux(run.causal & head_first & (short != 0), short,
+                                              Mux(rows_left < a, rows_left, a)))
                 m.next = "BLOCK"
             with m.State("BLOCK"):
+                # the controller refused a seq_len above max_seq_len
+                keys = Mux(run.causal, rows_done + rows_valid, run.seq_len)
                 m.d.comb += [self.busy.eq(1), self.block.valid.eq(1),
                              self.block.payload.rows_valid.eq(rows_valid),
-                             # the controller refused a seq_len above max_seq_len
-                             self.block.payload.n_keys.eq(run.seq_len)]
+                             self.block.payload.n_keys.eq(keys),
+                             self.block.payload.causal.eq(run.causal)]
                 with m.If(self.block.ready):
                     m.d.sync += [k_ptr.eq(k_head), v_ptr.eq(v_head), q_left.eq(rows_valid),
-                                 rows_left.eq(rows_left - rows_valid)]
+                                 rows_left.eq(rows_left - rows_valid), block_keys.eq(keys),
+                                 rows_done.eq(rows_done + rows_valid), head_first.eq(0)]
                     m.next = "Q"
             with m.State("Q"):
                 issue_row(Kind.Q, q_ptr, run.q)
@@ -170,8 +204,8 @@ class ReadSequencer(wiring.Component):
             with m.State("K_FIRST"):
                 issue_row(Kind.K, k_ptr, run.k)
                 with m.If(issued):
-                    m.d.sync += kv_left.eq(run.seq_len - 1)
-                    with m.If(run.seq_len == 1):
+                    m.d.sync += kv_left.eq(block_keys - 1)
+                    with m.If(block_keys == 1):
                         m.next = "V_LAST"
                     with m.Else():
                         m.next = "KV_K"
@@ -193,6 +227,7 @@ class ReadSequencer(wiring.Component):
                         m.next = "IDLE"
                     with m.Else():
                         m.d.sync += [heads_left.eq(heads_left - 1), rows_left.eq(run.seq_len),
+                                     rows_done.eq(0), head_first.eq(1),
                                      q_head.eq(q_head + run.q.head_stride),
                                      q_ptr.eq(q_head + run.q.head_stride),
                                      k_head.eq(k_head + run.k.head_stride),

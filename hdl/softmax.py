@@ -26,6 +26,15 @@ per row gives both alpha and P bit for bit as the format's twins do (one EXP
 module per lane, hence E = number of lanes). On the block's first row (`first`)
 m and l read as m_init and 0, so nothing is cleared between blocks.
 
+Causal masking (`mask`, the block's, `attenio.hdl.kv_buffer.mask_layout`): the
+pass of K_j masks block row i when i < j - diag. A row's block index is
+slot*G + `row_base` + mac (G = `slot_stride`, the array's groups), so each lane
+counts a threshold per pass, -(diag + row_base) on the block's first, one more on
+each next, and compares it with the row's offset slot*G + mac at stage 0 (one
+comparison). A masked row enters stage 1 with the score m_init (-inf for a float
+format), so its max does not move (up = 0, m unchanged), and its e is forced to 0
+where it leaves exp2: P = 0, alpha = 1, l and O add zero.
+
 A pass on bank b ends with `ready[b]` set; the core clears it (`consume[b]`) as
 V_j enters the array, the single interlock of the schedule. A pass starts when
 the previous one has issued its last row and at least S + 1 cycles after the
@@ -57,6 +66,7 @@ from attenio import validate
 
 from .formats import FloatArith, Int8Arith
 from .formats.dsp import Stages
+from .kv_buffer import mask_layout
 
 __all__ = ["pa_layout", "start_layout", "SoftmaxLane"]
 
@@ -79,7 +89,9 @@ class SoftmaxLane(wiring.Component):
     """One EXP lane over `macs_per_lane` MACs with `rows_per_mac` rows each.
 
     Ports: `scores` the MACs' score registers (index (mac * 2 + bank) * r + slot);
-    `start` the line's pulse; `c` the softmax constant; `pa` the write bus;
+    `start` the line's pulse; `c` the softmax constant; `mask` the block's causal mask
+    and `row_base` the block row of the lane's first row (slot 0 of its first MAC group),
+    whose slot s rows lie `slot_stride` * s further; `pa` the write bus;
     `ready`/`consume` the per-bank done flags; `active` a row is in flight
     (issued and not yet written back: r*q/L + `stages` cycles per pass);
     `drain_u`/`l_rd` the drain's read of l (one cycle latency, only while the lane is idle),
@@ -87,7 +99,7 @@ class SoftmaxLane(wiring.Component):
     Row u of the lane is MAC u mod q/L, slot u div q/L.
     """
 
-    def __init__(self, *, arith, macs_per_lane, rows_per_mac):
+    def __init__(self, *, arith, macs_per_lane, rows_per_mac, slot_stride=None):
         if not isinstance(arith, (Int8Arith, FloatArith)):
             raise TypeError(f"SoftmaxLane: arith must be an Int8Arith or a FloatArith, "
                             f"not {arith!r}")
@@ -95,10 +107,15 @@ class SoftmaxLane(wiring.Component):
         self._arith = arith
         self._ql, self._r = macs_per_lane, rows_per_mac
         rows = macs_per_lane * rows_per_mac
+        self._stride = macs_per_lane if slot_stride is None else slot_stride
+        validate.integer("SoftmaxLane", "slot_stride", self._stride, lo=macs_per_lane)
+        block = self._stride * rows_per_mac      # block rows of the whole array
         super().__init__({
             "scores": In(data.ArrayLayout(arith.score_shape, 2 * rows)),
             "start": In(start_layout()),
             "c": In(arith.c_shape),
+            "mask": In(mask_layout(max_seq_len=arith.max_seq_len)),
+            "row_base": In(range(block)),
             "pa": Out(pa_layout(arith=arith, macs_per_lane=macs_per_lane,
                                 rows_per_mac=rows_per_mac)),
             "ready": Out(2),
@@ -182,10 +199,26 @@ class SoftmaxLane(wiring.Component):
             with m.If(u == R - 1):
                 m.d.sync += run.eq(0)
         go = (~run | (u == R - 1)) & (hold == 0) & (pend | self.start.valid)
+        # The causal threshold: pass j masks the rows whose offset is below it.
+        G = self._stride
+        n = A.max_seq_len
+        block = G * r
+        thr = Signal(range(-(n + block), n + 1))
+        base = Signal(range(n + block))
+        row_off = Signal(range(block + G))         # slot * G + mac of row u
+        slot_off = Signal(range(block + G))        # slot * G
+        m.d.sync += base.eq(self.mask.diag + self.row_base)
+        with m.If(run):
+            with m.If(mac == ql - 1):
+                m.d.sync += [slot_off.eq(slot_off + G), row_off.eq(slot_off + G)]
+            with m.Else():
+                m.d.sync += row_off.eq(row_off + 1)
+        pass_first = Mux(pend, pend_first, self.start.first)
         with m.If(go):
             m.d.sync += [run.eq(1), u.eq(0), mac.eq(0), slot.eq(0), hold.eq(S),
                          bank.eq(Mux(pend, pend_bank, self.start.bank)),
-                         first.eq(Mux(pend, pend_first, self.start.first))]
+                         first.eq(pass_first), row_off.eq(0), slot_off.eq(0),
+                         thr.eq(Mux(pass_first, -base, thr + 1))]
             m.d.sync += pend.eq(pend & self.start.valid)
         with m.Elif(self.start.valid):
             m.d.sync += pend.eq(1)
@@ -208,13 +241,15 @@ class SoftmaxLane(wiring.Component):
         x1 = Signal(A.score_shape)
         u1, mac1, slot1 = Signal.like(u), Signal.like(mac), Signal.like(slot)
         bank1, first1 = Signal(), Signal()      # passes overlap: each row carries its own
-        m.d.sync += [v[0].eq(run), x1.eq(x0), u1.eq(u), mac1.eq(mac), slot1.eq(slot),
-                     bank1.eq(bank), first1.eq(first)]
+        masked = self.mask.causal & (row_off < thr)
+        mask1 = Signal()
+        m.d.sync += [v[0].eq(run), x1.eq(Mux(masked, A.m_init, x0)), u1.eq(u), mac1.eq(mac),
+                     slot1.eq(slot), bank1.eq(bank), first1.eq(first), mask1.eq(masked)]
 
         row = self._float_row if isinstance(A, FloatArith) else self._int8_row
         ctrl = [u1, mac1, slot1, bank1]
         bus_valid, bus_u, bus_bank, u_w, m_new_w, l_new = row(
-            m, v, x1, Mux(first1, A.m_init, m_rd.data), Mux(first1, 0, l_rd.data), ctrl)
+            m, v, x1, Mux(first1, A.m_init, m_rd.data), Mux(first1, 0, l_rd.data), ctrl, mask1)
 
         # -- write-back stage: the new m and l ------------------------------------------------
         m.d.comb += [
@@ -235,9 +270,9 @@ class SoftmaxLane(wiring.Component):
                      self.pa.bank.eq(bank), self.pa.up.eq(up), self.pa.e.eq(e)]
         return valid, u, bank
 
-    def _int8_row(self, m, v, x1, m_old, l_old, ctrl):
+    def _int8_row(self, m, v, x1, m_old, l_old, ctrl, mask):
         """Stage 1 to the write-back of an int8 row: (bus valid, its u and bank, then the
-        write-back's u, m and l)."""
+        write-back's u, m and l); a `mask`ed row's e is 0."""
         A, S = self._arith, self.stages(self._arith)
         st = Stages(m)
         up = x1 > m_old
@@ -247,8 +282,10 @@ class SoftmaxLane(wiring.Component):
         # scale (pipelined: products, sum, round and clamp), then exp2
         e = A.exp2(m, A.scale(m, diff, self.c))
         wait = 1 + A.scale_latency + A.exp2_latency
-        up_e, m_new_e, l_old_e, *ctrl_e = (st.delay(x, wait, name) for x, name in zip(
-            [up, m_new, l_old, *ctrl], ["up", "m_new", "l_old", "u", "mac", "slot", "bank"]))
+        up_e, m_new_e, l_old_e, mask_e, *ctrl_e = (st.delay(x, wait, name) for x, name in zip(
+            [up, m_new, l_old, mask, *ctrl],
+            ["up", "m_new", "l_old", "mask", "u", "mac", "slot", "bank"]))
+        e = Mux(mask_e, 0, e)
         # Either alpha or P is exactly one (see `Int8Arith.update`): one multiply for l.
         bus = self._bus(m, v[S - 1 - A.update_latency], ctrl_e, up_e, e)
         l_new = A.update(m, up_e, e, l_old_e, 1)
@@ -256,10 +293,12 @@ class SoftmaxLane(wiring.Component):
                                                                      (m_new_e, "m_new_w")))
         return (*bus, u_w, m_new_w, l_new)
 
-    def _float_row(self, m, v, x1, m_old, l_old, ctrl):
-        """Stage 1 to the write-back of a float row (see the module docstring)."""
+    def _float_row(self, m, v, x1, m_old, l_old, ctrl, mask):
+        """Stage 1 to the write-back of a float row (see the module docstring); a
+        `mask`ed row's e is 0."""
         A, S = self._arith, self.stages(self._arith)
         st = Stages(m)
+        mask = st.delay(mask, A.scale_latency + A.exp_arg_latency + A.exp2_latency, "mask_e")
         names = ["m_old", "l_old", "u", "mac", "slot", "bank"]
         x = A.scale(m, x1, self.c)
         m_old, l_old, *ctrl = (st.delay(y, A.scale_latency, n)
@@ -268,7 +307,7 @@ class SoftmaxLane(wiring.Component):
         m_new = st.delay(A.maximum(m, m_old, x), A.exp_arg_latency - A.maximum_latency, "m_new")
         l_old, *ctrl = (st.delay(y, A.exp_arg_latency, n) for y, n in zip([l_old, *ctrl],
                                                                          names[1:]))
-        e = A.exp2(m, z)
+        e = Mux(mask, 0, A.exp2(m, z))
         e_stage = self._e_stage(A)
         up, m_new, l_old, *ctrl = (st.delay(y, A.exp2_latency, n) for y, n in zip(
             [up, m_new, l_old, *ctrl], ["up_e", "m_new_e", *names[1:]]))

@@ -61,6 +61,7 @@ class TopTiming:
     beat_leave: int
     block_command: int
     block_fill: int
+    causal_setup: int
 
     @classmethod
     def of(cls, plan):
@@ -82,6 +83,8 @@ class TopTiming:
             block_command=(ReadSequencer.command_latency - ReadSequencer.block_latency
                            + BurstSplitter.latency + offset),
             block_fill=KVBuffer.start_latency,
+            # a causal run sizes its first block (N mod a) before anything else
+            causal_setup=ReadSequencer.causal_setup(plan.workload.seq_len),
         )
 
 
@@ -166,6 +169,7 @@ class AttenIOTop(wiring.Component):
             ctrl.start.eq(csr.ctrl),
             ctrl.run.seq_len.eq(csr.seq_len),
             ctrl.run.heads.eq(csr.heads),
+            ctrl.run.causal.eq(csr.mode[0]),
             csr.status.eq(Cat(ctrl.busy, ctrl.done)),
             csr.error.eq(ctrl.error),
             csr.bytes_read.eq(dma.bytes_read), csr.bytes_written.eq(dma.bytes_written),

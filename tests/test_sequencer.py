@@ -18,9 +18,10 @@ def run_params(rng, seq_len, heads):
     return tensors
 
 
-def set_run(ctx, port, seq_len, heads, t):
+def set_run(ctx, port, seq_len, heads, t, causal=False):
     ctx.set(port.seq_len, seq_len)
     ctx.set(port.heads, heads)
+    ctx.set(port.causal, int(causal))
     for name in "qkvo":
         sub = getattr(port, name)
         ctx.set(sub.base, t[name][0])
@@ -28,17 +29,23 @@ def set_run(ctx, port, seq_len, heads, t):
         ctx.set(sub.row_stride, t[name][2])
 
 
-@pytest.mark.parametrize("seq_len, heads, block_rows", [(1, 1, 4), (7, 2, 4), (8, 1, 4), (5, 3, 8)])
-def test_read_sequencer_matches_its_twin(rng, seq_len, heads, block_rows):
+@pytest.mark.parametrize("seq_len, heads, block_rows, causal", [
+    (1, 1, 4, False), (7, 2, 4, False), (8, 1, 4, False), (5, 3, 8, False),
+    # causal: the short block first, each block's keys up to its last row
+    (1, 1, 4, True), (7, 2, 4, True), (8, 1, 4, True), (5, 3, 8, True), (13, 2, 3, True),
+    (64, 1, 5, True)])
+def test_read_sequencer_matches_its_twin(rng, seq_len, heads, block_rows, causal):
     t = run_params(rng, seq_len, heads)
     expect_cmds, expect_blocks = read_schedule(seq_len=seq_len, heads=heads, block_rows=block_rows,
-                                               q=t["q"], k=t["k"], v=t["v"])
+                                               q=t["q"], k=t["k"], v=t["v"], causal=causal)
+    if causal and seq_len % block_rows:
+        assert expect_blocks[0][0] == seq_len % block_rows      # the twin: the short block first
     dut = ReadSequencer(addr_width=32, block_rows=block_rows, row_bytes=ROW_BYTES, max_seq_len=64)
     cmds, kinds, blocks = [], [], []
     ready = rng.integers(0, 2, size=(100000, 3))
 
     async def tb(ctx):
-        set_run(ctx, dut.run, seq_len, heads, t)
+        set_run(ctx, dut.run, seq_len, heads, t, causal)
         ctx.set(dut.start, 1)
         await ctx.tick()
         ctx.set(dut.start, 0)
@@ -56,6 +63,7 @@ def test_read_sequencer_matches_its_twin(rng, seq_len, heads, block_rows):
             if ctx.get(dut.block.valid) and ctx.get(dut.block.ready):
                 p = ctx.get(dut.block.payload)
                 blocks.append((p.rows_valid, p.n_keys))
+                assert p.causal == causal
             await ctx.tick()
             if len(kinds) == len(expect_cmds) and not ctx.get(dut.busy):
                 break

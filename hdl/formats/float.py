@@ -64,6 +64,10 @@ class FloatArith:
         return self._fixed
 
     @property
+    def max_seq_len(self):
+        return self._fixed.max_seq_len
+
+    @property
     def element_shape(self):
         return unsigned(self._spec.width)
 
