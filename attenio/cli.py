@@ -96,6 +96,9 @@ def _shared_options(p):
     g.add_argument("--seq-len", type=_positive_int, metavar="N", help="sequence length N")
     g.add_argument("--head-dim", type=_positive_int, metavar="D", help="head dimension d")
     g.add_argument("--heads", type=_positive_int, help="number of heads")
+    g.add_argument("--causal", action="store_true", default=None,
+                   help="causal masking: query row i sees keys 0..i (the MODE register's "
+                        "CAUSAL bit; the Plan counts the traffic a causal run moves)")
     g.add_argument("--macs", type=_macs, metavar="PxQ", help="MAC lines x MACs per line")
     g.add_argument("--exp-units", type=_positive_int, metavar="E", help="EXP modules")
     g.add_argument("--cache-kib", type=_cache_kib, metavar="KIB", help="on-chip cache in KiB")
@@ -121,7 +124,8 @@ def config_from_args(args):
     return resolve(
         preset_name=args.preset, config_file=args.config, format_name=args.format, name=args.name,
         split=args.split, rows_per_mac=args.rows_per_mac,
-        workload={"seq_len": args.seq_len, "head_dim": args.head_dim, "heads": args.heads},
+        workload={"seq_len": args.seq_len, "head_dim": args.head_dim, "heads": args.heads,
+                  "causal": args.causal},
         budget={"mac_lines": macs[0], "macs_per_line": macs[1], "exp_units": args.exp_units,
                 "cache_bytes": args.cache_kib, "kv_buffer_bytes": args.kv_buffer_bytes,
                 "bw_bytes_per_cycle": args.bw, "latency_cycles": args.latency,

@@ -51,8 +51,8 @@ from dataclasses import asdict, dataclass, fields
 from math import ceil
 
 from . import validate
-from .analysis import attention_bound, attention_io, attention_optimum
-from .config import Config, Workload
+from .analysis import attention_bound, attention_io, attention_optimum, causal_limit, q_blocks
+from .config import Config
 from .errors import ConfigError
 from .formats import FloatFormat
 from .traffic import Traffic, Transfer
@@ -179,23 +179,27 @@ def _cache_bytes(config, a, depth):
     return sum(r.bytes for r in reservations(config, a, depth) if r.where == "cache")
 
 
-def attenio_traffic(config, a, *, seq_len=None, heads=None):
+def attenio_traffic(config, a, *, seq_len=None, heads=None, causal=None):
     """Off-chip traffic of the AttenIO dataflow with Q blocks of `a` rows, all heads.
 
-    `seq_len` and `heads` default to the workload's; a run may use fewer.
+    `seq_len`, `heads` and `causal` default to the workload's; a run may use fewer rows
+    and heads, and set or clear the causal mask. With causal masking a block reads K and V
+    up to its last row (`attenio.analysis.q_blocks`, the short block first).
     """
     w = config.workload
-    if seq_len is not None or heads is not None:
-        w = Workload(seq_len=seq_len or w.seq_len, head_dim=w.head_dim, heads=heads or w.heads)
+    n, heads = seq_len or w.seq_len, heads or w.heads
+    causal = w.causal if causal is None else causal
     eb = config.format.element_bytes
-    blocks = ceil(w.seq_len / a)
-    nd = w.seq_len * w.head_dim
+    keys = sum(causal_limit(r0 + rows - 1, n, n) if causal else n
+               for r0, rows in q_blocks(n, a, causal=causal))
+    nd, kd = n * w.head_dim, keys * w.head_dim
     per_head = Traffic(
-        reads=(Transfer("Q", nd, eb), Transfer("K", nd * blocks, eb), Transfer("V", nd * blocks, eb)),
+        reads=(Transfer("Q", nd, eb), Transfer("K", kd, eb), Transfer("V", kd, eb)),
         writes=(Transfer("O", nd, eb),))
-    total = per_head.scaled(w.heads)
-    reads, writes = attention_io(w.seq_len, w.head_dim, a)
-    assert (total.read_elements, total.write_elements) == (reads * w.heads, writes * w.heads)
+    total = per_head.scaled(heads)
+    reads, writes = attention_io(n, w.head_dim, a, causal=causal)
+    reads, writes = reads * heads, writes * heads
+    assert (total.read_elements, total.write_elements) == (reads, writes)
     return total
 
 
@@ -329,11 +333,12 @@ class Plan:
         """Traffic of this plan's a beyond that of s = 1's a (0 at s = 1)."""
         return self.traffic.bytes - (self.traffic_unsplit or self.traffic).bytes
 
-    def traffic_at(self, *, seq_len, heads):
-        """The traffic of a run of this hardware at runtime N = `seq_len` and `heads`."""
+    def traffic_at(self, *, seq_len, heads, causal=None):
+        """The traffic of a run of this hardware at runtime N = `seq_len` and `heads`, with
+        or without the causal mask (default: the workload's)."""
         validate.integer("plan", "runtime seq_len (at most the generated N)", seq_len,
                          lo=1, hi=self.workload.seq_len, error=ConfigError)
-        return attenio_traffic(self.config, self.a, seq_len=seq_len, heads=heads)
+        return attenio_traffic(self.config, self.a, seq_len=seq_len, heads=heads, causal=causal)
 
     def row_of(self, line, group, slot):
         """Q-block row owned by MAC group `group` of line `line` in its `slot`-th slot (< r).

@@ -62,17 +62,16 @@ cycle each way) `model_counters` equals the generated design's CSR counters, eve
 one of them (tests/test_rtl_timing.py). On AxiRam with random stalls it is an
 estimate.
 
-Beyond the RTL (model only):
-
-* `causal=True`: K/V row j is needed only by Q rows >= j, and with b = 1 a Q
-  block can stop after the K/V row of its last row, the short block first
-  (`attenio.analysis.q_blocks`): a block streams the K/V rows up to its last
-  row, so both cycles and K/V traffic shrink. Rows inside the diagonal block are
-  masked in the lanes (P = 0) at no cost.
+Causal masking (`causal`, default the workload's; the RTL's MODE.CAUSAL): K/V row j
+is needed only by Q rows >= j, and with b = 1 a Q block stops after the K/V row of
+its last row, the short block first (`attenio.analysis.q_blocks`): a block streams
+the K/V rows up to its last row, so both cycles and K/V traffic shrink. Rows inside
+the diagonal block are masked in the lanes (P = 0) at no cost. The run starts
+`causal_setup` cycles later (the sequencer sizes the short block).
 """
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import ceil
 
 from attenio.analysis import causal_limit, q_blocks
@@ -433,11 +432,16 @@ def _useful(plan, n, causal):
     return 2 * d * keys, 2 * evals
 
 
-def simulate(plan, *, seq_len=None, heads=None, causal=False, params=None, fast=True,
+def simulate(plan, *, seq_len=None, heads=None, causal=None, params=None, fast=True,
              memory=None):
     """Run the schedule of `plan` for `seq_len` keys (<= the Plan's N) and `heads` heads,
-    on `memory` (an `attenio.sim.memmodel.Memory`; default: the budget's link)."""
+    with or without causal masking (default: the workload's), on `memory` (an
+    `attenio.sim.memmodel.Memory`; default: the budget's link)."""
     params = params or RtlParams.of(plan)
+    causal = plan.workload.causal if causal is None else causal
+    if causal:
+        params = replace(params, read_start=params.read_start + params.causal_setup,
+                         feed_start=params.feed_start + params.causal_setup)
     w, b = plan.workload, plan.budget
     n = w.seq_len if seq_len is None else seq_len
     h = w.heads if heads is None else heads
@@ -480,10 +484,12 @@ def simulate(plan, *, seq_len=None, heads=None, causal=False, params=None, fast=
     return res
 
 
-def model_counters(plan, *, seq_len=None, heads=None, params=None, memory=None):
-    """The CSR counters the RTL should report for a run of `plan` at runtime N and heads.
+def model_counters(plan, *, seq_len=None, heads=None, causal=None, params=None, memory=None):
+    """The CSR counters the RTL should report for a run of `plan` at runtime N and heads,
+    with or without causal masking (default: the workload's).
 
     Keys: cycles, pe_busy, exp_busy, mem_stall, bytes_read, bytes_written; equal to the
     generated design's counters on a memory the model describes exactly (`memory`).
     """
-    return simulate(plan, seq_len=seq_len, heads=heads, params=params, memory=memory).counters()
+    return simulate(plan, seq_len=seq_len, heads=heads, causal=causal, params=params,
+                    memory=memory).counters()

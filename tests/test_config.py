@@ -28,7 +28,7 @@ def test_configuration_objects_are_frozen():
     ({"seq_len": 0, "head_dim": 4}, "seq_len must be a positive integer, not 0"),
     ({"seq_len": 8, "head_dim": 2.5}, "head_dim must be a positive integer, not 2.5"),
     ({"seq_len": 8, "head_dim": 4, "heads": True}, "heads must be a positive integer, not True"),
-    ({"seq_len": 8, "head_dim": 4, "causal": True}, "causal masking is not supported"),
+    ({"seq_len": 8, "head_dim": 4, "causal": 1}, "causal must be true or false, not 1"),
 ])
 def test_workload_rejects_bad_values(kwargs, message):
     with pytest.raises(ConfigError, match=message):
