@@ -9,13 +9,16 @@ master, the CSRs programmed over AXI4-Lite) or, with the engine "fast", the same
 parameters on the C++ harness of `attenio.sim.fast` (the in-design memory model,
 no Python in the loop), and compares what comes back, alike for both:
 O bit for bit with the golden model, the byte counters with the Plan exactly,
-and the cycle counters with the cycle model where it is available.
+and the cycle counters with the cycle model where it is available. A causal
+workload (`Workload.causal`) sets the MODE register's CAUSAL bit, and every one of
+those checks follows it.
 
 Everything is written beside the Verilog: `sim_report.json` and `sim_outputs.npz`
 (O in real units, the RTL's output and the golden output as stored, the float64
 reference: `RunData.outputs`).
 """
 
+import dataclasses
 import hashlib
 import json
 import time
@@ -24,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from attenio.analysis import causal_limit, q_blocks
 from attenio.errors import ConfigError
 from attenio.plan import make_plan
 from attenio.regmap import ErrorCode, register_map
@@ -105,11 +109,13 @@ class E2EOptions:
     progress: object = None      # a callable(cycles, bytes_written, wall_s), or None
 
 
-def compute_bound_cycles(plan, *, seq_len, heads):
-    """Cycles the PE array needs at least: every Q block passes every K/V row twice
-    (scores, then the update), 2 r d / s array cycles a row."""
-    return (heads * -(-seq_len // plan.a) * seq_len * 2 * plan.rows_per_mac
-            * plan.workload.head_dim // plan.split)
+def compute_bound_cycles(plan, *, seq_len, heads, causal=False):
+    """Cycles the PE array needs at least: every Q block passes each of its K/V rows twice
+    (scores, then the update), 2 r d / s array cycles a row; with causal masking a block's
+    K/V rows end at its last row."""
+    keys = sum(causal_limit(r0 + rows - 1, seq_len, seq_len) if causal else seq_len
+               for r0, rows in q_blocks(seq_len, plan.a, causal=causal))
+    return heads * keys * 2 * plan.rows_per_mac * plan.workload.head_dim // plan.split
 
 
 #: `choose_engine` picks the fast engine for runs of at least this many cycles (the
@@ -200,7 +206,12 @@ def _verilog(config, build_dir, memory, log):
     from attenio.report import plan_json
 
     plan = make_plan(config)
-    stamp = json.dumps({"plan": plan_json(plan), "rtl": _rtl_digest()}, sort_keys=True)
+    # the hardware's Plan: causal masking is a run-time register, so a causal workload
+    # on the same mapping reuses the same Verilog
+    hardware = make_plan(dataclasses.replace(
+        config, workload=dataclasses.replace(config.workload, causal=False),
+        split=plan.split, rows_per_mac=plan.rows_per_mac))
+    stamp = json.dumps({"plan": plan_json(hardware), "rtl": _rtl_digest()}, sort_keys=True)
     name = SIM_TOP_NAME if memory == "model" else TOP_NAME
     v = build_dir / f"{name}.v"
     stamp_file = build_dir / f".{name}_stamp"
@@ -256,13 +267,14 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
         raise ConfigError("the inputs do not fit the memory model (turn off random layout)")
     log(f"golden model: {heads} head(s), N = {n}, d = {d}, a = {plan.a} ...")
     t0 = time.perf_counter()
-    expect = data.golden(plan)
+    causal = w.causal
+    expect = data.golden(plan, causal=causal)
     golden_s = time.perf_counter() - t0
-    ref = data.reference()
+    ref = data.reference(causal=causal)
 
     period = RtlParams.of(plan).score_period or plan.rows_per_mac    # a K row's chunk
     rmap = register_map(plan)
-    regs = {"SEQ_LEN": n, "HEADS": heads, "SCALE_C": int(data.c)}
+    regs = {"SEQ_LEN": n, "HEADS": heads, "SCALE_C": int(data.c), "MODE": int(causal)}
     for t, (base, hs, rs) in layout.tensors.items():
         regs.update({f"{t}_BASE": base, f"{t}_HEAD_STRIDE": hs, f"{t}_ROW_STRIDE": rs})
     segments = [seg for t in "QKV"
@@ -324,7 +336,7 @@ def _read_o(layout, blob, o_base, heads, n, d, dtype):
 
 
 def _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s, n, heads, log):
-    d = plan.workload.head_dim
+    d, causal = plan.workload.head_dim, plan.workload.causal
     traffic = plan.traffic_at(seq_len=n, heads=heads)
     runs, last_o = [], None
     for i, r in enumerate(got["runs"]):
@@ -346,7 +358,8 @@ def _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s,
     report = {
         "config": plan.config.name, "simulator": opts.simulator, "memory": opts.memory,
         "engine": opts.engine, "seed": opts.seed,
-        "seq_len": n, "heads": heads, "head_dim": d, "a": plan.a, "split": plan.split,
+        "seq_len": n, "heads": heads, "head_dim": d, "causal": causal, "a": plan.a,
+        "split": plan.split,
         "rows_per_mac": plan.rows_per_mac,
         "plan_bytes_read": traffic.read_bytes, "plan_bytes_written": traffic.write_bytes,
         "runs": runs,
@@ -364,7 +377,7 @@ def _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s,
         report["pe_busy_fraction"] = c0["PE_BUSY"] / cyc
         report["exp_busy_fraction"] = c0["EXP_BUSY"] / cyc
         report["mem_stall_fraction"] = c0["MEM_STALL"] / cyc
-        compute = compute_bound_cycles(plan, seq_len=n, heads=heads)
+        compute = compute_bound_cycles(plan, seq_len=n, heads=heads, causal=causal)
         memory = traffic.bytes / plan.budget.bw_bytes_per_cycle
         report["compute_bound_cycles"] = compute
         report["memory_bound_cycles"] = round(memory)

@@ -132,16 +132,17 @@ class RunData:
     def seq_len(self):
         return self.q.shape[1]
 
-    def golden(self, plan):
-        """The golden model's output [heads, N, d] as stored, for the hardware of `plan`."""
+    def golden(self, plan, *, causal=False):
+        """The golden model's output [heads, N, d] as stored, for the hardware of `plan`,
+        with or without causal masking."""
         w = plan.workload
         if not self.is_float:
             return golden.attention(self.q, self.k, self.v, c=self.c, a=plan.a, fmt=self.fmt,
-                                    max_seq_len=w.seq_len)
+                                    max_seq_len=w.seq_len, causal=causal)
         dp = golden_fp.FloatDatapath(self._spec(self.fmt), max_seq_len=w.seq_len,
                                      head_dim=w.head_dim, split=plan.split,
                                      fixed=self.fmt.fixed)
-        return np.stack([golden_fp.attention(dp, self.q[h], self.k[h], self.v[h])
+        return np.stack([golden_fp.attention(dp, self.q[h], self.k[h], self.v[h], causal=causal)
                          for h in range(self.heads)])
 
     def real(self, t, x=None):
@@ -151,14 +152,16 @@ class RunData:
             return self._spec(self.fmt).to_float(x).astype(np.float64)
         return golden.dequantize(x, self.scales["v" if t == "o" else t])
 
-    def reference(self):
-        """float64 softmax(Q K^T / sqrt(d)) V of the inputs as stored, in real units."""
+    def reference(self, *, causal=False):
+        """float64 softmax(Q K^T / sqrt(d)) V of the inputs as stored, in real units (with
+        `causal`, row i over keys 0 .. i)."""
         if self.is_float:
             return np.stack([golden_fp.reference(self.real("q")[h], self.real("k")[h],
-                                                 self.real("v")[h]) for h in range(self.heads)])
+                                                 self.real("v")[h], causal=causal)
+                             for h in range(self.heads)])
         s = self.scales
         return golden.reference(self.q, self.k, self.v, scale_q=s["q"], scale_k=s["k"],
-                                scale_v=s["v"])
+                                scale_v=s["v"], causal=causal)
 
     def outputs(self, rtl, expect, ref):
         """What sim_outputs.npz holds: `o` the RTL's output in real units, `rtl` and
