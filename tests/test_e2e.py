@@ -10,6 +10,8 @@ import dataclasses
 import pytest
 
 from attenio import preset
+from attenio.analysis import q_blocks
+from attenio.plan import make_plan
 from attenio.regmap import ErrorCode
 from attenio.sim.e2e import E2EOptions, run_e2e
 from attenio.sim.runner import simulator_available
@@ -24,10 +26,21 @@ def need(simulator):
         pytest.skip(f"{simulator} is not installed on this machine")
 
 
+def causal(hw):
+    """`hw` with the causal mask on, on the same mapping (so the same Verilog: the mask is
+    a run-time register)."""
+    plan = make_plan(hw)
+    return dataclasses.replace(hw, workload=dataclasses.replace(hw.workload, causal=True),
+                               split=plan.split, rows_per_mac=plan.rows_per_mac)
+
+
 def check_good(report, n, heads, *, exact):
     """Every good run: bit-exact, bytes equal to the Plan, counters against the cycle model:
     equal when the memory is deterministic (`exact`), within 1 % of the cycles when it
-    stalls at random (the model cannot know the draws)."""
+    stalls at random (the model cannot know the draws). A causal run's blocks read their
+    keys up to their last row, the short block first."""
+    keys = sum(min(n, r0 + rows) if report["causal"] else n
+               for r0, rows in q_blocks(n, report["a"], causal=report["causal"]))
     for run in report["runs"]:
         if run["bad"]:
             continue
@@ -36,9 +49,9 @@ def check_good(report, n, heads, *, exact):
         c = run["counters"]
         assert c["BYTES_READ"] == report["plan_bytes_read"]
         assert c["BYTES_WRITTEN"] == report["plan_bytes_written"]
-        # 2 r d / s array cycles per K/V row
-        assert c["PE_BUSY"] >= (heads * -(-n // report["a"]) * n * 2 * report["rows_per_mac"]
-                                * report["head_dim"] // report["split"])
+        # 2 r d / s array cycles per K/V row of each block
+        assert c["PE_BUSY"] >= (heads * keys * 2 * report["rows_per_mac"] * report["head_dim"]
+                                // report["split"])
         assert c["CYCLES"] > c["PE_BUSY"]
         model = report["model"]
         assert (c["BYTES_READ"], c["BYTES_WRITTEN"]) == (model["bytes_read"], model["bytes_written"])
@@ -85,12 +98,33 @@ def test_bad_runs_set_an_error_write_nothing_and_leave_the_machine_usable(tmp_pa
 
 
 @pytest.mark.parametrize("n", [1, 32, 96])
-def test_sequence_lengths_at_the_edges(tmp_path_factory, n, seed):
+@pytest.mark.parametrize("masked", [False, True], ids=["full", "causal"])
+def test_sequence_lengths_at_the_edges(tmp_path_factory, n, masked, seed):
     need("verilator")
     out = tmp_path_factory.getbasetemp() / "e2e_verilator"
-    report = run_e2e(HW, out, E2EOptions(simulator="verilator", seed=seed, quick_build=True, seq_len=n, heads=1,
-                                         input_kind="spread"))
+    report = run_e2e(causal(HW) if masked else HW, out,
+                     E2EOptions(simulator="verilator", seed=seed, quick_build=True, seq_len=n,
+                                heads=1, input_kind="spread"))
+    assert report["causal"] == masked
     check_good(report, n, 1, exact=True)
+
+
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
+def test_causal_two_heads_with_latency_and_backpressure(tmp_path_factory, simulator, seed):
+    """The causal mask on the int8 design: the short block (13 rows) first, each block's K/V
+    up to its last row, the diagonal rows masked in the lanes; input kind "ascending"
+    moves every row's max at every key, so a masked key that moved it would show."""
+    need(simulator)
+    out = tmp_path_factory.getbasetemp() / f"e2e_{simulator}"
+    opts = E2EOptions(simulator=simulator, seed=seed, quick_build=True, seq_len=45, heads=2,
+                      latency=(0.2, 8), backpressure=0.3, random_layout=True,
+                      input_kind="ascending")
+    report = run_e2e(causal(HW), out, opts)
+    assert report["causal"] and report["a"] == 32
+    check_good(report, 45, 2, exact=False)
+    full = make_plan(HW).traffic_at(seq_len=45, heads=2)
+    # K/V rows: 13 + 45 a head against 2 * 45 unmasked
+    assert report["plan_bytes_read"] == full.read_bytes - 2 * 2 * 32 * 16
 
 
 @pytest.mark.parametrize("simulator", ["verilator", "icarus"])
@@ -105,6 +139,17 @@ def test_rows_split_over_four_macs_with_latency_and_backpressure(tmp_path_factor
     report = run_e2e(hw, out, opts)
     assert (report["split"], report["rows_per_mac"], report["a"]) == (4, 10, 40)
     check_good(report, 45, 2, exact=False)     # 45 = 40 + 5: the last block is partial
+
+
+def test_causal_rows_split_over_four_macs(tmp_path_factory, seed):
+    """s = 4 with the mask: a lane's rows are slot * G + its groups, G = 8 groups, r = 10."""
+    need("verilator")
+    hw = causal(dataclasses.replace(HW, name="e2e_s4", split=4))
+    out = tmp_path_factory.getbasetemp() / "e2e_s4_verilator"
+    report = run_e2e(hw, out, E2EOptions(simulator="verilator", seed=seed, quick_build=True,
+                                         seq_len=93, heads=1, input_kind="ascending"))
+    assert report["causal"] and (report["split"], report["a"]) == (4, 40)
+    check_good(report, 93, 1, exact=True)      # blocks of 13, 40, 40 rows
 
 
 def test_memory_model_inside_the_design(tmp_path_factory, seed):
@@ -170,6 +215,9 @@ def test_float_formats_two_heads_with_latency_and_backpressure(tmp_path_factory,
     report = run_e2e(hw, out, opts)
     assert report["split"] == split and 37 % report["a"]     # the last block is partial
     check_good(report, 37, 2, exact=False)
+    masked = run_e2e(causal(hw), out, dataclasses.replace(opts, input_kind="spread"))
+    assert masked["causal"]                         # the same build with the mask on
+    check_good(masked, 37, 2, exact=False)
     saved = np.load(out / "sim_outputs.npz")
     assert str(saved["format"]) == fmt and saved["rtl"].dtype == np.uint16
     err = np.linalg.norm(saved["o"] - saved["reference"]) / np.linalg.norm(saved["reference"])
