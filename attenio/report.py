@@ -75,7 +75,8 @@ def plan_report(plan, baselines=None):
     baselines = baselines if baselines is not None else all_baselines(plan.config)
     c, w, b = plan.config, plan.workload, plan.budget
     lines = [
-        f"AttenIO plan '{c.name}': N={w.seq_len} d={w.head_dim} heads={w.heads} format={c.format.name}",
+        f"AttenIO plan '{c.name}': N={w.seq_len} d={w.head_dim} heads={w.heads} "
+        f"format={c.format.name}" + (" causal" if w.causal else ""),
         f"  hardware: {b.mac_lines}x{b.macs_per_line} MACs, {b.exp_units} EXP units, "
         f"cache {human_bytes(b.cache_bytes)}, KV buffer {b.kv_buffer_bytes} B, "
         f"{b.bw_bytes_per_cycle} B/cycle, latency {b.latency_cycles} cycles, {b.clock_mhz} MHz",
@@ -111,6 +112,10 @@ def plan_report(plan, baselines=None):
     for bl in baselines.values():
         for note in bl.notes:
             lines.append(f"  note: {bl.title}: {note}")
+    if w.causal:
+        lines.append("  note: causal: AttenIO's rows are masked (each Q block reads K/V up to "
+                     "its last row); the baselines' traffic here is unmasked (`attenio compare` "
+                     "times FlashAttention-2 causal beside causal AttenIO)")
     return "\n".join(lines)
 
 

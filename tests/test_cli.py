@@ -40,6 +40,22 @@ def test_plan_table_names_every_dataflow(capsys, tmp_path):
         assert word in out
 
 
+def test_plan_causal_counts_each_blocks_keys_up_to_its_last_row(capsys, tmp_path):
+    """--causal: the short block first, K and V read up to each block's last row; int8."""
+    assert main(["plan", "--preset", "small", "--causal", "--split", "4", "--rows-per-mac",
+                 "8", "--json", "-o", str(tmp_path)]) == 0
+    plan = json.loads(capsys.readouterr().out)["plan"]
+    n, d, a = 256, 16, plan["a"]
+    assert a == 32 and n % a == 0
+    keys = sum(range(a, n + 1, a))               # blocks end at rows 32, 64, ..., 256
+    assert plan["offchip_read_bytes"] == n * d + 2 * keys * d
+    assert plan["offchip_write_bytes"] == n * d
+    assert main(["plan", "--preset", "small", "--causal", "--seq-len", "45", "-o",
+                 str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "format=int8 causal" in out and "the baselines' traffic here is unmasked" in out
+
+
 def test_plan_json_carries_the_mapping_choice(capsys, tmp_path):
     assert main(["plan", "--preset", "small", "--json", "-o", str(tmp_path)]) == 0
     plan = json.loads(capsys.readouterr().out)["plan"]
