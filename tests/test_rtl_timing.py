@@ -8,7 +8,9 @@ cycle; the fast engine, `attenio.sim.fast`, whose counters equal the cocotb benc
 tests/test_fast_sim.py), with a partial last block and two heads. The configurations differ in
 array shape, lanes per line, head dimension, the reciprocal's Newton steps (the
 normalizer's latency), p_frac, the memory latency and the rows' split over s
-MACs; two of them are bound by the softmax interlock rather than by the feed.
+MACs; two of them are bound by the softmax interlock rather than by the feed. Two
+also run with the causal mask (the short block first, fewer keys a block, the
+sequencer's N mod a before the first block), on the same build.
 """
 
 import dataclasses
@@ -58,18 +60,40 @@ CONFIGS = {
 }
 SEQ_LEN, HEADS = 45, 2          # at a = 32 (16) two (three) blocks a head, the last partial
 
+#: the default suite's configurations (each a build of its own); the others are slow
+_DEFAULT = ("4x4_e4_d16_it2", "2x8_e2_d8_it1", "4x4_e8_d16_it3", "2x8_e2_d8_s4")
+#: configurations that also run with the causal mask: the small preset's, an interlock-bound one
+_CAUSAL = ("4x4_e4_d16_it2", "2x8_e2_d8_s4")
 
-@pytest.fixture(scope="module", params=sorted(CONFIGS))
+
+def _params():
+    out = []
+    for name in sorted(CONFIGS):
+        marks = () if name in _DEFAULT else (pytest.mark.slow,)
+        out.append(pytest.param((name, False), marks=marks, id=name))
+        if name in _CAUSAL:
+            out.append(pytest.param((name, True), id=f"{name}-causal"))
+    return out
+
+
+@pytest.fixture(scope="module", params=_params())
 def run(request, tmp_path_factory):
     if not simulator_available("verilator"):
         pytest.skip("verilator is not installed on this machine")
-    config = CONFIGS[request.param]
-    out = tmp_path_factory.mktemp(f"timing_{request.param}")
+    name, masked = request.param
+    config = CONFIGS[name]
+    if masked:
+        plan = make_plan(config)
+        config = dataclasses.replace(
+            config, workload=dataclasses.replace(config.workload, causal=True),
+            split=plan.split, rows_per_mac=plan.rows_per_mac)
+    out = tmp_path_factory.getbasetemp() / f"timing_{name}"     # one build for both masks
     report = run_e2e(config, out, E2EOptions(simulator="verilator", seed=7, quick_build=True,
                                              seq_len=SEQ_LEN, heads=HEADS, memory="model",
                                              engine="fast"),
                      log=lambda line: None)
-    return request.param, config, report
+    assert report["causal"] == masked
+    return name + ("-causal" if masked else ""), config, report
 
 
 def test_the_interlock_binds_in_one_configuration():
