@@ -240,7 +240,8 @@ def cmd_sim(args):
     engine = ("the fast C++ harness" if report["engine"] == "fast"
               else f"cocotb on {report['memory']}")
     print(f"\nN = {report['seq_len']}, heads = {report['heads']}, d = {report['head_dim']}, "
-          f"a = {report['a']}, simulator {report['simulator']} ({engine}), seed {report['seed']}")
+          f"a = {report['a']}{', causal' if report['causal'] else ''}, "
+          f"simulator {report['simulator']} ({engine}), seed {report['seed']}")
     print(f"  output: {'bit-exact' if run['bit_exact'] else 'MISMATCH'} against the golden model "
           f"({run['mismatches']} differing elements)")
     print(f"  cycles {c['CYCLES']}, PE busy {report['pe_busy_fraction']:.1%}, EXP busy "
