@@ -23,19 +23,57 @@ def _fields(obj, names):
 
 @dataclass(frozen=True)
 class Workload:
-    """Self-attention over `heads` heads of `seq_len` rows of width `head_dim`; `causal`:
-    query row i sees keys 0 .. i only (a run-time register of the hardware, MODE.CAUSAL;
-    here it sets what the Plan counts and the runs it checks)."""
+    """Attention of `heads` query heads of `seq_len` rows of width `head_dim` over `kv_len`
+    key/value rows (None: seq_len) of `kv_heads` K/V heads (None: heads; each serves
+    heads / kv_heads query heads, grouped-query attention); `causal`: query row i sees
+    keys up to `attenio.analysis.causal_limit` only, rows aligned at the end (a decoder's
+    cache holds the kv_len - seq_len keys before its queries). kv_len, the group and the
+    mask are run-time registers of the hardware (KV_LEN, HEAD_GROUP, MODE.CAUSAL); here
+    they set what the Plan counts and the runs it checks. The hardware is generated for
+    `max_keys` keys."""
 
     seq_len: int
     head_dim: int
     heads: int = 1
     causal: bool = False
+    kv_len: int | None = None
+    kv_heads: int | None = None
 
     def __post_init__(self):
         validate.positive("workload", error=ConfigError,
                           **_fields(self, ("seq_len", "head_dim", "heads")))
         validate.flag("workload", "causal", self.causal, error=ConfigError)
+        for key in ("kv_len", "kv_heads"):
+            if getattr(self, key) is not None:
+                validate.integer("workload", key, getattr(self, key), lo=1, error=ConfigError)
+        if self.heads % self.n_kv_heads:
+            raise ConfigError(f"workload: heads = {self.heads} must be a multiple of kv_heads = "
+                              f"{self.kv_heads} (each K/V head serves the same number of "
+                              f"query heads)")
+        if self.causal and self.n_kv < self.seq_len:
+            raise ConfigError(f"workload: causal attention needs kv_len >= seq_len, not "
+                              f"{self.n_kv} < {self.seq_len} (the first rows would see no key)")
+
+    @property
+    def n_kv(self):
+        """Key/value rows N_kv of a run (kv_len, or seq_len when None)."""
+        return self.seq_len if self.kv_len is None else self.kv_len
+
+    @property
+    def n_kv_heads(self):
+        """K/V heads (kv_heads, or heads when None)."""
+        return self.heads if self.kv_heads is None else self.kv_heads
+
+    @property
+    def group(self):
+        """g, the query heads that share one K/V head (the HEAD_GROUP register)."""
+        return self.heads // self.n_kv_heads
+
+    @property
+    def max_keys(self):
+        """The largest N or N_kv the hardware is generated for: its accumulator widths,
+        its counters and MAX_SEQ_LEN (both SEQ_LEN and KV_LEN are refused above it)."""
+        return max(self.seq_len, self.n_kv)
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ from .formats import FloatFormat
 from .traffic import Traffic, Transfer
 
 __all__ = ["Reservation", "Candidate", "MappingChoice", "Plan", "make_plan", "attenio_traffic",
+           "run_kv_len",
            "kv_prefetch_depth", "split_problem", "check_split", "valid_splits", "rows_problem",
            "rows_options"]
 
@@ -136,11 +137,11 @@ def kv_prefetch_depth(config, split=1):
 def reservations(config, a, depth):
     """Every on-chip reservation for Q blocks of `a` rows."""
     d = config.workload.head_dim
-    wd = config.format.datapath(max_seq_len=config.workload.seq_len, head_dim=d)
+    n = config.workload.max_keys
+    wd = config.format.datapath(max_seq_len=n, head_dim=d)
     el = wd.element
     kv_bits = 2 * d * el
     kv_in_buffer = min(kv_bits, 8 * config.budget.kv_buffer_bytes) // el * el
-    n = config.workload.seq_len
     if not isinstance(config.format, FloatFormat):
         o_why = f"{wd.o_acc}-bit, exact up to N = {n}"
     elif wd.o_acc == 32:
@@ -179,25 +180,39 @@ def _cache_bytes(config, a, depth):
     return sum(r.bytes for r in reservations(config, a, depth) if r.where == "cache")
 
 
-def attenio_traffic(config, a, *, seq_len=None, heads=None, causal=None):
+def run_kv_len(workload, seq_len, kv_len=None):
+    """N_kv of a run of `seq_len` query rows: `kv_len`, else the workload's kv_len when it
+    names one, else seq_len (the KV_LEN register's 0)."""
+    if kv_len is not None:
+        return kv_len
+    return seq_len if workload.kv_len is None else workload.kv_len
+
+
+def attenio_traffic(config, a, *, seq_len=None, heads=None, causal=None, kv_len=None):
     """Off-chip traffic of the AttenIO dataflow with Q blocks of `a` rows, all heads.
 
-    `seq_len`, `heads` and `causal` default to the workload's; a run may use fewer rows
-    and heads, and set or clear the causal mask. With causal masking a block reads K and V
-    up to its last row (`attenio.analysis.q_blocks`, the short block first).
+    `seq_len`, `heads`, `causal` and `kv_len` default to the workload's (`run_kv_len`); a
+    run may use fewer rows and heads, and set or clear the causal mask. Every Q block reads
+    N_kv K and V rows; with causal masking only up to its last row's limit
+    (`attenio.analysis.causal_limit`, the short block first). The blocks hold rows of one
+    query head, so K/V heads shared by g query heads (`Workload.kv_heads`) are still read
+    once per query head's block: grouping changes the layout, not this traffic (a block
+    serving a whole group per pass, `attenio.analysis.attention_io(grouped=True)`, is not
+    built yet).
     """
     w = config.workload
     n, heads = seq_len or w.seq_len, heads or w.heads
+    n_kv = run_kv_len(w, n, kv_len)
     causal = w.causal if causal is None else causal
     eb = config.format.element_bytes
-    keys = sum(causal_limit(r0 + rows - 1, n, n) if causal else n
+    keys = sum(causal_limit(r0 + rows - 1, n, n_kv) if causal else n_kv
                for r0, rows in q_blocks(n, a, causal=causal))
     nd, kd = n * w.head_dim, keys * w.head_dim
     per_head = Traffic(
         reads=(Transfer("Q", nd, eb), Transfer("K", kd, eb), Transfer("V", kd, eb)),
         writes=(Transfer("O", nd, eb),))
     total = per_head.scaled(heads)
-    reads, writes = attention_io(n, w.head_dim, a, causal=causal)
+    reads, writes = attention_io(n, w.head_dim, a, causal=causal, n_kv=n_kv)
     reads, writes = reads * heads, writes * heads
     assert (total.read_elements, total.write_elements) == (reads, writes)
     return total
@@ -333,12 +348,18 @@ class Plan:
         """Traffic of this plan's a beyond that of s = 1's a (0 at s = 1)."""
         return self.traffic.bytes - (self.traffic_unsplit or self.traffic).bytes
 
-    def traffic_at(self, *, seq_len, heads, causal=None):
-        """The traffic of a run of this hardware at runtime N = `seq_len` and `heads`, with
-        or without the causal mask (default: the workload's)."""
+    def traffic_at(self, *, seq_len, heads, causal=None, kv_len=None):
+        """The traffic of a run of this hardware at runtime N = `seq_len`, `heads` query heads
+        and N_kv = `kv_len` (default `run_kv_len`), with or without the causal mask (default:
+        the workload's)."""
+        n_max = self.workload.max_keys
         validate.integer("plan", "runtime seq_len (at most the generated N)", seq_len,
-                         lo=1, hi=self.workload.seq_len, error=ConfigError)
-        return attenio_traffic(self.config, self.a, seq_len=seq_len, heads=heads, causal=causal)
+                         lo=1, hi=n_max, error=ConfigError)
+        validate.integer("plan", "runtime kv_len (at most the generated N)",
+                         run_kv_len(self.workload, seq_len, kv_len), lo=1, hi=n_max,
+                         error=ConfigError)
+        return attenio_traffic(self.config, self.a, seq_len=seq_len, heads=heads, causal=causal,
+                               kv_len=kv_len)
 
     def row_of(self, line, group, slot):
         """Q-block row owned by MAC group `group` of line `line` in its `slot`-th slot (< r).
@@ -354,6 +375,7 @@ class Plan:
             "name": self.config.name,
             "format": self.config.format.name,
             "seq_len": w.seq_len, "head_dim": w.head_dim, "heads": w.heads,
+            "kv_len": w.n_kv, "kv_heads": w.n_kv_heads, "max_keys": w.max_keys,
             "mac_lines": b.mac_lines, "macs_per_line": b.macs_per_line,
             "a": self.a, "b": self.b, "split": self.split, "groups": self.groups,
             "rows_per_mac": self.rows_per_mac,
@@ -364,7 +386,7 @@ class Plan:
             "m_elements": self.m_elements,
             "cache_bytes": b.cache_bytes, "cache_used_bytes": self.cache_used_bytes,
             "kv_buffer_bytes": b.kv_buffer_bytes, "kv_buffer_used_bytes": self.kv_buffer_used_bytes,
-            "widths": asdict(self.config.format.datapath(max_seq_len=w.seq_len,
+            "widths": asdict(self.config.format.datapath(max_seq_len=w.max_keys,
                                                          head_dim=w.head_dim)),
             "budget_use": [
                 {"item": r.item, "where": r.where, "count": r.count, "bits": r.bits,
