@@ -34,6 +34,9 @@ class ErrorCode(enum.IntEnum):
     MISALIGNED = 4          # a base address or stride the DMA cannot serve (not bus-aligned)
     AXI_READ = 5            # a read answered with SLVERR or DECERR
     AXI_WRITE = 6           # a write answered with SLVERR or DECERR
+    KV_LEN_TOO_LARGE = 7    # N_kv (KV_LEN, or SEQ_LEN when 0) above the generated maximum
+    CAUSAL_KV_SHORT = 8     # causal with N_kv < N: the first query rows would see no key
+    HEAD_GROUP_ZERO = 9     # HEAD_GROUP = 0: no query head to a K/V head
 
 
 @dataclass(frozen=True)
@@ -104,8 +107,9 @@ def register_map(plan):
                  fields=(("BUSY", 0, 1, "a run is under way"),
                          ("DONE", 1, 1, "the last run has ended (cleared by START)"))),
         Register("ERROR", 0x008, Access.RO, 32, "error code of the last run (ErrorCode)"),
-        Register("SEQ_LEN", 0x00C, Access.RW, 32, "sequence length N of the run, 1..MAX_SEQ_LEN"),
-        Register("HEADS", 0x010, Access.RW, 32, "number of heads of the run", value=1),
+        Register("SEQ_LEN", 0x00C, Access.RW, 32,
+                 "query rows N of the run, 1..MAX_SEQ_LEN"),
+        Register("HEADS", 0x010, Access.RW, 32, "number of query heads of the run", value=1),
         Register("SCALE_C", 0x014, Access.RW, 32,
                  "softmax constant c = scale_q*scale_k*log2(e)/sqrt(d), unsigned fixed point"
                  if plan.config.format.name == "int8" else
@@ -113,6 +117,9 @@ def register_map(plan):
         Register("MODE", 0x018, Access.RW, 32, "how the run computes attention",
                  fields=(("CAUSAL", 0, 1, "causal masking: query row i sees keys 0..i only; "
                           "a Q block reads K and V up to its last row"),)),
+        Register("KV_LEN", 0x01C, Access.RW, 32,
+                 "key/value rows N_kv of the run, 1..MAX_SEQ_LEN; 0: equal to SEQ_LEN. Causal "
+                 "rows are aligned at the end: query row i sees keys up to i + N_kv - N"),
     ]
     offset = 0x020
     for t in ("Q", "K", "V", "O"):
@@ -123,9 +130,12 @@ def register_map(plan):
                              f"bytes from {t}[h][i][0] to {t}[h][i+1][0]",
                              value=w.head_dim * plan.config.format.element_bytes))
         offset += 0x10
+    regs.append(Register("HEAD_GROUP", 0x060, Access.RW, 32,
+                         "query heads g per K/V head, 1..HEADS: query head h reads K and V of "
+                         "head h div g (K_BASE + (h div g) * K_HEAD_STRIDE)", value=1))
     params = [
         ("VERSION", VERSION, "register map version"),
-        ("MAX_SEQ_LEN", w.seq_len, "largest N the hardware was generated for"),
+        ("MAX_SEQ_LEN", w.max_keys, "largest N and N_kv the hardware was generated for"),
         ("HEAD_DIM", w.head_dim, "head dimension d"),
         ("BLOCK_ROWS", plan.a, "rows a of a Q block"),
         ("ROWS_PER_MAC", plan.rows_per_mac, "rows r per MAC"),

@@ -165,7 +165,7 @@ class UARTBridge(wiring.Component):
 def board_memory_bytes(plan):
     """Block RAM for Q, K, V and O of the Plan's largest run (all heads), a power of two."""
     w = plan.workload
-    need = 4 * w.heads * w.seq_len * w.head_dim * plan.config.format.element_bytes
+    need = 4 * w.heads * w.max_keys * w.head_dim * plan.config.format.element_bytes
     return 1 << max(need - 1, 1).bit_length()
 
 

@@ -1,9 +1,10 @@
 """The run controller: checks a run's configuration, starts the sequencers, counts.
 
-A run is started by the CSR START pulse. The controller first checks what the
-hardware cannot serve (N = 0 or above the generated maximum, no heads, a base
-address or stride that is not a multiple of the AXI beat) on the parameters it
-latched at start and, if so, ends the run three cycles later with an error code
+A run is started by the CSR START pulse. It latches the run's parameters, with
+KV_LEN = 0 resolved to SEQ_LEN (so drivers that never write KV_LEN run
+self-attention), and first checks what the hardware cannot serve (N or N_kv = 0 or
+above the generated maximum, causal with N_kv < N, no heads, HEAD_GROUP = 0, a base
+address or stride that is not a multiple of the AXI beat) and, if so, ends the run three cycles later with an error code
 and done set, having moved no byte. Otherwise it clears the DMA's byte counters
 and error status, starts the read and write sequencers, and ends the run when
 every output row has been acknowledged and the core is idle. An AXI error
@@ -15,7 +16,7 @@ Counters (64-bit, cleared at start): `cycles` while busy; `pe_busy` and
 that has not fully arrived and neither the array nor the lanes compute.
 """
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -77,8 +78,14 @@ class Controller(wiring.Component):
             m.d.comb += code.eq(ErrorCode.SEQ_LEN_ZERO)
         with m.Elif(run.seq_len > self._max_seq_len):
             m.d.comb += code.eq(ErrorCode.SEQ_LEN_TOO_LARGE)
+        with m.Elif(run.kv_len > self._max_seq_len):
+            m.d.comb += code.eq(ErrorCode.KV_LEN_TOO_LARGE)
+        with m.Elif(run.causal & (run.kv_len < run.seq_len)):
+            m.d.comb += code.eq(ErrorCode.CAUSAL_KV_SHORT)
         with m.Elif(run.heads == 0):
             m.d.comb += code.eq(ErrorCode.HEADS_ZERO)
+        with m.Elif(run.group == 0):
+            m.d.comb += code.eq(ErrorCode.HEAD_GROUP_ZERO)
         with m.Elif(misaligned):
             m.d.comb += code.eq(ErrorCode.MISALIGNED)
         return code
@@ -94,6 +101,8 @@ class Controller(wiring.Component):
             with m.State("IDLE"):
                 with m.If(self.start):
                     m.d.sync += [self.done.eq(0), self.busy.eq(1), self.seq_run.eq(self.run),
+                                 self.seq_run.kv_len.eq(Mux(self.run.kv_len == 0,
+                                                            self.run.seq_len, self.run.kv_len)),
                                  self.cycles.eq(0), self.pe_busy.eq(0), self.exp_busy.eq(0),
                                  self.mem_stall.eq(0)]
                     m.next = "CHECK"

@@ -216,7 +216,7 @@ class AttentionCore(wiring.Component):
         b, w = plan.budget, plan.workload
         return cls(mac_lines=b.mac_lines, macs_per_line=b.macs_per_line,
                    rows_per_mac=plan.rows_per_mac, block_rows=plan.a, head_dim=w.head_dim,
-                   exp_units=b.exp_units, max_seq_len=w.seq_len, fmt=plan.config.format,
+                   exp_units=b.exp_units, max_seq_len=w.max_keys, fmt=plan.config.format,
                    split=plan.split)
 
     # -- read-only parameters -------------------------------------------------------------

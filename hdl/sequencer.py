@@ -4,11 +4,15 @@
 row of Q, K or V, tagged with its kind, in exactly the order the core consumes
 them (docs/microarchitecture.md): per block the valid Q rows, then
 K_0, K_1, V_0, K_2, V_1, ..., K_(n-1), V_(n-2), V_(n-1), so the scores run one row
-ahead of the updates. n is the block's key count: N, or with causal masking (the
-run's `causal` bit) the keys up to the block's last row, row0 + rows; the short
-block then comes first (`attenio.analysis.q_blocks`), since the first block reads
-the fewest keys. Its size, N mod a, is found once per run by restoring division,
-one bit of N a cycle (`causal_setup` cycles before the first block). Because the DMA reads ahead as far as its buffer allows,
+ahead of the updates. n is the block's key count: N_kv (the run's `kv_len`, which
+the controller has resolved), or with causal masking (the run's `causal` bit) the
+keys up to the block's last row, row0 + rows + N_kv - N (rows aligned at the end,
+`attenio.analysis.causal_limit`); the short block then comes first
+(`attenio.analysis.q_blocks`), since the first block reads the fewest keys. Its
+size, N mod a, is found once per run by restoring division, one bit of N a cycle
+(`causal_setup` cycles before the first block). Query head h reads K/V head h div g
+(the run's `group`): a down-counter steps the K/V head pointers every g query heads.
+Because the DMA reads ahead as far as its buffer allows,
 issuing commands in consumption order is what overlaps communication with
 computation at all three levels: V_j is fetched while the scores of K_j run,
 K_(j+1) while V_j updates O, and the next block's Q while this block's O drains.
@@ -39,22 +43,26 @@ def run_layout(addr_width):
     tensor = data.StructLayout({"base": unsigned(addr_width), "head_stride": unsigned(addr_width),
                                 "row_stride": unsigned(addr_width)})
     return data.StructLayout({"seq_len": unsigned(32), "heads": unsigned(32), "causal": 1,
+                              "kv_len": unsigned(32), "group": unsigned(32),
                               "q": tensor, "k": tensor, "v": tensor, "o": tensor})
 
 
-def read_schedule(*, seq_len, heads, block_rows, q, k, v, causal=False):
+def read_schedule(*, seq_len, heads, block_rows, q, k, v, causal=False, kv_len=None, group=1):
     """The Python twin of `ReadSequencer`: ([(kind, addr)], [(rows_valid, n_keys)]).
 
-    `q`, `k`, `v` are (base, head_stride, row_stride) triples.
+    `q`, `k`, `v` are (base, head_stride, row_stride) triples; `kv_len` N_kv (None: N);
+    query head h reads K/V head h // `group`.
     """
+    n_kv = seq_len if kv_len is None else kv_len
     cmds, blocks = [], []
     for h in range(heads):
+        g = h // group
         for row0, rows in q_blocks(seq_len, block_rows, causal=causal):
-            n = causal_limit(row0 + rows - 1, seq_len, seq_len) if causal else seq_len
+            n = causal_limit(row0 + rows - 1, seq_len, n_kv) if causal else n_kv
             blocks.append((rows, n))
             cmds += [(Kind.Q, q[0] + h * q[1] + (row0 + i) * q[2]) for i in range(rows)]
-            krow = lambda j: (Kind.K, k[0] + h * k[1] + j * k[2])
-            vrow = lambda j: (Kind.V, v[0] + h * v[1] + j * v[2])
+            krow = lambda j: (Kind.K, k[0] + g * k[1] + j * k[2])
+            vrow = lambda j: (Kind.V, v[0] + g * v[1] + j * v[2])
             cmds.append(krow(0))
             for j in range(1, n):
                 cmds += [krow(j), vrow(j - 1)]
@@ -121,9 +129,13 @@ class ReadSequencer(wiring.Component):
         rows_valid = Signal(range(a + 1))  # the next block's rows, min(rows_left, a)
         q_left = Signal(range(a + 1))      # Q rows of this block not yet issued
         kv_left = Signal(32)        # K/V pairs of this block not yet issued, after K_0
+        group_left = Signal(32)     # query heads still to read this K/V head, this one included
         n = self._max_seq_len
         nb = self.causal_setup(n)
-        rows_done = Signal(range(n + 1))   # rows of this head already in blocks
+        # causal: the last key of the rows already in blocks, rows_done + N_kv - N, kept
+        # running so that a block's keys are one addition (the controller refused N_kv < N)
+        keys_end = Signal(range(n + 1))
+        kv_skip = Signal(range(n + 1))     # N_kv - N: the keys every query row sees
         block_keys = Signal(range(n + 1))  # this block's K/V rows
         head_first = Signal()              # the next block is its head's first
         short = Signal(range(a))           # N mod a: the causal first block's rows (0: a)
@@ -168,7 +180,8 @@ class ReadSequencer(wiring.Component):
                                  rows_left.eq(self.run.seq_len),
                                  q_head.eq(self.run.q.base), k_head.eq(self.run.k.base),
                                  v_head.eq(self.run.v.base), q_ptr.eq(self.run.q.base),
-                                 rows_done.eq(0), head_first.eq(1), short.eq(0),
+                                 group_left.eq(self.run.group),
+                                 head_first.eq(1), short.eq(0),
                                  div_n.eq(self.run.seq_len), div_i.eq(nb)]
                     with m.If(self.run.causal):
                         m.next = "MOD"
@@ -176,6 +189,8 @@ class ReadSequencer(wiring.Component):
                         m.next = "SIZE"
             with m.State("MOD"):            # short = N mod a, restoring division
                 m.d.comb += self.busy.eq(1)
+                m.d.sync += [kv_skip.eq(run.kv_len - run.seq_len),
+                             keys_end.eq(run.kv_len - run.seq_len)]
                 rem = Cat(div_n[-1], short)
                 m.d.sync += [short.eq(Mux(rem >= a, rem - a, rem)), div_n.eq(div_n << 1),
                              div_i.eq(div_i - 1)]
@@ -187,8 +202,8 @@ class ReadSequencer(wiring.Component):
                                               Mux(rows_left < a, rows_left, a)))
                 m.next = "BLOCK"
             with m.State("BLOCK"):
-                # the controller refused a seq_len above max_seq_len
-                keys = Mux(run.causal, rows_done + rows_valid, run.seq_len)
+                # the controller refused a seq_len or kv_len above max_seq_len
+                keys = Mux(run.causal, keys_end + rows_valid, run.kv_len)
                 m.d.comb += [self.busy.eq(1), self.block.valid.eq(1),
                              self.block.payload.rows_valid.eq(rows_valid),
                              self.block.payload.n_keys.eq(keys),
@@ -196,7 +211,7 @@ class ReadSequencer(wiring.Component):
                 with m.If(self.block.ready):
                     m.d.sync += [k_ptr.eq(k_head), v_ptr.eq(v_head), q_left.eq(rows_valid),
                                  rows_left.eq(rows_left - rows_valid), block_keys.eq(keys),
-                                 rows_done.eq(rows_done + rows_valid), head_first.eq(0)]
+                                 keys_end.eq(keys), head_first.eq(0)]
                     m.next = "Q"
             with m.State("Q"):
                 issue_row(Kind.Q, q_ptr, run.q)
@@ -227,11 +242,14 @@ class ReadSequencer(wiring.Component):
                         m.next = "IDLE"
                     with m.Else():
                         m.d.sync += [heads_left.eq(heads_left - 1), rows_left.eq(run.seq_len),
-                                     rows_done.eq(0), head_first.eq(1),
+                                     keys_end.eq(kv_skip), head_first.eq(1),
                                      q_head.eq(q_head + run.q.head_stride),
                                      q_ptr.eq(q_head + run.q.head_stride),
-                                     k_head.eq(k_head + run.k.head_stride),
-                                     v_head.eq(v_head + run.v.head_stride)]
+                                     group_left.eq(group_left - 1)]
+                        with m.If(group_left == 1):     # the next K/V head
+                            m.d.sync += [group_left.eq(run.group),
+                                         k_head.eq(k_head + run.k.head_stride),
+                                         v_head.eq(v_head + run.v.head_stride)]
                         m.next = "SIZE"
         return m
 

@@ -84,7 +84,7 @@ class TopTiming:
                            + BurstSplitter.latency + offset),
             block_fill=KVBuffer.start_latency,
             # a causal run sizes its first block (N mod a) before anything else
-            causal_setup=ReadSequencer.causal_setup(plan.workload.seq_len),
+            causal_setup=ReadSequencer.causal_setup(plan.workload.max_keys),
         )
 
 
@@ -137,7 +137,7 @@ class AttenIOTop(wiring.Component):
         row_beats = row_bytes // beat_bytes
 
         m.submodules.csr = csr = CSRBlock(self._regmap)
-        m.submodules.ctrl = ctrl = Controller(addr_width=ADDR_WIDTH, max_seq_len=plan.workload.seq_len,
+        m.submodules.ctrl = ctrl = Controller(addr_width=ADDR_WIDTH, max_seq_len=plan.workload.max_keys,
                                               beat_bytes=beat_bytes)
         # Every command is one row, so no burst is longer than a row, and the read FIFO
         # holds the Plan's K/V staging depth (rows enough to cover the link's latency),
@@ -149,7 +149,7 @@ class AttenIOTop(wiring.Component):
                                      read_fifo_depth=plan.kv_depth * row_beats)
         m.submodules.rseq = rseq = ReadSequencer(addr_width=ADDR_WIDTH, block_rows=plan.a,
                                                  row_bytes=row_bytes,
-                                                 max_seq_len=plan.workload.seq_len)
+                                                 max_seq_len=plan.workload.max_keys)
         m.submodules.wseq = wseq = WriteSequencer(addr_width=ADDR_WIDTH, row_bytes=row_bytes)
         # the core takes and gives chunks of `split` elements, one per cycle
         m.submodules.core = core = AttentionCore.from_plan(plan)
@@ -170,6 +170,8 @@ class AttenIOTop(wiring.Component):
             ctrl.run.seq_len.eq(csr.seq_len),
             ctrl.run.heads.eq(csr.heads),
             ctrl.run.causal.eq(csr.mode[0]),
+            ctrl.run.kv_len.eq(csr.kv_len),
+            ctrl.run.group.eq(csr.head_group),
             csr.status.eq(Cat(ctrl.busy, ctrl.done)),
             csr.error.eq(ctrl.error),
             csr.bytes_read.eq(dma.bytes_read), csr.bytes_written.eq(dma.bytes_written),

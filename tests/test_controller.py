@@ -15,6 +15,9 @@ def simulate(run, body):
     async def tb(ctx):
         ctx.set(dut.run.seq_len, run["seq_len"])
         ctx.set(dut.run.heads, run["heads"])
+        ctx.set(dut.run.kv_len, run.get("kv_len", 0))
+        ctx.set(dut.run.group, run.get("group", 1))
+        ctx.set(dut.run.causal, run.get("causal", 0))
         for t in ("q", "k", "v", "o"):
             for f in ("base", "head_stride", "row_stride"):
                 ctx.set(getattr(getattr(dut.run, t), f), run.get(f"{t}_{f}", run[f]))
@@ -36,6 +39,10 @@ def simulate(run, body):
     ({"k_base": 0x1004}, ErrorCode.MISALIGNED),
     ({"o_row_stride": 20}, ErrorCode.MISALIGNED),
     ({"v_head_stride": 1025}, ErrorCode.MISALIGNED),
+    ({"kv_len": 257}, ErrorCode.KV_LEN_TOO_LARGE),
+    ({"kv_len": 63, "causal": 1}, ErrorCode.CAUSAL_KV_SHORT),
+    ({"seq_len": 200, "causal": 1, "kv_len": 199}, ErrorCode.CAUSAL_KV_SHORT),
+    ({"group": 0}, ErrorCode.HEAD_GROUP_ZERO),
 ])
 def test_bad_runs_end_at_once_with_their_code_and_start_nothing(change, code):
     async def body(ctx, dut):
@@ -79,3 +86,16 @@ def test_axi_error_is_reported_at_the_end():
         await ctx.tick()
         assert ctx.get(dut.done) and ctx.get(dut.error) == ErrorCode.AXI_READ
     simulate(GOOD, body)
+
+
+@pytest.mark.parametrize("kv_len, causal, resolved", [
+    (0, 0, 64), (0, 1, 64), (1, 0, 1), (256, 0, 256), (65, 1, 65)])
+def test_kv_len_zero_is_seq_len_and_good_kv_lens_launch(kv_len, causal, resolved):
+    """KV_LEN = 0 (its reset) is SEQ_LEN, so drivers that never write it run as before; any
+    N_kv up to the maximum is served (causal: from N up)."""
+    async def body(ctx, dut):
+        await ctx.tick().repeat(2)                # CHECK, DECIDE
+        assert ctx.get(dut.seq_start) and ctx.get(dut.error) == 0
+        assert ctx.get(dut.seq_run.kv_len) == resolved
+        assert ctx.get(dut.seq_run.seq_len) == 64
+    simulate({**GOOD, "kv_len": kv_len, "causal": causal}, body)

@@ -18,10 +18,13 @@ def run_params(rng, seq_len, heads):
     return tensors
 
 
-def set_run(ctx, port, seq_len, heads, t, causal=False):
+def set_run(ctx, port, seq_len, heads, t, causal=False, kv_len=None, group=1):
     ctx.set(port.seq_len, seq_len)
     ctx.set(port.heads, heads)
     ctx.set(port.causal, int(causal))
+    # the controller resolves KV_LEN = 0 before the sequencers see it
+    ctx.set(port.kv_len, seq_len if kv_len is None else kv_len)
+    ctx.set(port.group, group)
     for name in "qkvo":
         sub = getattr(port, name)
         ctx.set(sub.base, t[name][0])
@@ -29,15 +32,26 @@ def set_run(ctx, port, seq_len, heads, t, causal=False):
         ctx.set(sub.row_stride, t[name][2])
 
 
-@pytest.mark.parametrize("seq_len, heads, block_rows, causal", [
-    (1, 1, 4, False), (7, 2, 4, False), (8, 1, 4, False), (5, 3, 8, False),
+@pytest.mark.parametrize("seq_len, heads, block_rows, causal, kv_len, group", [
+    (1, 1, 4, False, None, 1), (7, 2, 4, False, None, 1), (8, 1, 4, False, None, 1),
+    (5, 3, 8, False, None, 1),
     # causal: the short block first, each block's keys up to its last row
-    (1, 1, 4, True), (7, 2, 4, True), (8, 1, 4, True), (5, 3, 8, True), (13, 2, 3, True),
-    (64, 1, 5, True)])
-def test_read_sequencer_matches_its_twin(rng, seq_len, heads, block_rows, causal):
+    (1, 1, 4, True, None, 1), (7, 2, 4, True, None, 1), (8, 1, 4, True, None, 1),
+    (5, 3, 8, True, None, 1), (13, 2, 3, True, None, 1), (64, 1, 5, True, None, 1),
+    # N_kv apart from N: decode (one query row), cross-attention both ways, causal rows
+    # aligned at the end; g query heads per K/V head, MQA, and a group that does not
+    # divide the heads (the last K/V head serves fewer)
+    (1, 2, 4, False, 37, 1), (9, 1, 4, False, 3, 1), (1, 1, 4, True, 64, 1),
+    (7, 4, 4, True, 19, 2), (13, 3, 5, True, 13, 3), (6, 4, 4, False, 11, 4),
+    (5, 3, 8, False, 9, 2)])
+def test_read_sequencer_matches_its_twin(rng, seq_len, heads, block_rows, causal, kv_len,
+                                         group):
     t = run_params(rng, seq_len, heads)
     expect_cmds, expect_blocks = read_schedule(seq_len=seq_len, heads=heads, block_rows=block_rows,
-                                               q=t["q"], k=t["k"], v=t["v"], causal=causal)
+                                               q=t["q"], k=t["k"], v=t["v"], causal=causal,
+                                               kv_len=kv_len, group=group)
+    if kv_len is not None:
+        assert expect_blocks[-1][1] == kv_len     # the last block sees every key
     if causal and seq_len % block_rows:
         assert expect_blocks[0][0] == seq_len % block_rows      # the twin: the short block first
     dut = ReadSequencer(addr_width=32, block_rows=block_rows, row_bytes=ROW_BYTES, max_seq_len=64)
@@ -45,7 +59,7 @@ def test_read_sequencer_matches_its_twin(rng, seq_len, heads, block_rows, causal
     ready = rng.integers(0, 2, size=(100000, 3))
 
     async def tb(ctx):
-        set_run(ctx, dut.run, seq_len, heads, t, causal)
+        set_run(ctx, dut.run, seq_len, heads, t, causal, kv_len, group)
         ctx.set(dut.start, 1)
         await ctx.tick()
         ctx.set(dut.start, 0)
@@ -113,3 +127,13 @@ def test_write_sequencer_matches_its_twin_and_finishes(rng, seq_len, heads):
     sim.add_clock(1e-8)
     sim.add_testbench(tb)
     sim.run()
+
+
+def test_read_schedule_serves_each_kv_head_to_its_group():
+    """Query head h reads K/V head h // g: with N_kv = 2 and a block of N = 1 row, the K rows of
+    four query heads at g = 2 come from K/V heads 0, 0, 1, 1."""
+    cmds, blocks = read_schedule(seq_len=1, heads=4, block_rows=4, q=(0, 1000, 10),
+                                 k=(5000, 100, 10), v=(9000, 100, 10), kv_len=2, group=2)
+    assert blocks == [(1, 2)] * 4
+    k_rows = [a for kind, a in cmds if kind == Kind.K]
+    assert k_rows == [5000, 5010, 5000, 5010, 5100, 5110, 5100, 5110]
