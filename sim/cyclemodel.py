@@ -68,6 +68,10 @@ its last row, the short block first (`attenio.analysis.q_blocks`): a block strea
 the K/V rows up to its last row, so both cycles and K/V traffic shrink. Rows inside
 the diagonal block are masked in the lanes (P = 0) at no cost. The run starts
 `causal_setup` cycles later (the sequencer sizes the short block).
+
+Query rows apart from key rows (`kv_len`, the RTL's KV_LEN): every block streams N_kv
+K/V rows, causal ones up to `causal_limit(last row, N, N_kv)` (rows aligned at the
+end). Query heads that share a K/V head (HEAD_GROUP) only read other addresses.
 """
 
 from collections import deque
@@ -75,6 +79,7 @@ from dataclasses import dataclass, field, replace
 from math import ceil
 
 from attenio.analysis import causal_limit, q_blocks
+from attenio.plan import run_kv_len
 
 from .memmodel import Link, Memory
 from .rtl_params import RtlParams
@@ -414,29 +419,35 @@ def _repeat(mc, count, step, fast, rows_per_step, frozen=False):
                 hist.pop(0)
 
 
-def _blocks(plan, n, heads, causal):
-    """[(valid rows, K/V rows)] of every Q block of every head, in run order."""
-    one = [(rows, causal_limit(r0 + rows - 1, n, n) if causal else n)
+def _blocks(plan, n, heads, causal, n_kv=None):
+    """[(valid rows, K/V rows)] of every Q block of every head, in run order: N_kv keys
+    (default N) a block, causal ones up to the block's last row."""
+    n_kv = n if n_kv is None else n_kv
+    one = [(rows, causal_limit(r0 + rows - 1, n, n_kv) if causal else n_kv)
            for r0, rows in q_blocks(n, plan.a, causal=causal)]
     return one * heads
 
 
-def _useful(plan, n, causal):
+def _useful(plan, n, causal, n_kv=None):
     """Useful MACs and exp2 evaluations of one head."""
     d = plan.workload.head_dim
-    keys = n * (n + 1) // 2 if causal else n * n       # (Q row, K/V row) pairs kept
+    n_kv = n if n_kv is None else n_kv
+    # (Q row, K/V row) pairs kept: causal row i sees causal_limit(i, n, n_kv) keys
+    keys = n * (n + 1) // 2 + n * (n_kv - n) if causal else n * n_kv
     if not causal:
         return 2 * d * keys, 2 * keys
     # the lanes still evaluate every row of the diagonal block (masked to P = 0)
-    evals = sum(v * k for v, k in _blocks(plan, n, 1, True))
+    evals = sum(v * k for v, k in _blocks(plan, n, 1, True, n_kv))
     return 2 * d * keys, 2 * evals
 
 
 def simulate(plan, *, seq_len=None, heads=None, causal=None, params=None, fast=True,
-             memory=None):
-    """Run the schedule of `plan` for `seq_len` keys (<= the Plan's N) and `heads` heads,
+             memory=None, kv_len=None):
+    """Run the schedule of `plan` for `seq_len` query rows and `kv_len` key rows (each <= the
+    Plan's max_keys; kv_len's default: `attenio.plan.run_kv_len`) and `heads` query heads,
     with or without causal masking (default: the workload's), on `memory` (an
-    `attenio.sim.memmodel.Memory`; default: the budget's link)."""
+    `attenio.sim.memmodel.Memory`; default: the budget's link). Which K/V head a query head
+    reads does not change the time, so the grouping does not enter."""
     params = params or RtlParams.of(plan)
     causal = plan.workload.causal if causal is None else causal
     if causal:
@@ -445,16 +456,19 @@ def simulate(plan, *, seq_len=None, heads=None, causal=None, params=None, fast=T
     w, b = plan.workload, plan.budget
     n = w.seq_len if seq_len is None else seq_len
     h = w.heads if heads is None else heads
-    for name, v in (("seq_len", n), ("heads", h)):
+    n_kv = run_kv_len(w, n, kv_len)
+    for name, v in (("seq_len", n), ("heads", h), ("kv_len", n_kv)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"simulate: {name} must be a positive integer, not {v!r}")
-    if n > w.seq_len:
-        raise ValueError(f"simulate: seq_len {n} exceeds the Plan's N = {w.seq_len}")
+        if name != "heads" and v > w.max_keys:
+            raise ValueError(f"simulate: {name} {v} exceeds the Plan's N = {w.max_keys}")
+    if causal and n_kv < n:
+        raise ValueError(f"simulate: causal attention needs kv_len >= seq_len, not {n_kv} < {n}")
     m = Mapping.of(plan, params)
     eb = plan.config.format.element_bytes
     mem = memory or Memory.of(b, burst_overhead=params.burst_overhead,
                               axi_rate_cap=params.axi_rate_cap)
-    blocks = _blocks(plan, n, 1, causal)          # of one head; every head is the same
+    blocks = _blocks(plan, n, 1, causal, n_kv)    # of one head; every head is the same
     per_head = sum(v + 2 * k for v, k in blocks)
     mc = _Machine(m, mem, params, m.d * eb, m.depth, per_head * h, m.d * eb)
 
@@ -479,17 +493,18 @@ def simulate(plan, *, seq_len=None, heads=None, causal=None, params=None, fast=T
 
     _repeat(mc, h, run_head, fast, per_head)
     res = Result(cycles=mc.finish(), macs=b.macs, exp_units=b.exp_units, mapping=m, **mc.c)
-    useful, exps = _useful(plan, n, causal)
+    useful, exps = _useful(plan, n, causal, n_kv)
     res.useful_macs, res.exps = useful * h, exps * h
     return res
 
 
-def model_counters(plan, *, seq_len=None, heads=None, causal=None, params=None, memory=None):
-    """The CSR counters the RTL should report for a run of `plan` at runtime N and heads,
-    with or without causal masking (default: the workload's).
+def model_counters(plan, *, seq_len=None, heads=None, causal=None, params=None, memory=None,
+                   kv_len=None):
+    """The CSR counters the RTL should report for a run of `plan` at runtime N, N_kv and
+    heads, with or without causal masking (default: the workload's).
 
     Keys: cycles, pe_busy, exp_busy, mem_stall, bytes_read, bytes_written; equal to the
     generated design's counters on a memory the model describes exactly (`memory`).
     """
     return simulate(plan, seq_len=seq_len, heads=heads, causal=causal, params=params,
-                    memory=memory).counters()
+                    memory=memory, kv_len=kv_len).counters()

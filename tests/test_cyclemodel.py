@@ -294,3 +294,40 @@ def test_rtl_params_are_the_hardware_latencies():
     assert drains == [11, 17, 23, 29]
     assert RtlParams.of(small, write_tail=0).write_tail == 0            # overrides
     assert RtlParams.of(make_plan(preset("paper"))).line_skew == 31     # fp16: int8 stands in
+
+
+@pytest.mark.parametrize("n, n_kv, causal", [(1, 1000, False), (1, 1000, True),
+                                             (300, 1000, True), (1000, 77, False),
+                                             (259, 777, False)])
+def test_kv_len_apart_from_seq_len(n, n_kv, causal):
+    """N query rows against N_kv key rows: each block streams N_kv K/V rows (causal: up to
+    causal_limit of its last row, rows aligned at the end), the walks agree, the bytes are
+    the Plan's and the PE array is busy 2 r d a K/V row of each block."""
+    plan = make_plan(config(seq_len=1000))
+    d, a = 16, plan.a
+    fast = simulate(plan, seq_len=n, kv_len=n_kv, heads=2, causal=causal)
+    slow = simulate(plan, seq_len=n, kv_len=n_kv, heads=2, causal=causal, fast=False)
+    assert fast.counters() == slow.counters()
+    kv_rows = sum(analysis.causal_limit(r0 + rows - 1, n, n_kv) if causal else n_kv
+                  for r0, rows in analysis.q_blocks(n, a, causal=causal))
+    assert fast.bytes_read == 2 * (n * d + 2 * kv_rows * d)
+    t = plan.traffic_at(seq_len=n, heads=2, causal=causal, kv_len=n_kv)
+    assert (fast.bytes_read, fast.bytes_written) == (t.read_bytes, t.write_bytes)
+    assert fast.pe_busy == 2 * 2 * plan.rows_per_mac * d * kv_rows
+    pairs = n * (n + 1) // 2 + n * (n_kv - n) if causal else n * n_kv
+    assert fast.useful_macs == 2 * 2 * d * pairs
+
+
+def test_kv_len_defaults_and_limits():
+    """kv_len follows the workload (None: the run's N), the hardware's max_keys bounds both."""
+    c = config(seq_len=64)
+    c = dataclasses.replace(c, workload=dataclasses.replace(c.workload, kv_len=200))
+    plan = make_plan(c)
+    assert plan.workload.max_keys == 200
+    assert model_counters(plan, seq_len=1) == model_counters(plan, seq_len=1, kv_len=200)
+    plain = make_plan(config(seq_len=64))
+    assert model_counters(plain, seq_len=10) == model_counters(plain, seq_len=10, kv_len=10)
+    with pytest.raises(ValueError, match="kv_len 201 exceeds"):
+        model_counters(plan, seq_len=1, kv_len=201)
+    with pytest.raises(ValueError, match="kv_len >= seq_len"):
+        model_counters(plan, seq_len=64, kv_len=63, causal=True)
