@@ -29,6 +29,11 @@ def test_configuration_objects_are_frozen():
     ({"seq_len": 8, "head_dim": 2.5}, "head_dim must be a positive integer, not 2.5"),
     ({"seq_len": 8, "head_dim": 4, "heads": True}, "heads must be a positive integer, not True"),
     ({"seq_len": 8, "head_dim": 4, "causal": 1}, "causal must be true or false, not 1"),
+    ({"seq_len": 8, "head_dim": 4, "kv_len": 0}, "kv_len must be a positive integer, not 0"),
+    ({"seq_len": 8, "head_dim": 4, "heads": 4, "kv_heads": 3},
+     "heads = 4 must be a multiple of kv_heads = 3"),
+    ({"seq_len": 8, "head_dim": 4, "kv_len": 7, "causal": True},
+     "causal attention needs kv_len >= seq_len, not 7 < 8"),
 ])
 def test_workload_rejects_bad_values(kwargs, message):
     with pytest.raises(ConfigError, match=message):
@@ -162,3 +167,12 @@ def test_toml_errors_are_clear(tmp_path, text, message):
 def test_missing_toml_file(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         resolve(config_file=tmp_path / "nope.toml")
+
+
+def test_workload_kv_len_kv_heads_and_max_keys():
+    """None means "as the queries"; the hardware holds the larger of N and N_kv."""
+    w = Workload(seq_len=8, head_dim=4, heads=6)
+    assert (w.n_kv, w.n_kv_heads, w.group, w.max_keys) == (8, 6, 1, 8)
+    w = Workload(seq_len=1, head_dim=4, heads=6, kv_heads=2, kv_len=300)
+    assert (w.n_kv, w.n_kv_heads, w.group, w.max_keys) == (300, 2, 3, 300)
+    assert Workload(seq_len=50, head_dim=4, kv_len=20).max_keys == 50

@@ -386,3 +386,38 @@ def test_on_the_paper_preset_the_choice_fills_the_array(d):
 def test_cache_too_small_for_one_row_is_a_clear_error():
     with pytest.raises(ConfigError, match=r"cannot hold one query row .* \(needs \d+ bytes\)"):
         make_plan(config(64, 64, 256))
+
+
+@pytest.mark.parametrize("n, n_kv, causal", [(1, 200, False), (1, 200, True), (45, 70, True),
+                                             (100, 30, False), (33, 33, True)])
+def test_plan_traffic_with_kv_len(n, n_kv, causal):
+    """Per head: Q and O once (N d each), K and V N_kv rows per block (causal: the block's
+    last row's limit, rows aligned at the end); the K/V heads do not change it (one head a
+    block), and max_keys sizes the hardware's widths and MAX_SEQ_LEN."""
+    from attenio.analysis import causal_limit, q_blocks
+    from attenio.regmap import register_map
+    base = preset("small")
+    w = dataclasses.replace(base.workload, seq_len=n, kv_len=n_kv, heads=4, kv_heads=2,
+                            causal=causal)
+    plan = make_plan(dataclasses.replace(base, workload=w))
+    d, a = w.head_dim, plan.a
+    keys = sum(causal_limit(r0 + rows - 1, n, n_kv) if causal else n_kv
+               for r0, rows in q_blocks(n, a, causal=causal))
+    assert plan.traffic.read_bytes == 4 * (n * d + 2 * d * keys)
+    assert plan.traffic.write_bytes == 4 * n * d
+    mha = make_plan(dataclasses.replace(base, workload=dataclasses.replace(w, kv_heads=None)))
+    assert mha.traffic == plan.traffic
+    assert plan.traffic_at(seq_len=n, heads=4) == plan.traffic
+    assert register_map(plan)["MAX_SEQ_LEN"].value == max(n, n_kv) == w.max_keys
+    assert plan.to_dict()["max_keys"] == max(n, n_kv)
+
+
+def test_traffic_at_takes_kv_len_and_refuses_it_above_max_keys():
+    plan = make_plan(dataclasses.replace(preset("small"), workload=dataclasses.replace(
+        preset("small").workload, seq_len=96)))
+    d = 16
+    t = plan.traffic_at(seq_len=1, heads=2, kv_len=70)
+    assert t.read_bytes == 2 * (d + 2 * 70 * d) and t.write_bytes == 2 * d
+    assert plan.traffic_at(seq_len=45, heads=1) == plan.traffic_at(seq_len=45, heads=1, kv_len=45)
+    with pytest.raises(ConfigError, match="kv_len"):
+        plan.traffic_at(seq_len=1, heads=1, kv_len=97)
