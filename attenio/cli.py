@@ -99,6 +99,12 @@ def _shared_options(p):
     g.add_argument("--causal", action="store_true", default=None,
                    help="causal masking: query row i sees keys 0..i (the MODE register's "
                         "CAUSAL bit; the Plan counts the traffic a causal run moves)")
+    g.add_argument("--kv-len", type=_positive_int, metavar="N_KV",
+                   help="key/value rows (default: N); causal rows are aligned at the end "
+                        "(the KV_LEN register; the hardware holds max(N, N_KV) keys)")
+    g.add_argument("--kv-heads", type=_positive_int, metavar="H_KV",
+                   help="K/V heads (default: --heads), a divisor of --heads: heads / H_KV "
+                        "query heads share each (the HEAD_GROUP register)")
     g.add_argument("--macs", type=_macs, metavar="PxQ", help="MAC lines x MACs per line")
     g.add_argument("--exp-units", type=_positive_int, metavar="E", help="EXP modules")
     g.add_argument("--cache-kib", type=_cache_kib, metavar="KIB", help="on-chip cache in KiB")
@@ -125,7 +131,7 @@ def config_from_args(args):
         preset_name=args.preset, config_file=args.config, format_name=args.format, name=args.name,
         split=args.split, rows_per_mac=args.rows_per_mac,
         workload={"seq_len": args.seq_len, "head_dim": args.head_dim, "heads": args.heads,
-                  "causal": args.causal},
+                  "causal": args.causal, "kv_len": args.kv_len, "kv_heads": args.kv_heads},
         budget={"mac_lines": macs[0], "macs_per_line": macs[1], "exp_units": args.exp_units,
                 "cache_bytes": args.cache_kib, "kv_buffer_bytes": args.kv_buffer_bytes,
                 "bw_bytes_per_cycle": args.bw, "latency_cycles": args.latency,
