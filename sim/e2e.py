@@ -10,8 +10,10 @@ parameters on the C++ harness of `attenio.sim.fast` (the in-design memory model,
 no Python in the loop), and compares what comes back, alike for both:
 O bit for bit with the golden model, the byte counters with the Plan exactly,
 and the cycle counters with the cycle model where it is available. A causal
-workload (`Workload.causal`) sets the MODE register's CAUSAL bit, and every one of
-those checks follows it.
+workload (`Workload.causal`) sets the MODE register's CAUSAL bit, N_kv key rows
+(`Workload.kv_len`, `E2EOptions.kv_len`) the KV_LEN register, and g query heads a
+K/V head (`Workload.kv_heads`, `E2EOptions.head_group`) the HEAD_GROUP register;
+every one of those checks follows them.
 
 Everything is written beside the Verilog: `sim_report.json` and `sim_outputs.npz`
 (O in real units, the RTL's output and the golden output as stored, the float64
@@ -29,7 +31,7 @@ import numpy as np
 
 from attenio.analysis import causal_limit, q_blocks
 from attenio.errors import ConfigError
-from attenio.plan import make_plan
+from attenio.plan import make_plan, run_kv_len
 from attenio.regmap import ErrorCode, register_map
 
 from . import fast
@@ -50,27 +52,35 @@ ENGINES = ("cocotb", "fast")
 
 @dataclass(frozen=True)
 class Layout:
-    """Where Q, K, V and O live: bases, head strides, row strides in bytes."""
+    """Where Q, K, V and O live: bases, head strides, row strides in bytes, and each
+    tensor's (heads, rows) in `shapes`."""
 
     tensors: dict
+    shapes: dict
 
     @classmethod
     def packed(cls, *, seq_len, head_dim, heads, beat, rng=None, gap_rows=0, pad_bytes=0,
-               element_bytes=1):
+               element_bytes=1, kv_len=None, kv_heads=None):
         """[head][row][d] row-major, each tensor 4 KB aligned (plus a random beat offset
-        when `rng` is given); `pad_bytes` between rows, `gap_rows` rows between heads."""
+        when `rng` is given); `pad_bytes` between rows, `gap_rows` rows between heads. Q and
+        O have `heads` heads of `seq_len` rows, K and V `kv_heads` of `kv_len` (None: the
+        same as Q's)."""
         row_stride = head_dim * element_bytes + pad_bytes
-        head_stride = (seq_len + gap_rows) * row_stride
-        size = heads * head_stride
+        kv = (heads if kv_heads is None else kv_heads, seq_len if kv_len is None else kv_len)
+        shapes = {"Q": (heads, seq_len), "K": kv, "V": kv, "O": (heads, seq_len)}
         tensors, addr = {}, 0x1000
         for t in "QKVO":
             offset = int(rng.integers(0, 8)) * beat if rng is not None else 0
+            h, rows = shapes[t]
+            head_stride = (rows + gap_rows) * row_stride
             tensors[t] = (addr + offset, head_stride, row_stride)
-            addr = (addr + offset + size + 0xFFF) // 0x1000 * 0x1000 + 0x1000
-        return cls(tensors)
+            addr = (addr + offset + h * head_stride + 0xFFF) // 0x1000 * 0x1000 + 0x1000
+        return cls(tensors, shapes)
 
-    def size(self, heads, seq_len):
-        return max(b + (heads - 1) * hs + seq_len * rs for b, hs, rs in self.tensors.values())
+    def size(self):
+        """The end of the last tensor's last row: the bytes the memory must hold."""
+        return max(b + (self.shapes[t][0] - 1) * hs + self.shapes[t][1] * rs
+                   for t, (b, hs, rs) in self.tensors.items())
 
     def scatter(self, name, x, dtype=np.dtype("i1")):
         """(addr, bytes) segments placing array x [heads, N, d] of elements `dtype` at
@@ -91,7 +101,9 @@ class E2EOptions:
     simulator: str = "verilator"
     seed: int = 1
     seq_len: int = None          # runtime N (default: the workload's)
-    heads: int = None            # runtime heads (default: the workload's)
+    heads: int = None            # runtime query heads (default: the workload's)
+    kv_len: int = None           # runtime N_kv (default: the workload's kv_len, else seq_len)
+    head_group: int = None       # query heads per K/V head (default: the workload's group)
     inputs: str = None           # npz with q, k, v (float or int8 with scale_q/k/v)
     input_kind: str = "gaussian"  # golden.make_inputs kind when no npz is given
     runs: int = 1                # back-to-back runs without reset (same inputs)
@@ -109,11 +121,12 @@ class E2EOptions:
     progress: object = None      # a callable(cycles, bytes_written, wall_s), or None
 
 
-def compute_bound_cycles(plan, *, seq_len, heads, causal=False):
+def compute_bound_cycles(plan, *, seq_len, heads, causal=False, kv_len=None):
     """Cycles the PE array needs at least: every Q block passes each of its K/V rows twice
-    (scores, then the update), 2 r d / s array cycles a row; with causal masking a block's
-    K/V rows end at its last row."""
-    keys = sum(causal_limit(r0 + rows - 1, seq_len, seq_len) if causal else seq_len
+    (scores, then the update), 2 r d / s array cycles a row; a block reads N_kv rows
+    (`kv_len`, default seq_len), with causal masking up to its last row's limit."""
+    n_kv = seq_len if kv_len is None else kv_len
+    keys = sum(causal_limit(r0 + rows - 1, seq_len, n_kv) if causal else n_kv
                for r0, rows in q_blocks(seq_len, plan.a, causal=causal))
     return heads * keys * 2 * plan.rows_per_mac * plan.workload.head_dim // plan.split
 
@@ -177,11 +190,12 @@ def simulated_memory(plan, memory):
 
 
 def model_depth(plan):
-    """Words of the in-design memory model: the packed layout at the Plan's N and heads."""
+    """Words of the in-design memory model: the packed layout of the Plan's heads, every
+    tensor at the hardware's max_keys rows (a run may read up to that many K/V rows)."""
     w = plan.workload
     beat = plan.budget.axi_data_bits // 8
-    size = Layout.packed(seq_len=w.seq_len, head_dim=w.head_dim, heads=w.heads,
-                         beat=beat).size(w.heads, w.seq_len)
+    size = Layout.packed(seq_len=w.max_keys, head_dim=w.head_dim, heads=w.heads,
+                         beat=beat).size()
     return (size + 0x1000) // beat
 
 
@@ -206,10 +220,14 @@ def _verilog(config, build_dir, memory, log):
     from attenio.report import plan_json
 
     plan = make_plan(config)
-    # the hardware's Plan: causal masking is a run-time register, so a causal workload
-    # on the same mapping reuses the same Verilog
+    # the hardware's Plan: the causal mask, N_kv and the head group are run-time
+    # registers, so a workload that differs only in them reuses the same Verilog, unless
+    # its N_kv raises the keys the hardware must hold
+    w = config.workload
     hardware = make_plan(dataclasses.replace(
-        config, workload=dataclasses.replace(config.workload, causal=False),
+        config, workload=dataclasses.replace(
+            w, causal=False, kv_heads=None, kv_len=w.kv_len if w.kv_len and w.kv_len > w.seq_len
+            else None),
         split=plan.split, rows_per_mac=plan.rows_per_mac))
     stamp = json.dumps({"plan": plan_json(hardware), "rtl": _rtl_digest()}, sort_keys=True)
     name = SIM_TOP_NAME if memory == "model" else TOP_NAME
@@ -244,14 +262,20 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
     w = config.workload
     d = w.head_dim
     rng = np.random.default_rng(opts.seed)
+    seq_len = opts.seq_len or w.seq_len
     data = RunData.make(config.format, head_dim=d,
                         inputs=load_inputs(opts.inputs, head_dim=d) if opts.inputs else None,
-                        kind=opts.input_kind, seq_len=opts.seq_len or w.seq_len,
-                        heads=opts.heads or w.heads, seed=opts.seed)
-    heads, n = data.heads, data.seq_len
-    if n > w.seq_len:
-        raise ConfigError(f"the inputs have N = {n} rows, above the {w.seq_len} this hardware is "
-                          f"generated for (raise --seq-len)")
+                        kind=opts.input_kind, seq_len=seq_len,
+                        kv_len=run_kv_len(w, seq_len, opts.kv_len),
+                        heads=opts.heads or w.heads, seed=opts.seed,
+                        group=opts.head_group or w.group)
+    heads, n, n_kv = data.heads, data.seq_len, data.kv_len
+    for what, rows in (("N", n), ("N_kv", n_kv)):
+        if rows > w.max_keys:
+            raise ConfigError(f"the inputs have {what} = {rows} rows, above the {w.max_keys} "
+                              f"this hardware is generated for (raise --seq-len or --kv-len)")
+    if w.causal and n_kv < n:
+        raise ConfigError(f"causal attention needs N_kv >= N, not {n_kv} < {n}")
     plan, verilog, toplevel = _verilog(config, out_dir, opts.memory, log)
     beat = plan.budget.axi_data_bits // 8
     if opts.memory == "model" and (opts.latency[1] or opts.backpressure):
@@ -262,10 +286,12 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
                            rng=rng if opts.random_layout and opts.memory == "axiram" else None,
                            gap_rows=int(rng.integers(0, 3)) if opts.random_layout else 0,
                            pad_bytes=beat * int(rng.integers(0, 2)) if opts.random_layout else 0,
-                           element_bytes=data.dtype.itemsize)
-    if opts.memory == "model" and layout.size(heads, n) > model_depth(plan) * beat:
+                           element_bytes=data.dtype.itemsize, kv_len=n_kv,
+                           kv_heads=data.kv_heads)
+    if opts.memory == "model" and layout.size() > model_depth(plan) * beat:
         raise ConfigError("the inputs do not fit the memory model (turn off random layout)")
-    log(f"golden model: {heads} head(s), N = {n}, d = {d}, a = {plan.a} ...")
+    log(f"golden model: {heads} head(s) ({data.kv_heads} K/V), N = {n}, N_kv = {n_kv}, "
+        f"d = {d}, a = {plan.a} ...")
     t0 = time.perf_counter()
     causal = w.causal
     expect = data.golden(plan, causal=causal)
@@ -274,7 +300,9 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
 
     period = RtlParams.of(plan).score_period or plan.rows_per_mac    # a K row's chunk
     rmap = register_map(plan)
-    regs = {"SEQ_LEN": n, "HEADS": heads, "SCALE_C": int(data.c), "MODE": int(causal)}
+    # KV_LEN = 0 (its reset) when N_kv = N: what a driver that predates KV_LEN writes
+    regs = {"SEQ_LEN": n, "HEADS": heads, "SCALE_C": int(data.c), "MODE": int(causal),
+            "KV_LEN": 0 if n_kv == n else n_kv, "HEAD_GROUP": data.group}
     for t, (base, hs, rs) in layout.tensors.items():
         regs.update({f"{t}_BASE": base, f"{t}_HEAD_STRIDE": hs, f"{t}_ROW_STRIDE": rs})
     segments = [seg for t in "QKV"
@@ -286,17 +314,18 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
     results = out_dir / "sim_results.json"
     params = {
         "image": str(image), "results": str(results), "memory": opts.memory, "beat": beat,
-        "mem_size": (layout.size(heads, n) + 0xFFFF) // 0x10000 * 0x10000,
+        "mem_size": (layout.size() + 0xFFFF) // 0x10000 * 0x10000,
         "regs": {name: [rmap[name].offset, value] for name, value in regs.items()},
         "regmap": {r.name: r.offset for r in rmap},
-        "o_region": [layout.tensors["O"][0], layout.size(heads, n) - layout.tensors["O"][0]],
+        "o_region": [layout.tensors["O"][0], layout.size() - layout.tensors["O"][0]],
         "runs": [{name: [rmap[name].offset, value] for name, value in bad.items()}
                  for bad in opts.bad_runs] + [{}] * opts.runs,
         "counters": list(counter_names(rmap)), "progress_file": str(out_dir / "sim_progress.txt"),
         "seed": opts.seed, "latency": list(opts.latency),
         "backpressure": opts.backpressure, "progress_cycles": opts.progress_cycles,
-        "expect_bytes_written": int(plan.traffic_at(seq_len=n, heads=heads).write_bytes),
-        "max_cycles": int(50 * (heads * -(-n // plan.a) * (n * (plan.rows_per_mac + period) * d
+        "expect_bytes_written": int(plan.traffic_at(seq_len=n, heads=heads,
+                                                    kv_len=n_kv).write_bytes),
+        "max_cycles": int(50 * (heads * -(-n // plan.a) * (n_kv * (plan.rows_per_mac + period) * d
                                                           + 4 * plan.a * d) // plan.split
                                 + 10000)),
     }
@@ -322,7 +351,8 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
         for r in got["runs"]:
             r["o_bytes"] = bytes.fromhex(r.pop("o"))
     wall = time.perf_counter() - t0
-    return _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s, n, heads, log)
+    return _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s, n, heads,
+                   log)
 
 
 def _read_o(layout, blob, o_base, heads, n, d, dtype):
@@ -337,7 +367,8 @@ def _read_o(layout, blob, o_base, heads, n, d, dtype):
 
 def _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s, n, heads, log):
     d, causal = plan.workload.head_dim, plan.workload.causal
-    traffic = plan.traffic_at(seq_len=n, heads=heads)
+    n_kv = data.kv_len
+    traffic = plan.traffic_at(seq_len=n, heads=heads, kv_len=n_kv)
     runs, last_o = [], None
     for i, r in enumerate(got["runs"]):
         entry = {k: r[k] for k in ("status", "error", "counters", "sim_cycles")}
@@ -359,6 +390,7 @@ def _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s,
         "config": plan.config.name, "simulator": opts.simulator, "memory": opts.memory,
         "engine": opts.engine, "seed": opts.seed,
         "seq_len": n, "heads": heads, "head_dim": d, "causal": causal, "a": plan.a,
+        "kv_len": n_kv, "kv_heads": data.kv_heads, "head_group": data.group,
         "split": plan.split,
         "rows_per_mac": plan.rows_per_mac,
         "plan_bytes_read": traffic.read_bytes, "plan_bytes_written": traffic.write_bytes,
@@ -377,12 +409,12 @@ def _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s,
         report["pe_busy_fraction"] = c0["PE_BUSY"] / cyc
         report["exp_busy_fraction"] = c0["EXP_BUSY"] / cyc
         report["mem_stall_fraction"] = c0["MEM_STALL"] / cyc
-        compute = compute_bound_cycles(plan, seq_len=n, heads=heads, causal=causal)
+        compute = compute_bound_cycles(plan, seq_len=n, heads=heads, causal=causal, kv_len=n_kv)
         memory = traffic.bytes / plan.budget.bw_bytes_per_cycle
         report["compute_bound_cycles"] = compute
         report["memory_bound_cycles"] = round(memory)
         report["cycles_over_bound"] = cyc / max(compute, memory)
-        model = model_counters(plan, seq_len=n, heads=heads,
+        model = model_counters(plan, seq_len=n, heads=heads, kv_len=n_kv,
                                memory=simulated_memory(plan, opts.memory))
         report["model"] = model
         report["cycles_vs_model"] = cyc / model["cycles"]

@@ -32,9 +32,9 @@ DEFAULT_INT8_SCALE = 1.0 / 16
 
 
 def load_inputs(path, *, head_dim):
-    """The arrays q, k, v ([heads, N, d]; a 2-D array is one head) of an npz, unconverted,
-    with the scale_q/k/v it holds for int8 arrays (default 1/16); ConfigError on a file
-    that is not such an npz."""
+    """The arrays q [heads, N, d], k and v [kv_heads, N_kv, d] (a 2-D array is one head) of
+    an npz, unconverted, with the scale_q/k/v it holds for int8 arrays (default 1/16);
+    ConfigError on a file that is not such an npz."""
     if not Path(path).is_file():
         raise ConfigError(f"cannot read inputs {str(path)!r}: no such file")
     if not zipfile.is_zipfile(path):
@@ -62,16 +62,18 @@ def load_inputs(path, *, head_dim):
             raise ConfigError(f"inputs {str(path)!r}: {name} must be int8 or floating point, "
                               f"not {x.dtype}")
         out[name] = x
-    if not (out["q"].shape == out["k"].shape == out["v"].shape):
-        raise ConfigError(f"inputs {str(path)!r}: q, k and v must have the same shape for "
-                          f"self-attention, not {[list(out[n].shape) for n in 'qkv']}")
+    shapes = [list(out[n].shape) for n in "qkv"]
+    if out["k"].shape != out["v"].shape or out["q"].shape[0] % out["k"].shape[0]:
+        raise ConfigError(f"inputs {str(path)!r}: k and v must have the same shape, and their "
+                          f"heads must divide q's (g query heads a K/V head), not {shapes}")
     return out
 
 
 @dataclass
 class RunData:
-    """Q, K, V [heads, N, d] as stored (`dtype`, little-endian in memory), the SCALE_C
-    value `c`, and for int8 the scales (`scales`, empty for a float format)."""
+    """Q [heads, N, d], K and V [kv_heads, N_kv, d] as stored (`dtype`, little-endian in
+    memory), the SCALE_C value `c`, and for int8 the scales (`scales`, empty for a float
+    format). Query head h attends with K/V head h // `group`."""
 
     fmt: object
     q: np.ndarray
@@ -82,12 +84,20 @@ class RunData:
 
     @classmethod
     def make(cls, fmt, *, head_dim, inputs=None, kind="gaussian", seq_len=None, heads=1,
-             seed=0):
-        """From the npz dict of `load_inputs`, or from `golden.make_inputs(kind, ...)`."""
+             seed=0, kv_len=None, group=1):
+        """From the npz dict of `load_inputs`, or from `golden.make_inputs(kind, ...)`: `heads`
+        query heads of `seq_len` rows, heads / `group` K/V heads of `kv_len` rows (None:
+        seq_len)."""
         is_float = isinstance(fmt, FloatFormat)
         if inputs is None:
-            inputs = golden.make_inputs(kind, seq_len=seq_len, head_dim=head_dim, heads=heads,
+            if heads % group:
+                raise ConfigError(f"{heads} query head(s) are not a multiple of the group "
+                                  f"g = {group}")
+            inputs = golden.make_inputs(kind, seq_len=seq_len if kv_len is None else kv_len,
+                                        rows=seq_len, head_dim=head_dim, heads=heads,
                                         seed=seed, quantized=not is_float)
+            # every g-th head's K and V: the K/V heads (each tensor's scale still holds)
+            inputs = {**inputs, "k": inputs["k"][::group], "v": inputs["v"][::group]}
         if is_float:
             stored = {}
             for t in "qkv":
@@ -132,17 +142,35 @@ class RunData:
     def seq_len(self):
         return self.q.shape[1]
 
+    @property
+    def kv_heads(self):
+        return self.k.shape[0]
+
+    @property
+    def kv_len(self):
+        return self.k.shape[1]
+
+    @property
+    def group(self):
+        """g: the query heads of one K/V head (HEAD_GROUP)."""
+        return self.heads // self.kv_heads
+
+    def _per_query_head(self, x):
+        """K or V [kv_heads, N_kv, d] as [heads, N_kv, d]: query head h's is head h // g."""
+        return np.repeat(x, self.group, axis=0)
+
     def golden(self, plan, *, causal=False):
         """The golden model's output [heads, N, d] as stored, for the hardware of `plan`,
-        with or without causal masking."""
+        with or without causal masking (rows aligned at the end)."""
         w = plan.workload
+        k, v = self._per_query_head(self.k), self._per_query_head(self.v)
         if not self.is_float:
-            return golden.attention(self.q, self.k, self.v, c=self.c, a=plan.a, fmt=self.fmt,
-                                    max_seq_len=w.seq_len, causal=causal)
-        dp = golden_fp.FloatDatapath(self._spec(self.fmt), max_seq_len=w.seq_len,
+            return golden.attention(self.q, k, v, c=self.c, a=plan.a, fmt=self.fmt,
+                                    max_seq_len=w.max_keys, causal=causal)
+        dp = golden_fp.FloatDatapath(self._spec(self.fmt), max_seq_len=w.max_keys,
                                      head_dim=w.head_dim, split=plan.split,
                                      fixed=self.fmt.fixed)
-        return np.stack([golden_fp.attention(dp, self.q[h], self.k[h], self.v[h], causal=causal)
+        return np.stack([golden_fp.attention(dp, self.q[h], k[h], v[h], causal=causal)
                          for h in range(self.heads)])
 
     def real(self, t, x=None):
@@ -156,11 +184,12 @@ class RunData:
         """float64 softmax(Q K^T / sqrt(d)) V of the inputs as stored, in real units (with
         `causal`, row i over keys 0 .. i)."""
         if self.is_float:
-            return np.stack([golden_fp.reference(self.real("q")[h], self.real("k")[h],
-                                                 self.real("v")[h], causal=causal)
+            k, v = (self._per_query_head(self.real(t)) for t in "kv")
+            return np.stack([golden_fp.reference(self.real("q")[h], k[h], v[h], causal=causal)
                              for h in range(self.heads)])
         s = self.scales
-        return golden.reference(self.q, self.k, self.v, scale_q=s["q"], scale_k=s["k"],
+        return golden.reference(self.q, self._per_query_head(self.k),
+                                self._per_query_head(self.v), scale_q=s["q"], scale_k=s["k"],
                                 scale_v=s["v"], causal=causal)
 
     def outputs(self, rtl, expect, ref):

@@ -65,3 +65,32 @@ def test_int8_refuses_non_finite_inputs():
     x[0, 0, 0] = np.nan
     with pytest.raises(ConfigError, match="int8 inputs: q: quantize: the array holds NaN"):
         RunData.make(Int8Format(), head_dim=4, inputs={"q": x, "k": x, "v": x})
+
+
+@pytest.mark.parametrize("fmt", [Int8Format(p_frac=16), BF16Format(p_frac=16)],
+                         ids=["int8", "bf16"])
+def test_grouped_heads_and_kv_len_golden_is_per_query_head(fmt):
+    """Four query heads of 5 rows, two K/V heads of 12 rows (g = 2): query head h's golden is
+    the one-head golden against K/V head h // 2, causal rows aligned at the end."""
+    config = dataclasses.replace(preset("small"), format=fmt)
+    plan = make_plan(config)
+    data = RunData.make(fmt, head_dim=16, kind="gaussian", seq_len=5, kv_len=12, heads=4,
+                        group=2, seed=5)
+    assert (data.heads, data.kv_heads, data.seq_len, data.kv_len, data.group) == (4, 2, 5, 12, 2)
+    for causal in (False, True):
+        got, ref = data.golden(plan, causal=causal), data.reference(causal=causal)
+        for h in range(4):
+            one = dataclasses.replace(data, q=data.q[h:h + 1], k=data.k[h // 2:h // 2 + 1],
+                                      v=data.v[h // 2:h // 2 + 1])
+            assert np.array_equal(got[h], one.golden(plan, causal=causal)[0])
+            assert np.allclose(ref[h], one.reference(causal=causal)[0])
+
+
+def test_npz_with_fewer_kv_heads_and_other_kv_rows(tmp_path):
+    path = tmp_path / "gqa.npz"
+    np.savez(path, q=np.zeros((4, 3, 4)), k=np.zeros((2, 7, 4)), v=np.zeros((2, 7, 4)))
+    x = load_inputs(path, head_dim=4)
+    assert x["k"].shape == (2, 7, 4)
+    np.savez(path, q=np.zeros((4, 3, 4)), k=np.zeros((3, 7, 4)), v=np.zeros((3, 7, 4)))
+    with pytest.raises(ConfigError, match="heads must divide q's"):
+        load_inputs(path, head_dim=4)
