@@ -1,0 +1,151 @@
+"""Decoder shapes end to end: N query rows against N_kv key rows, g query heads a K/V head.
+
+The hardware is tests/test_e2e.py's (small preset, N <= 96) and so are its build
+directories: KV_LEN, HEAD_GROUP and MODE.CAUSAL are run-time registers, so these runs
+reuse its Verilog and its simulator builds. Each test is one simulation, seeded and
+printed; bit-exact against the golden model (per query head against K/V head h // g),
+bytes equal to the Plan, counters against the cycle model.
+"""
+
+import dataclasses
+
+import pytest
+
+from attenio import preset
+from attenio.analysis import causal_limit, q_blocks
+from attenio.plan import make_plan
+from attenio.regmap import ErrorCode
+from attenio.sim.e2e import E2EOptions, run_e2e
+from attenio.sim.runner import simulator_available
+
+# Hardware for N, N_kv <= 96: 4x4 MACs, a = 32 (r = 2), d = 16, 64-bit AXI (as test_e2e).
+HW = dataclasses.replace(preset("small"), name="e2e",
+                         workload=dataclasses.replace(preset("small").workload, seq_len=96))
+
+
+def need(simulator):
+    if not simulator_available(simulator):
+        pytest.skip(f"{simulator} is not installed on this machine")
+
+
+def workload(hw, **kw):
+    """`hw` with workload fields `kw` (kv_len, causal, ...), on the same mapping: these are
+    run-time registers, so the Verilog stays the same."""
+    plan = make_plan(hw)
+    return dataclasses.replace(hw, workload=dataclasses.replace(hw.workload, **kw),
+                               split=plan.split, rows_per_mac=plan.rows_per_mac)
+
+
+def check_good(report, n, n_kv, heads, group, *, exact):
+    """Every good run: bit-exact, bytes equal to the Plan, counters against the cycle model
+    (equal when the memory is deterministic, within 1 % of the cycles when it stalls at
+    random). Each block reads N_kv K/V rows, causal ones up to its last row's limit."""
+    causal = report["causal"]
+    keys = sum(causal_limit(r0 + rows - 1, n, n_kv) if causal else n_kv
+               for r0, rows in q_blocks(n, report["a"], causal=causal))
+    d, eb = report["head_dim"], 1
+    assert (report["seq_len"], report["kv_len"], report["heads"]) == (n, n_kv, heads)
+    assert (report["head_group"], report["kv_heads"]) == (group, heads // group)
+    assert report["plan_bytes_read"] == heads * (n + 2 * keys) * d * eb
+    assert report["plan_bytes_written"] == heads * n * d * eb
+    for run in report["runs"]:
+        if run["bad"]:
+            continue
+        assert run["error_name"] == "NONE" and run["status"] & 2
+        assert run["bit_exact"], f"{run['mismatches']} elements differ from the golden model"
+        c = run["counters"]
+        assert c["BYTES_READ"] == report["plan_bytes_read"]
+        assert c["BYTES_WRITTEN"] == report["plan_bytes_written"]
+        assert c["PE_BUSY"] >= heads * keys * 2 * report["rows_per_mac"] * d // report["split"]
+        model = report["model"]
+        assert (c["BYTES_READ"], c["BYTES_WRITTEN"]) == (model["bytes_read"],
+                                                         model["bytes_written"])
+        for key in ("cycles", "pe_busy", "exp_busy", "mem_stall"):
+            if exact:
+                assert c[key.upper()] == model[key], (key, c, model)
+            else:
+                assert abs(c[key.upper()] - model[key]) <= 0.01 * c["CYCLES"], (key, c, model)
+
+
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
+def test_decode_one_query_row_against_70_keys_grouped(tmp_path_factory, simulator, seed):
+    """A decode step: one query row of each of four query heads against a cache of 70 keys
+    (a partial block of 1 row), two K/V heads (g = 2), random latency and back-pressure and
+    a random layout; N_kv comes from the Workload."""
+    need(simulator)
+    out = tmp_path_factory.getbasetemp() / f"e2e_{simulator}"
+    opts = E2EOptions(simulator=simulator, seed=seed, quick_build=True, seq_len=1, heads=4,
+                      head_group=2, latency=(0.2, 8), backpressure=0.3, random_layout=True)
+    report = run_e2e(workload(HW, kv_len=70), out, opts)
+    check_good(report, 1, 70, 4, 2, exact=False)
+
+
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
+def test_causal_20_rows_against_45_keys_mqa(tmp_path_factory, simulator, seed):
+    """Causal, rows aligned at the end: query row i sees keys up to i + 25, one block of 20
+    rows (partial) reading 45 keys, its diagonal masked in the lanes; two query heads share
+    the one K/V head (MQA). Input kind "ascending" moves every row's max at every key, so a
+    masked key that moved it would show. The memory is deterministic: counters exact."""
+    need(simulator)
+    out = tmp_path_factory.getbasetemp() / f"e2e_{simulator}"
+    opts = E2EOptions(simulator=simulator, seed=seed, quick_build=True, seq_len=20, kv_len=45,
+                      heads=2, head_group=2, input_kind="ascending")
+    report = run_e2e(workload(HW, causal=True), out, opts)
+    assert report["causal"]
+    check_good(report, 20, 45, 2, 2, exact=True)
+
+
+def test_mqa_four_heads_more_queries_than_keys(tmp_path_factory, seed):
+    """Four query heads on one K/V head (MQA, g = 4), 45 query rows (32 + 13: a partial
+    block) against 30 key rows (cross-attention, N_kv < N), random back-pressure."""
+    need("verilator")
+    out = tmp_path_factory.getbasetemp() / "e2e_verilator"
+    opts = E2EOptions(simulator="verilator", seed=seed, quick_build=True, seq_len=45, kv_len=30,
+                      heads=4, head_group=4, backpressure=0.2, random_layout=True)
+    report = run_e2e(HW, out, opts)
+    check_good(report, 45, 30, 4, 4, exact=False)
+
+
+def test_bad_decoder_runs_set_their_error_and_leave_the_machine_usable(tmp_path_factory,
+                                                                       seed):
+    """N_kv above the hardware's, causal with N_kv < N, HEAD_GROUP = 0: each run ends at once
+    with its code and moves no byte; then a good grouped run on the same machine."""
+    need("verilator")
+    out = tmp_path_factory.getbasetemp() / "e2e_verilator"
+    bad = ({"KV_LEN": 97}, {"MODE": 1, "KV_LEN": 19}, {"HEAD_GROUP": 0})
+    codes = [ErrorCode.KV_LEN_TOO_LARGE, ErrorCode.CAUSAL_KV_SHORT, ErrorCode.HEAD_GROUP_ZERO]
+    opts = E2EOptions(simulator="verilator", seed=seed, quick_build=True, seq_len=20, kv_len=33,
+                      heads=2, head_group=2, bad_runs=bad)
+    report = run_e2e(HW, out, opts)
+    for run, code in zip(report["runs"], codes):
+        assert run["bad"] and run["error"] == code, run
+        assert run["status"] == 2 and run["o_untouched"]
+        assert run["counters"]["BYTES_WRITTEN"] == 0 and run["counters"]["BYTES_READ"] == 0
+    check_good(report, 20, 33, 2, 2, exact=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
+@pytest.mark.parametrize("n, n_kv, heads, group, causal", [
+    (1, 96, 2, 1, True), (33, 70, 4, 2, True), (96, 1, 2, 2, False), (7, 90, 3, 3, False)])
+def test_more_decoder_shapes(tmp_path_factory, simulator, n, n_kv, heads, group, causal, seed):
+    """More (N, N_kv, heads, g) on both simulators with random latency and back-pressure."""
+    need(simulator)
+    out = tmp_path_factory.getbasetemp() / f"e2e_{simulator}"
+    opts = E2EOptions(simulator=simulator, seed=seed, quick_build=True, seq_len=n, kv_len=n_kv,
+                      heads=heads, head_group=group, latency=(0.2, 8), backpressure=0.3,
+                      random_layout=True, input_kind="ascending" if causal else "gaussian")
+    report = run_e2e(workload(HW, causal=causal), out, opts)
+    check_good(report, n, n_kv, heads, group, exact=False)
+
+
+@pytest.mark.slow
+def test_decode_on_the_memory_model_is_exact_to_the_cycle_model(tmp_path_factory, seed):
+    """The fast engine (the in-design memory, fixed latency): every counter equals the
+    model's for a grouped decode step against 90 keys."""
+    need("verilator")
+    out = tmp_path_factory.getbasetemp() / "e2e_verilator"
+    report = run_e2e(workload(HW, kv_len=90), out,
+                     E2EOptions(simulator="verilator", engine="fast", seed=seed, quick_build=True,
+                                seq_len=1, heads=1, memory="model"))
+    check_good(report, 1, 90, 1, 1, exact=True)
