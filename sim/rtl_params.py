@@ -116,7 +116,7 @@ class RtlParams:
         fmt = plan.config.format
         if isinstance(fmt, FloatFormat) and fmt.o_acc_bits != 32:
             fmt = dataclasses.replace(fmt, o_acc_bits=32)
-        arith = arith_of(fmt, max_seq_len=w.seq_len, head_dim=w.head_dim)
+        arith = arith_of(fmt, max_seq_len=w.max_keys, head_dim=w.head_dim)
         lanes = max(1, b.exp_units // b.mac_lines)
         core = CoreTiming.of(arith, macs_per_line=b.macs_per_line,
                              rows_per_mac=plan.rows_per_mac, lanes=lanes, split=plan.split)
