@@ -245,7 +245,8 @@ def cmd_sim(args):
     c = run["counters"]
     engine = ("the fast C++ harness" if report["engine"] == "fast"
               else f"cocotb on {report['memory']}")
-    print(f"\nN = {report['seq_len']}, heads = {report['heads']}, d = {report['head_dim']}, "
+    print(f"\nN = {report['seq_len']}, N_kv = {report['kv_len']}, heads = {report['heads']} "
+          f"({report['kv_heads']} K/V), d = {report['head_dim']}, "
           f"a = {report['a']}{', causal' if report['causal'] else ''}, "
           f"simulator {report['simulator']} ({engine}), seed {report['seed']}")
     print(f"  output: {'bit-exact' if run['bit_exact'] else 'MISMATCH'} against the golden model "

@@ -2,10 +2,10 @@
 
 A run is started by the CSR START pulse. It latches the run's parameters, with
 KV_LEN = 0 resolved to SEQ_LEN (so drivers that never write KV_LEN run
-self-attention), and first checks what the hardware cannot serve (N or N_kv = 0 or
+self-attention), and first checks what the hardware cannot serve (N = 0, N or N_kv
 above the generated maximum, causal with N_kv < N, no heads, HEAD_GROUP = 0, a base
-address or stride that is not a multiple of the AXI beat) and, if so, ends the run three cycles later with an error code
-and done set, having moved no byte. Otherwise it clears the DMA's byte counters
+address or stride that is not a multiple of the AXI beat) and, if so, ends the run
+three cycles later with an error code and done set, having moved no byte. Otherwise it clears the DMA's byte counters
 and error status, starts the read and write sequencers, and ends the run when
 every output row has been acknowledged and the core is idle. An AXI error
 response does not hang the run: the data keep flowing and the run ends with

@@ -137,7 +137,8 @@ class AttenIOTop(wiring.Component):
         row_beats = row_bytes // beat_bytes
 
         m.submodules.csr = csr = CSRBlock(self._regmap)
-        m.submodules.ctrl = ctrl = Controller(addr_width=ADDR_WIDTH, max_seq_len=plan.workload.max_keys,
+        m.submodules.ctrl = ctrl = Controller(addr_width=ADDR_WIDTH,
+                                              max_seq_len=plan.workload.max_keys,
                                               beat_bytes=beat_bytes)
         # Every command is one row, so no burst is longer than a row, and the read FIFO
         # holds the Plan's K/V staging depth (rows enough to cover the link's latency),

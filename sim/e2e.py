@@ -155,7 +155,8 @@ def choose_engine(plan, *, seq_len, heads, engine="auto", memory=None, simulator
         return "cocotb", memory or "axiram", "asked for"
     if engine != "auto":
         raise ConfigError(f"engine must be auto, fast or cocotb, not {engine!r}")
-    cycles = compute_bound_cycles(plan, seq_len=seq_len, heads=heads)
+    cycles = compute_bound_cycles(plan, seq_len=seq_len, heads=heads,
+                                  kv_len=run_kv_len(plan.workload, seq_len))
     if cocotb_only:
         return "cocotb", memory or "axiram", f"auto: {', '.join(cocotb_only)} need(s) cocotb"
     if cycles >= AUTO_FAST_CYCLES:
