@@ -259,7 +259,6 @@ def paper_doc(*, fair, paper, means, steps, undone, factors, bw, cache, cache_ta
     eb = preset("paper").format.element_bytes
     most = carries_most(factors)
     first = {d: next(r for r in paper["rows"] if r["head_dim"] == d) for d in HEAD_DIMS}
-    last = {d: [r for r in paper["rows"] if r["head_dim"] == d][-1] for d in HEAD_DIMS}
     soft = {d: first[d]["attenio"]["exposed_exp_cycles"] / first[d]["attenio"]["cycles"]
             for d in HEAD_DIMS}
     be = {d: min(r["baselines"][fa2]["break_even_bw"] for r in paper["rows"] if r["head_dim"] == d)

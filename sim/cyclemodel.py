@@ -76,7 +76,6 @@ end). Query heads that share a K/V head (HEAD_GROUP) only read other addresses.
 
 from collections import deque
 from dataclasses import dataclass, field, replace
-from math import ceil
 
 from attenio.analysis import causal_limit, q_blocks
 from attenio.plan import run_kv_len
