@@ -34,6 +34,7 @@ import math
 import time
 
 from attenio.baselines import all_baselines
+from attenio.errors import ConfigError
 from attenio.plan import make_plan
 from attenio.report import human_bytes, table
 
@@ -91,9 +92,15 @@ def compare_one(config):
     """One (N, d): AttenIO as planned, the same array at s = 1, causal AttenIO, the baselines.
 
     The main rows are unmasked whatever the workload says (most baselines have no causal
-    model); the causal rows (AttenIO against FA-2, both masked) are always there."""
-    config = dataclasses.replace(config, workload=dataclasses.replace(config.workload,
-                                                                      causal=False))
+    model); the causal rows (AttenIO against FA-2, both masked) are always there. The
+    baselines model self-attention over independent heads only, so N_kv != N and
+    grouped heads are refused rather than compared unequally."""
+    w = config.workload
+    if w.n_kv != w.seq_len or w.n_kv_heads != w.heads:
+        raise ConfigError("compare models self-attention over independent heads (its baselines "
+                          "have no N_kv or grouped-head model); --kv-len and --kv-heads apply "
+                          "to plan, gen and sim")
+    config = dataclasses.replace(config, workload=dataclasses.replace(w, causal=False))
     plan = choose_plan(config)
     ours = _timed(plan)
     choice = plan.mapping_choice

@@ -71,6 +71,12 @@ def test_plan_kv_len_and_kv_heads(capsys, tmp_path):
     assert "must be a multiple of kv_heads = 3" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("args", [["--kv-len", "300"], ["--heads", "2", "--kv-heads", "1"]])
+def test_compare_refuses_decoder_shapes_its_baselines_cannot_model(capsys, tmp_path, args):
+    assert main(["compare", "--preset", "small", *args, "-o", str(tmp_path)]) == 2
+    assert "compare models self-attention over independent heads" in capsys.readouterr().err
+
+
 def test_plan_json_carries_the_mapping_choice(capsys, tmp_path):
     assert main(["plan", "--preset", "small", "--json", "-o", str(tmp_path)]) == 0
     plan = json.loads(capsys.readouterr().out)["plan"]
