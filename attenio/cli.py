@@ -225,7 +225,8 @@ def cmd_sim(args):
                                         simulator=args.simulator,
                                         protocol=bool(args.latency_prob or args.latency_max
                                                       or args.backpressure))
-    check_fits(make_plan(config), seq_len=n, heads=heads, engine=engine, memory=memory)
+    check_fits(make_plan(config), seq_len=n, heads=heads, engine=engine, memory=memory,
+               kv_len=w.kv_len, kv_heads=heads // w.group)
     config = _planned_config(config)
     out = _out_dir(args, config)
     _progress(f"engine: {engine} ({why})")

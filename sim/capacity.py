@@ -23,18 +23,22 @@ ELABORATION_BYTES_PER_WORD = 2048
 BACKDOOR_BYTES_PER_BYTE = 160
 
 
-def need_bytes(plan, *, seq_len, heads, engine, memory):
-    """{part: bytes} of host memory a run of `seq_len` rows and `heads` heads needs."""
+def need_bytes(plan, *, seq_len, heads, engine, memory, kv_len=None, kv_heads=None):
+    """{part: bytes} of host memory a run of `seq_len` query rows of `heads` heads needs,
+    against `kv_len` K/V rows (default seq_len) of `kv_heads` K/V heads (default heads)."""
     d = plan.workload.head_dim
+    kv_len = seq_len if kv_len is None else kv_len
+    kv_heads = heads if kv_heads is None else kv_heads
     rows = -(-seq_len // plan.a) * plan.a
-    tensor = heads * seq_len * d
-    image = 4 * tensor * plan.config.format.element_bytes
+    q_tensor, kv_tensor = heads * seq_len * d, kv_heads * kv_len * d
+    tensors = 2 * q_tensor + 2 * kv_tensor                 # Q, O and K, V
+    image = tensors * plan.config.format.element_bytes
     parts = {
         "golden model": golden.attention_peak_bytes(heads=heads, rows=rows, head_dim=d),
         "float64 reference": golden.reference_peak_bytes(heads=heads, rows=seq_len,
-                                                          seq_len=seq_len, head_dim=d),
+                                                          seq_len=kv_len, head_dim=d),
         # float64 draws, int8 copies, the segments, the npz and the flat image
-        "inputs and memory image": 3 * 8 * tensor + 4 * image,
+        "inputs and memory image": 6 * tensors + 4 * image,
     }
     if memory == "model":
         beat = plan.budget.axi_data_bits // 8
@@ -60,9 +64,11 @@ def _gib(n):
     return f"{n / 2 ** 30:.1f} GiB"
 
 
-def check_fits(plan, *, seq_len, heads, engine, memory, available=None):
+def check_fits(plan, *, seq_len, heads, engine, memory, available=None, kv_len=None,
+               kv_heads=None):
     """Raise ConfigError naming the size needed if the run would not fit in memory."""
-    parts = need_bytes(plan, seq_len=seq_len, heads=heads, engine=engine, memory=memory)
+    parts = need_bytes(plan, seq_len=seq_len, heads=heads, engine=engine, memory=memory,
+                       kv_len=kv_len, kv_heads=kv_heads)
     total = sum(parts.values())
     available = available_bytes() if available is None else available
     if total > available:

@@ -81,6 +81,14 @@ def test_a_run_too_large_for_the_machine_is_refused_with_the_size_it_needs():
     # the golden model grows with the rows: twice N, at least twice its bytes
     big = need_bytes(plan, seq_len=192, heads=2, engine="fast", memory="model")
     assert big["golden model"] >= 2 * parts["golden model"]
+    # a decode step: one query row against 96 keys still holds the whole K/V cache; K and V
+    # shared by both heads (one K/V head) hold half of it
+    step = need_bytes(plan, seq_len=1, kv_len=96, heads=2, engine="fast", memory="model")
+    shared = need_bytes(plan, seq_len=1, kv_len=96, heads=2, kv_heads=1, engine="fast",
+                        memory="model")
+    kv_image = 2 * 2 * 96 * 16                  # K and V, two heads, int8
+    assert step["inputs and memory image"] >= 4 * kv_image
+    assert shared["inputs and memory image"] < step["inputs and memory image"]
 
 
 def test_progress_bar_shows_percent_rate_and_time_left(tmp_path):
