@@ -36,14 +36,14 @@ def workload(hw, **kw):
                                split=plan.split, rows_per_mac=plan.rows_per_mac)
 
 
-def check_good(report, n, n_kv, heads, group, *, exact):
+def check_good(report, n, n_kv, heads, group, *, exact, eb=1):
     """Every good run: bit-exact, bytes equal to the Plan, counters against the cycle model
     (equal when the memory is deterministic, within 1 % of the cycles when it stalls at
     random). Each block reads N_kv K/V rows, causal ones up to its last row's limit."""
     causal = report["causal"]
     keys = sum(causal_limit(r0 + rows - 1, n, n_kv) if causal else n_kv
                for r0, rows in q_blocks(n, report["a"], causal=causal))
-    d, eb = report["head_dim"], 1
+    d = report["head_dim"]
     assert (report["seq_len"], report["kv_len"], report["heads"]) == (n, n_kv, heads)
     assert (report["head_group"], report["kv_heads"]) == (group, heads // group)
     assert report["plan_bytes_read"] == heads * (n + 2 * keys) * d * eb
@@ -149,3 +149,30 @@ def test_decode_on_the_memory_model_is_exact_to_the_cycle_model(tmp_path_factory
                      E2EOptions(simulator="verilator", engine="fast", seed=seed, quick_build=True,
                                 seq_len=1, heads=1, memory="model"))
     check_good(report, 1, 90, 1, 1, exact=True)
+
+
+# test_e2e's float hardware (2x2 MACs, d = 8, N <= 48) and its build directories
+FLOAT_HW = dataclasses.replace(
+    preset("small"), name="e2e_float",
+    workload=dataclasses.replace(preset("small").workload, seq_len=48, head_dim=8),
+    budget=dataclasses.replace(preset("small").budget, mac_lines=2, macs_per_line=2,
+                               exp_units=2, cache_bytes=1024))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt, split, simulator", [("fp16", 2, "verilator"),
+                                                   ("bf16", 1, "icarus")])
+def test_float_decoder_shapes(tmp_path_factory, fmt, split, simulator, seed):
+    """The float formats with N_kv and grouped heads: a causal 9-row block of each of two
+    query heads (g = 2) against 40 keys, random latency and back-pressure; 16-bit
+    elements, so two bytes an element."""
+    from attenio.formats import format_by_name
+    need(simulator)
+    hw = dataclasses.replace(FLOAT_HW, name=f"e2e_{fmt}", format=format_by_name(fmt),
+                             split=split)
+    out = tmp_path_factory.getbasetemp() / f"e2e_{fmt}_{simulator}"
+    opts = E2EOptions(simulator=simulator, seed=seed, quick_build=True, seq_len=9, kv_len=40,
+                      heads=2, head_group=2, latency=(0.2, 8), backpressure=0.3,
+                      random_layout=True)
+    report = run_e2e(workload(hw, causal=True), out, opts)
+    check_good(report, 9, 40, 2, 2, exact=False, eb=2)
