@@ -10,8 +10,12 @@ Read-only hardware parameters take their values from the Plan.
 import enum
 from dataclasses import dataclass
 
-__all__ = ["Access", "Register", "ErrorCode", "RegisterMap", "register_map", "FORMAT_IDS"]
+__all__ = ["Access", "Register", "ErrorCode", "RegisterMap", "register_map", "FORMAT_IDS",
+           "MAX_HEAD_GROUP"]
 
+#: the largest HEAD_GROUP: the controller scales by it bit by bit (8 bits, 8 cycles), and
+#: the lanes' scaled diagonal is that many times wider than a key count
+MAX_HEAD_GROUP = 255
 VERSION = 0x0001_0000   # 1.0: major in the upper half, minor in the lower
 #: the FORMAT register's value of each number format (`attenio.formats.FORMATS`)
 FORMAT_IDS = {"int8": 1, "fp16": 2, "bf16": 3}
@@ -37,6 +41,9 @@ class ErrorCode(enum.IntEnum):
     KV_LEN_TOO_LARGE = 7    # N_kv (KV_LEN, or SEQ_LEN when 0) above the generated maximum
     CAUSAL_KV_SHORT = 8     # causal with N_kv < N: the first query rows would see no key
     HEAD_GROUP_ZERO = 9     # HEAD_GROUP = 0: no query head to a K/V head
+    HEAD_GROUP_TOO_LARGE = 10   # HEAD_GROUP above MAX_HEAD_GROUP (255)
+    GROUP_OVER_BLOCK = 11   # MODE.GROUPED with HEAD_GROUP above BLOCK_ROWS: a Q block cannot
+                            # hold a row of every query head of the group
 
 
 @dataclass(frozen=True)
@@ -116,7 +123,12 @@ def register_map(plan):
                  "softmax constant c = log2(e)/sqrt(d), its fp32 bits"),
         Register("MODE", 0x018, Access.RW, 32, "how the run computes attention",
                  fields=(("CAUSAL", 0, 1, "causal masking: query row i sees keys 0..i only; "
-                          "a Q block reads K and V up to its last row"),)),
+                          "a Q block reads K and V up to its last row"),
+                         ("GROUPED", 1, 1, "a Q block holds the same rows of all HEAD_GROUP "
+                          "query heads of a K/V head (row t of head h at block row "
+                          "t*HEAD_GROUP + h), so each K/V row read serves the whole group; "
+                          "HEADS must be a multiple of HEAD_GROUP, and HEAD_GROUP at most "
+                          "BLOCK_ROWS"))),
         Register("KV_LEN", 0x01C, Access.RW, 32,
                  "key/value rows N_kv of the run, 1..MAX_SEQ_LEN; 0: equal to SEQ_LEN. Causal "
                  "rows are aligned at the end: query row i sees keys up to i + N_kv - N"),
@@ -131,7 +143,7 @@ def register_map(plan):
                              value=w.head_dim * plan.config.format.element_bytes))
         offset += 0x10
     regs.append(Register("HEAD_GROUP", 0x060, Access.RW, 32,
-                         "query heads g per K/V head, 1..HEADS: query head h reads K and V of "
+                         "query heads g per K/V head, 1..255: query head h reads K and V of "
                          "head h div g (K_BASE + (h div g) * K_HEAD_STRIDE)", value=1))
     params = [
         ("VERSION", VERSION, "register map version"),

@@ -3,10 +3,18 @@
 A run is started by the CSR START pulse. It latches the run's parameters, with
 KV_LEN = 0 resolved to SEQ_LEN (so drivers that never write KV_LEN run
 self-attention), and first checks what the hardware cannot serve (N = 0, N or N_kv
-above the generated maximum, causal with N_kv < N, no heads, HEAD_GROUP = 0, a base
-address or stride that is not a multiple of the AXI beat) and, if so, ends the run
-three cycles later with an error code and done set, having moved no byte. Otherwise it clears the DMA's byte counters
-and error status, starts the read and write sequencers, and ends the run when
+above the generated maximum, causal with N_kv < N, no heads, HEAD_GROUP = 0 or above
+255, MODE.GROUPED with HEAD_GROUP above the block's rows, a base address or stride that
+is not a multiple of the AXI beat) and, if so, ends the run three cycles later with an
+error code and done set, having moved no byte. Otherwise it clears the DMA's byte
+counters and error status and derives what the sequencers need of the run
+(`setup_layout`): gb, the query heads a block serves (HEAD_GROUP with MODE.GROUPED, else
+1); a_g = a div gb and gb * a_g, by restoring division (a bit of a a cycle); N mod a_g,
+the causal first block's rows of each head (a bit of N a cycle); and gb times N,
+N_kv - N and the Q and O head strides, by shift-and-add over the 8 bits of gb. That
+is done one adder or comparison a cycle, before LAUNCH, so it costs the run no counted
+cycle and the sequencers no multiplier or divider. Then it starts the read and write
+sequencers, and ends the run when
 every output row has been acknowledged and the core is idle. An AXI error
 response does not hang the run: the data keep flowing and the run ends with
 `AXI_READ` or `AXI_WRITE`.
@@ -24,6 +32,8 @@ from attenio import validate
 from attenio.regmap import ErrorCode
 
 from .dma import error_layout
+from attenio.regmap import MAX_HEAD_GROUP
+
 from .sequencer import run_layout
 
 __all__ = ["Controller"]
@@ -40,10 +50,15 @@ class Controller(wiring.Component):
     #: `cycles` counter runs from the LAUNCH cycle up to that edge
     done_latency = 1
 
-    def __init__(self, *, addr_width, max_seq_len, beat_bytes):
-        validate.positive("Controller", addr_width=addr_width, max_seq_len=max_seq_len)
+    #: bits of gb the setup's shift-and-add walks (`attenio.regmap.MAX_HEAD_GROUP`)
+    group_bits = MAX_HEAD_GROUP.bit_length()
+
+    def __init__(self, *, addr_width, max_seq_len, beat_bytes, block_rows):
+        validate.positive("Controller", addr_width=addr_width, max_seq_len=max_seq_len,
+                          block_rows=block_rows)
         validate.power_of_two("Controller", "beat_bytes", beat_bytes, lo=4, hi=64)
         self._addr_width, self._max_seq_len, self._beat_bytes = addr_width, max_seq_len, beat_bytes
+        self._block_rows = block_rows
         super().__init__({
             "start": In(1),
             "run": In(run_layout(addr_width)),
@@ -67,6 +82,14 @@ class Controller(wiring.Component):
     def max_seq_len(self):
         return self._max_seq_len
 
+    @property
+    def block_rows(self):
+        return self._block_rows
+
+    def setup_cycles(self):
+        """Cycles between DECIDE and LAUNCH of a good run: a div gb, N mod a_g, the products."""
+        return self._block_rows.bit_length() + self._max_seq_len.bit_length() + self.group_bits
+
     def check(self, m, run):
         """The error code a run with parameters `run` ends with at once (0 if none)."""
         code = Signal(8, name="check_code")
@@ -86,6 +109,10 @@ class Controller(wiring.Component):
             m.d.comb += code.eq(ErrorCode.HEADS_ZERO)
         with m.Elif(run.group == 0):
             m.d.comb += code.eq(ErrorCode.HEAD_GROUP_ZERO)
+        with m.Elif(run.group > MAX_HEAD_GROUP):
+            m.d.comb += code.eq(ErrorCode.HEAD_GROUP_TOO_LARGE)
+        with m.Elif(run.grouped & (run.group > self._block_rows)):
+            m.d.comb += code.eq(ErrorCode.GROUP_OVER_BLOCK)
         with m.Elif(misaligned):
             m.d.comb += code.eq(ErrorCode.MISALIGNED)
         return code
@@ -97,6 +124,31 @@ class Controller(wiring.Component):
         # 64-bit counters are far apart on a chip, too far for one cycle.
         code = self.check(m, self.seq_run)
         m.d.comb += self.dma_clear.eq(0)
+        run, setup = self.seq_run, self.seq_run.setup
+        a = self._block_rows
+        na, nn = a.bit_length(), self._max_seq_len.bit_length()
+        nw = max(na, nn)
+        # restoring division, MSB of `num` first: one comparison (and its subtraction) a cycle
+        num, rem, quo, divisor = Signal(nw), Signal(nw + 1), Signal(nw), Signal(nw)
+        div_i = Signal(range(max(nw, self.group_bits) + 1))
+        shifted = Signal(nw + 1)
+        rem_next, quo_next = Signal(nw + 1), Signal(nw)
+        m.d.comb += [shifted.eq((rem << 1) | num[-1]),
+                     rem_next.eq(Mux(shifted >= divisor, shifted - divisor, shifted)),
+                     quo_next.eq((quo << 1) | (shifted >= divisor))]
+
+        def divide():
+            m.d.sync += [num.eq(num << 1), rem.eq(rem_next), quo.eq(quo_next),
+                         div_i.eq(div_i - 1)]
+
+        mul_b = Signal(self.group_bits)     # gb, shifted out LSB first
+        a_mod = Signal(nw + 1)              # a mod gb
+        # gb times each of these, by shift-and-add: name -> (product, multiplicand at DIV_N's end)
+        products = {"gn": (setup.gn, run.seq_len), "gskip": (setup.gskip, setup.skip),
+                    "q_group_stride": (setup.q_group_stride, run.q.head_stride),
+                    "o_group_stride": (setup.o_group_stride, run.o.head_stride),
+                    "short": (setup.short, rem_next)}
+        mul_x = {name: Signal(len(acc), name=f"mul_{name}") for name, (acc, _) in products.items()}
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start):
@@ -107,7 +159,10 @@ class Controller(wiring.Component):
                                  self.mem_stall.eq(0)]
                     m.next = "CHECK"
             with m.State("CHECK"):
-                m.d.sync += self.error.eq(code)
+                m.d.sync += [self.error.eq(code),
+                             setup.gb.eq(Mux(run.grouped, run.group, 1)),
+                             setup.kv_every.eq(Mux(run.grouped, 1, run.group)),
+                             setup.skip.eq(run.kv_len - run.seq_len)]
                 m.next = "DECIDE"
             with m.State("DECIDE"):
                 with m.If(self.error != 0):
@@ -115,6 +170,33 @@ class Controller(wiring.Component):
                     m.next = "IDLE"
                 with m.Else():
                     m.d.comb += self.dma_clear.eq(1)
+                    m.d.sync += [num.eq(a << (nw - na)), rem.eq(0), quo.eq(0), div_i.eq(na),
+                                 divisor.eq(setup.gb)]
+                    m.next = "DIV_A"
+            with m.State("DIV_A"):      # a_g = a div gb
+                divide()
+                with m.If(div_i == 1):
+                    m.d.sync += [num.eq(run.seq_len << (nw - nn)), rem.eq(0), quo.eq(0),
+                                 div_i.eq(nn), divisor.eq(quo_next), setup.a_g.eq(quo_next),
+                                 a_mod.eq(rem_next)]
+                    m.next = "DIV_N"
+            with m.State("DIV_N"):      # short_h = N mod a_g
+                divide()
+                with m.If(div_i == 1):
+                    m.d.sync += [setup.short_h.eq(rem_next), mul_b.eq(setup.gb),
+                                 div_i.eq(self.group_bits)]
+                    for name, (acc, x) in products.items():
+                        m.d.sync += [acc.eq(0), mul_x[name].eq(x)]
+                    m.next = "MUL"
+            with m.State("MUL"):        # gb * (N, N_kv - N, strides, short_h), a bit of gb a cycle
+                m.d.sync += [mul_b.eq(mul_b >> 1), div_i.eq(div_i - 1),
+                             setup.a_full.eq(a - a_mod)]
+                for name, (acc, _) in products.items():
+                    x = mul_x[name]
+                    m.d.sync += x.eq(x << 1)
+                    with m.If(mul_b[0]):
+                        m.d.sync += acc.eq(acc + x)
+                with m.If(div_i == 1):
                     m.next = "LAUNCH"
             with m.State("LAUNCH"):
                 m.d.comb += self.seq_start.eq(1)

@@ -31,6 +31,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from attenio import validate
+from attenio.regmap import MAX_HEAD_GROUP
 
 __all__ = ["Kind", "feed_layout", "start_layout", "mask_layout", "row_layout", "KVBuffer"]
 
@@ -49,16 +50,24 @@ def feed_layout(split=1, element=signed(8)):
 
 def start_layout(*, rows, max_seq_len):
     """A Q block: `rows_valid` (1 .. rows) query rows against `n_keys` (1 .. max_seq_len);
-    `causal`: its row i (of rows_valid) sees only the keys up to n_keys - rows_valid + i."""
+    `causal`: its row i (of rows_valid) is row i div `step` of one of `step` query heads
+    and sees only the keys up to diag + i div step, where `gdiag` = step * diag (the
+    sequencer keeps it running, so nobody multiplies); see `mask_layout`."""
     return data.StructLayout({"rows_valid": range(rows + 1), "n_keys": range(max_seq_len + 1),
-                              "causal": 1})
+                              "causal": 1, **_mask_fields(max_seq_len)})
+
+
+def _mask_fields(max_seq_len):
+    return {"gdiag": range(MAX_HEAD_GROUP * max_seq_len + 1), "step": range(MAX_HEAD_GROUP + 1)}
 
 
 def mask_layout(*, max_seq_len):
     """A block's causal mask, as the lanes apply it: with `causal`, row i of the block
-    (0 .. rows_valid - 1) takes no part in the scores of keys j > `diag` + i, where
-    `diag` = n_keys - rows_valid is the block's first row's last key."""
-    return data.StructLayout({"causal": 1, "diag": range(max_seq_len + 1)})
+    (0 .. rows_valid - 1) takes no part in the scores of keys j with i < step * (j - diag),
+    where diag is the first block row's last key and `gdiag` = step * diag. A block
+    holds the same rows of `step` query heads, row-major (row t of head h at
+    i = t*step + h), so i < step * (j - diag) is t < j - diag; one head: step = 1."""
+    return data.StructLayout({"causal": 1, **_mask_fields(max_seq_len)})
 
 
 def row_layout(*, rows, mac_lines, macs_per_line, rows_per_mac, head_dim, c_shape,
@@ -167,15 +176,14 @@ class KVBuffer(wiring.Component):
         with m.If(start.valid & start.ready):
             cmd = start.payload
             bad = ((cmd.rows_valid == 0) | (cmd.rows_valid > self.rows) |
-                   (cmd.n_keys == 0) | (cmd.n_keys > self._n) |
-                   (cmd.causal & (cmd.n_keys < cmd.rows_valid)))
+                   (cmd.n_keys == 0) | (cmd.n_keys > self._n) | (cmd.causal & (cmd.step == 0)))
             with m.If(bad):
                 m.d.sync += self.error.eq(1)
             with m.Else():
                 m.d.sync += [filling.eq(1), in_q.eq(1), block_rows.eq(cmd.rows_valid),
                              block_c.eq(self.c), elem.eq(0), q_left.eq(cmd.rows_valid),
                              block_mask.causal.eq(cmd.causal),
-                             block_mask.diag.eq(cmd.n_keys - cmd.rows_valid),
+                             block_mask.gdiag.eq(cmd.gdiag), block_mask.step.eq(cmd.step),
                              q_mac.eq(0), q_line.eq(0), q_base.eq(0),
                              k_left.eq(cmd.n_keys), v_left.eq(cmd.n_keys), lead.eq(0),
                              k_bank.eq(0), v_bank.eq(0), k_first.eq(1), v_first.eq(1)]

@@ -8,28 +8,34 @@ ahead of the updates. n is the block's key count: N_kv (the run's `kv_len`, whic
 the controller has resolved), or with causal masking (the run's `causal` bit) the
 keys up to the block's last row, row0 + rows + N_kv - N (rows aligned at the end,
 `attenio.analysis.causal_limit`); the short block then comes first
-(`attenio.analysis.q_blocks`), since the first block reads the fewest keys. Its
-size, N mod a, is found once per run by restoring division, one bit of N a cycle
-(`causal_setup` cycles before the first block). Query head h reads K/V head h div g
-(the run's `group`): a down-counter steps the K/V head pointers every g query heads.
-Because the DMA reads ahead as far as its buffer allows,
+(`attenio.analysis.q_blocks`), since the first block reads the fewest keys; its size
+comes with the run (`setup_layout`, derived by the controller before launch). Query
+head h reads K/V head h div g (the run's `group`). A pass serves gb query heads (g
+with MODE.GROUPED, else 1): its blocks hold the same rows of each, row-major (block
+row t*gb + h is row t of head h), so each K/V row read serves them all; the Q reads
+walk the gb heads of a row, then the next row. A down-counter steps the K/V head
+pointers every g query heads (every pass when grouped). With the mask, each block
+command carries gb times its first rows' last key (`gdiag`, a running register) and
+gb (`step`) for the lanes. Because the DMA reads ahead as far as its buffer allows,
 issuing commands in consumption order is what overlaps communication with
 computation at all three levels: V_j is fetched while the scores of K_j run,
 K_(j+1) while V_j updates O, and the next block's Q while this block's O drains.
 
-`WriteSequencer` emits one write command per output row, in row order, and
-reports when every write of the run has been acknowledged.
+`WriteSequencer` emits one write command per output row, in the core's order (row t
+of each of a pass's gb heads in turn, `write_schedule`), and reports when every write
+of the run has been acknowledged.
 
 Addresses are formed by adding strides, never by multiplying.
 """
 
-from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from amaranth.hdl import Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from attenio import validate
 from attenio.analysis import causal_limit, q_blocks
+from attenio.regmap import MAX_HEAD_GROUP
 
 from .kv_buffer import Kind, start_layout   # the core's feed and block command: one definition
 from .dma import command_layout, write_done_layout
@@ -38,29 +44,69 @@ __all__ = ["Kind", "run_layout", "read_schedule", "write_schedule",
            "ReadSequencer", "WriteSequencer"]
 
 
+def setup_layout(addr_width):
+    """What the controller derives from a run before it launches it (`Controller`), so the
+    sequencers need no multiplier and no divider: gb, the query heads a block serves (the
+    group with MODE.GROUPED, else 1), and the block sizes and strides scaled by it."""
+    return data.StructLayout({
+        "gb": unsigned(8),
+        "kv_every": unsigned(32),   # query-head passes per K/V head: 1 grouped, else g
+        "a_g": unsigned(32),        # rows of each head in a full block, a div gb
+        "a_full": unsigned(32),     # a full block's rows, gb * a_g
+        "short_h": unsigned(32),    # N mod a_g: a causal first block's rows of each head
+        "short": unsigned(32),      # gb * short_h
+        "gn": unsigned(32),         # gb * N: the block rows of a pass
+        "skip": unsigned(32),       # N_kv - N (causal: the keys every query row sees)
+        "gskip": unsigned(32),      # gb * (N_kv - N)
+        "q_group_stride": unsigned(addr_width),     # gb * Q_HEAD_STRIDE
+        "o_group_stride": unsigned(addr_width),     # gb * O_HEAD_STRIDE
+    })
+
+
 def run_layout(addr_width):
-    """What one run needs to know; latched by the controller at start."""
+    """What one run needs to know; latched by the controller at start, `setup` derived."""
     tensor = data.StructLayout({"base": unsigned(addr_width), "head_stride": unsigned(addr_width),
                                 "row_stride": unsigned(addr_width)})
     return data.StructLayout({"seq_len": unsigned(32), "heads": unsigned(32), "causal": 1,
-                              "kv_len": unsigned(32), "group": unsigned(32),
-                              "q": tensor, "k": tensor, "v": tensor, "o": tensor})
+                              "grouped": 1, "kv_len": unsigned(32), "group": unsigned(32),
+                              "q": tensor, "k": tensor, "v": tensor, "o": tensor,
+                              "setup": setup_layout(addr_width)})
 
 
-def read_schedule(*, seq_len, heads, block_rows, q, k, v, causal=False, kv_len=None, group=1):
-    """The Python twin of `ReadSequencer`: ([(kind, addr)], [(rows_valid, n_keys)]).
+def run_setup(*, seq_len, block_rows, causal=False, kv_len=None, group=1, grouped=False,
+              q_head_stride=0, o_head_stride=0):
+    """The Python twin of the controller's setup: `setup_layout`'s fields as a dict."""
+    n_kv = seq_len if kv_len is None else kv_len
+    gb = group if grouped else 1
+    a_g = block_rows // gb
+    short_h = seq_len % a_g
+    skip = (n_kv - seq_len) % 2 ** 32
+    return {"gb": gb, "kv_every": 1 if grouped else group, "a_g": a_g, "a_full": gb * a_g,
+            "short_h": short_h, "short": gb * short_h, "gn": gb * seq_len, "skip": skip,
+            "gskip": gb * skip % 2 ** 32, "q_group_stride": gb * q_head_stride % 2 ** 32,
+            "o_group_stride": gb * o_head_stride % 2 ** 32}
+
+
+def read_schedule(*, seq_len, heads, block_rows, q, k, v, causal=False, kv_len=None, group=1,
+                  grouped=False):
+    """The Python twin of `ReadSequencer`: ([(kind, addr)], [(rows_valid, n_keys, gdiag)]).
 
     `q`, `k`, `v` are (base, head_stride, row_stride) triples; `kv_len` N_kv (None: N);
-    query head h reads K/V head h // `group`.
+    query head h reads K/V head h // `group`. `grouped`: a block holds the same rows of
+    the `group` query heads of a K/V head, row-major (block row t*g + h is row t of head
+    h), a // g rows of each. `gdiag` (causal only, else 0) is gb times the block's first
+    rows' last key.
     """
     n_kv = seq_len if kv_len is None else kv_len
+    gb = group if grouped else 1
     cmds, blocks = [], []
-    for h in range(heads):
-        g = h // group
-        for row0, rows in q_blocks(seq_len, block_rows, causal=causal):
+    for h0 in range(0, heads, gb):
+        g = h0 // group
+        for row0, rows in q_blocks(seq_len, block_rows // gb, causal=causal):
             n = causal_limit(row0 + rows - 1, seq_len, n_kv) if causal else n_kv
-            blocks.append((rows, n))
-            cmds += [(Kind.Q, q[0] + h * q[1] + (row0 + i) * q[2]) for i in range(rows)]
+            blocks.append((gb * rows, n, gb * (n - rows) if causal else 0))
+            cmds += [(Kind.Q, q[0] + (h0 + h) * q[1] + (row0 + t) * q[2])
+                     for t in range(rows) for h in range(gb)]
             krow = lambda j: (Kind.K, k[0] + g * k[1] + j * k[2])
             vrow = lambda j: (Kind.V, v[0] + g * v[1] + j * v[2])
             cmds.append(krow(0))
@@ -70,9 +116,12 @@ def read_schedule(*, seq_len, heads, block_rows, q, k, v, causal=False, kv_len=N
     return cmds, blocks
 
 
-def write_schedule(*, seq_len, heads, o):
-    """The Python twin of `WriteSequencer`: the address of every output row, in order."""
-    return [o[0] + h * o[1] + i * o[2] for h in range(heads) for i in range(seq_len)]
+def write_schedule(*, seq_len, heads, o, group=1, grouped=False):
+    """The Python twin of `WriteSequencer`: the address of every output row, in order (with
+    `grouped`, row t of the group's heads in turn, as the core's blocks hold them)."""
+    gb = group if grouped else 1
+    return [o[0] + (h0 + h) * o[1] + t * o[2]
+            for h0 in range(0, heads, gb) for t in range(seq_len) for h in range(gb)]
 
 
 class ReadSequencer(wiring.Component):
@@ -88,11 +137,6 @@ class ReadSequencer(wiring.Component):
     block_latency = 2
     #: cycles from `start` to the first command offered on `cmd` (the block first)
     command_latency = 3
-
-    @staticmethod
-    def causal_setup(max_seq_len):
-        """Cycles a causal run adds before its first block: N mod a, a bit of N a cycle."""
-        return max_seq_len.bit_length()
 
     def __init__(self, *, addr_width, block_rows, row_bytes, max_seq_len, tag_depth=16):
         validate.positive("ReadSequencer", addr_width=addr_width, block_rows=block_rows,
@@ -124,25 +168,29 @@ class ReadSequencer(wiring.Component):
 
         # Loop ends are tested on down-counters (`== 1` is a few LUTs), never on a count
         # plus one compared with a run parameter (two carry chains in the handshake path).
-        heads_left = Signal(32)     # heads not yet finished, this one included
-        rows_left = Signal(32)      # rows of this head not yet in a block
-        rows_valid = Signal(range(a + 1))  # the next block's rows, min(rows_left, a)
+        # A pass serves gb query heads (`setup_layout`): its blocks hold rows_h rows of each,
+        # row-major, rows_valid = gb * rows_h block rows. Both are kept, so nothing divides.
+        su = run.setup
+        heads_left = Signal(32)     # query heads not yet finished, this pass's included
+        rows_left = Signal(32)      # block rows of this pass not yet in a block
+        rows_left_h = Signal(32)    # the same, rows of each head
+        rows_valid = Signal(range(a + 1))  # the next block's rows, min(rows_left, a_full)
+        rows_h = Signal(range(a + 1))      # of each head, rows_valid / gb
         q_left = Signal(range(a + 1))      # Q rows of this block not yet issued
+        q_heads = Signal(8)                # heads of this Q row not yet issued
         kv_left = Signal(32)        # K/V pairs of this block not yet issued, after K_0
-        group_left = Signal(32)     # query heads still to read this K/V head, this one included
+        group_left = Signal(32)     # passes still to read this K/V head, this one included
         n = self._max_seq_len
-        nb = self.causal_setup(n)
         # causal: the last key of the rows already in blocks, rows_done + N_kv - N, kept
-        # running so that a block's keys are one addition (the controller refused N_kv < N)
+        # running so that a block's keys are one addition (the controller refused N_kv < N);
+        # gb times it beside, the lanes' scaled diagonal of the next block
         keys_end = Signal(range(n + 1))
-        kv_skip = Signal(range(n + 1))     # N_kv - N: the keys every query row sees
+        gkeys_end = Signal(range(MAX_HEAD_GROUP * n + 1))
         block_keys = Signal(range(n + 1))  # this block's K/V rows
-        head_first = Signal()              # the next block is its head's first
-        short = Signal(range(a))           # N mod a: the causal first block's rows (0: a)
-        div_n = Signal(nb)                 # N, shifted out MSB first by the division
-        div_i = Signal(range(nb + 1))      # bits of N still to divide
+        head_first = Signal()              # the next block is its pass's first
         q_head, k_head, v_head = (Signal(aw, name=f"{t}_head") for t in "qkv")
         q_ptr, k_ptr, v_ptr = (Signal(aw, name=f"{t}_ptr") for t in "qkv")
+        q_row = Signal(aw)                 # this Q row of the pass's first head
 
         issue_addr = Signal(aw)
         issue_kind = Signal(Kind)
@@ -176,45 +224,47 @@ class ReadSequencer(wiring.Component):
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start):
+                    su_in = self.run.setup
                     m.d.sync += [run.eq(self.run), heads_left.eq(self.run.heads),
-                                 rows_left.eq(self.run.seq_len),
+                                 rows_left.eq(su_in.gn), rows_left_h.eq(self.run.seq_len),
                                  q_head.eq(self.run.q.base), k_head.eq(self.run.k.base),
                                  v_head.eq(self.run.v.base), q_ptr.eq(self.run.q.base),
-                                 group_left.eq(self.run.group),
-                                 head_first.eq(1), short.eq(0),
-                                 div_n.eq(self.run.seq_len), div_i.eq(nb)]
-                    with m.If(self.run.causal):
-                        m.next = "MOD"
-                    with m.Else():
-                        m.next = "SIZE"
-            with m.State("MOD"):            # short = N mod a, restoring division
-                m.d.comb += self.busy.eq(1)
-                m.d.sync += [kv_skip.eq(run.kv_len - run.seq_len),
-                             keys_end.eq(run.kv_len - run.seq_len)]
-                rem = Cat(div_n[-1], short)
-                m.d.sync += [short.eq(Mux(rem >= a, rem - a, rem)), div_n.eq(div_n << 1),
-                             div_i.eq(div_i - 1)]
-                with m.If(div_i == 1):
+                                 q_row.eq(self.run.q.base), group_left.eq(su_in.kv_every),
+                                 keys_end.eq(su_in.skip), gkeys_end.eq(su_in.gskip),
+                                 head_first.eq(1)]
                     m.next = "SIZE"
             with m.State("SIZE"):           # one cycle per block to size it
                 m.d.comb += self.busy.eq(1)
-                m.d.sync += rows_valid.eq(Mux(run.causal & head_first & (short != 0), short,
-                                              Mux(rows_left < a, rows_left, a)))
+                short = run.causal & head_first & (su.short_h != 0)
+                full = rows_left >= su.a_full
+                m.d.sync += [
+                    rows_valid.eq(Mux(short, su.short, Mux(full, su.a_full, rows_left))),
+                    rows_h.eq(Mux(short, su.short_h, Mux(full, su.a_g, rows_left_h)))]
                 m.next = "BLOCK"
             with m.State("BLOCK"):
                 # the controller refused a seq_len or kv_len above max_seq_len
-                keys = Mux(run.causal, keys_end + rows_valid, run.kv_len)
+                keys = Mux(run.causal, keys_end + rows_h, run.kv_len)
                 m.d.comb += [self.busy.eq(1), self.block.valid.eq(1),
                              self.block.payload.rows_valid.eq(rows_valid),
                              self.block.payload.n_keys.eq(keys),
-                             self.block.payload.causal.eq(run.causal)]
+                             self.block.payload.causal.eq(run.causal),
+                             self.block.payload.gdiag.eq(Mux(run.causal, gkeys_end, 0)),
+                             self.block.payload.step.eq(su.gb)]
                 with m.If(self.block.ready):
                     m.d.sync += [k_ptr.eq(k_head), v_ptr.eq(v_head), q_left.eq(rows_valid),
-                                 rows_left.eq(rows_left - rows_valid), block_keys.eq(keys),
-                                 keys_end.eq(keys), head_first.eq(0)]
+                                 q_heads.eq(su.gb),
+                                 rows_left.eq(rows_left - rows_valid),
+                                 rows_left_h.eq(rows_left_h - rows_h), block_keys.eq(keys),
+                                 keys_end.eq(keys), gkeys_end.eq(gkeys_end + rows_valid),
+                                 head_first.eq(0)]
                     m.next = "Q"
-            with m.State("Q"):
-                issue_row(Kind.Q, q_ptr, run.q)
+            with m.State("Q"):              # row t of each of the pass's heads, then t + 1
+                issue_row(Kind.Q, q_ptr)
+                with m.If(issued):
+                    m.d.sync += [q_heads.eq(q_heads - 1), q_ptr.eq(q_ptr + run.q.head_stride)]
+                    with m.If(q_heads == 1):
+                        m.d.sync += [q_heads.eq(su.gb), q_row.eq(q_row + run.q.row_stride),
+                                     q_ptr.eq(q_row + run.q.row_stride)]
                 count_down(q_left, "K_FIRST")
             with m.State("K_FIRST"):
                 issue_row(Kind.K, k_ptr, run.k)
@@ -238,16 +288,19 @@ class ReadSequencer(wiring.Component):
                 with m.If(issued):
                     with m.If(rows_left != 0):
                         m.next = "SIZE"
-                    with m.Elif(heads_left == 1):
+                    with m.Elif(heads_left <= su.gb):   # HEADS a multiple of gb: the host's
                         m.next = "IDLE"
                     with m.Else():
-                        m.d.sync += [heads_left.eq(heads_left - 1), rows_left.eq(run.seq_len),
-                                     keys_end.eq(kv_skip), head_first.eq(1),
-                                     q_head.eq(q_head + run.q.head_stride),
-                                     q_ptr.eq(q_head + run.q.head_stride),
+                        m.d.sync += [heads_left.eq(heads_left - su.gb), rows_left.eq(su.gn),
+                                     rows_left_h.eq(run.seq_len),
+                                     keys_end.eq(su.skip), gkeys_end.eq(su.gskip),
+                                     head_first.eq(1),
+                                     q_head.eq(q_head + su.q_group_stride),
+                                     q_row.eq(q_head + su.q_group_stride),
+                                     q_ptr.eq(q_head + su.q_group_stride),
                                      group_left.eq(group_left - 1)]
                         with m.If(group_left == 1):     # the next K/V head
-                            m.d.sync += [group_left.eq(run.group),
+                            m.d.sync += [group_left.eq(su.kv_every),
                                          k_head.eq(k_head + run.k.head_stride),
                                          v_head.eq(v_head + run.v.head_stride)]
                         m.next = "SIZE"
@@ -283,8 +336,10 @@ class WriteSequencer(wiring.Component):
         m = Module()
         aw = self._addr_width
         run = Signal(run_layout(aw))
-        heads_left, rows_left = Signal(32), Signal(32)   # down-counters: ends are `== 1`
-        o_head, o_ptr = Signal(aw), Signal(aw)
+        su = run.setup
+        # down-counters (ends are `== 1`): a pass of gb heads writes row t of each in turn
+        heads_left, rows_left, o_heads = Signal(32), Signal(32), Signal(8)
+        o_head, o_row, o_ptr = Signal(aw), Signal(aw), Signal(aw)
         issuing = Signal()
         started = Signal()
         outstanding = Signal(33)
@@ -305,16 +360,22 @@ class WriteSequencer(wiring.Component):
         with m.If(acked & self.done.payload.error):
             m.d.sync += self.error.eq(1)
         with m.If(issued):
-            m.d.sync += [o_ptr.eq(o_ptr + run.o.row_stride), rows_left.eq(rows_left - 1)]
-            with m.If(rows_left == 1):
-                m.d.sync += [rows_left.eq(run.seq_len), heads_left.eq(heads_left - 1),
-                             o_head.eq(o_head + run.o.head_stride),
-                             o_ptr.eq(o_head + run.o.head_stride)]
-                with m.If(heads_left == 1):
-                    m.d.sync += issuing.eq(0)
+            m.d.sync += [o_heads.eq(o_heads - 1), o_ptr.eq(o_ptr + run.o.head_stride)]
+            with m.If(o_heads == 1):
+                m.d.sync += [o_heads.eq(su.gb), rows_left.eq(rows_left - 1),
+                             o_row.eq(o_row + run.o.row_stride),
+                             o_ptr.eq(o_row + run.o.row_stride)]
+                with m.If(rows_left == 1):
+                    m.d.sync += [rows_left.eq(run.seq_len), heads_left.eq(heads_left - su.gb),
+                                 o_head.eq(o_head + su.o_group_stride),
+                                 o_row.eq(o_head + su.o_group_stride),
+                                 o_ptr.eq(o_head + su.o_group_stride)]
+                    with m.If(heads_left <= su.gb):
+                        m.d.sync += issuing.eq(0)
         with m.If(self.start):
             m.d.sync += [run.eq(self.run), heads_left.eq(self.run.heads),
-                         rows_left.eq(self.run.seq_len), o_head.eq(self.run.o.base),
+                         rows_left.eq(self.run.seq_len), o_heads.eq(self.run.setup.gb),
+                         o_head.eq(self.run.o.base), o_row.eq(self.run.o.base),
                          o_ptr.eq(self.run.o.base), issuing.eq(1), started.eq(1),
                          self.error.eq(0), self.finished.eq(0)]
         with m.Elif(~issuing & (outstanding == 0) & started):

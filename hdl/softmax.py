@@ -27,11 +27,12 @@ module per lane, hence E = number of lanes). On the block's first row (`first`)
 m and l read as m_init and 0, so nothing is cleared between blocks.
 
 Causal masking (`mask`, the block's, `attenio.hdl.kv_buffer.mask_layout`): the
-pass of K_j masks block row i when i < j - diag. A row's block index is
-slot*G + `row_base` + mac (G = `slot_stride`, the array's groups), so each lane
-counts a threshold per pass, -(diag + row_base) on the block's first, one more on
-each next, and compares it with the row's offset slot*G + mac at stage 0 (one
-comparison). A masked row enters stage 1 with the score m_init (-inf for a float
+pass of K_j masks block row i when i < step * (j - diag): a block holds the same
+rows of `step` query heads row-major, and step * diag (`gdiag`) comes with the mask, so
+nothing multiplies. A row's block index is slot*G + `row_base` + mac (G =
+`slot_stride`, the array's groups), so each lane counts a threshold per pass,
+-(gdiag + row_base) on the block's first, `step` more on each next, and compares it
+with the row's offset slot*G + mac at stage 0 (one comparison). A masked row enters stage 1 with the score m_init (-inf for a float
 format), so its max does not move (up = 0, m unchanged), and its e is forced to 0
 where it leaves exp2: P = 0, alpha = 1, l and O add zero.
 
@@ -63,6 +64,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from attenio import validate
+from attenio.regmap import MAX_HEAD_GROUP
 
 from .formats import FloatArith, Int8Arith
 from .formats.dsp import Stages
@@ -203,11 +205,12 @@ class SoftmaxLane(wiring.Component):
         G = self._stride
         n = A.max_seq_len
         block = G * r
-        thr = Signal(range(-(n + block), n + 1))
-        base = Signal(range(n + block))
+        g = MAX_HEAD_GROUP
+        thr = Signal(range(-(g * n + block), g * n + 1))
+        base = Signal(range(g * n + block))
         row_off = Signal(range(block + G))         # slot * G + mac of row u
         slot_off = Signal(range(block + G))        # slot * G
-        m.d.sync += base.eq(self.mask.diag + self.row_base)
+        m.d.sync += base.eq(self.mask.gdiag + self.row_base)
         with m.If(run):
             with m.If(mac == ql - 1):
                 m.d.sync += [slot_off.eq(slot_off + G), row_off.eq(slot_off + G)]
@@ -218,7 +221,7 @@ class SoftmaxLane(wiring.Component):
             m.d.sync += [run.eq(1), u.eq(0), mac.eq(0), slot.eq(0), hold.eq(S),
                          bank.eq(Mux(pend, pend_bank, self.start.bank)),
                          first.eq(pass_first), row_off.eq(0), slot_off.eq(0),
-                         thr.eq(Mux(pass_first, -base, thr + 1))]
+                         thr.eq(Mux(pass_first, -base, thr + self.mask.step))]
             m.d.sync += pend.eq(pend & self.start.valid)
         with m.Elif(self.start.valid):
             m.d.sync += pend.eq(1)

@@ -61,7 +61,6 @@ class TopTiming:
     beat_leave: int
     block_command: int
     block_fill: int
-    causal_setup: int
 
     @classmethod
     def of(cls, plan):
@@ -83,8 +82,6 @@ class TopTiming:
             block_command=(ReadSequencer.command_latency - ReadSequencer.block_latency
                            + BurstSplitter.latency + offset),
             block_fill=KVBuffer.start_latency,
-            # a causal run sizes its first block (N mod a) before anything else
-            causal_setup=ReadSequencer.causal_setup(plan.workload.max_keys),
         )
 
 
@@ -139,7 +136,7 @@ class AttenIOTop(wiring.Component):
         m.submodules.csr = csr = CSRBlock(self._regmap)
         m.submodules.ctrl = ctrl = Controller(addr_width=ADDR_WIDTH,
                                               max_seq_len=plan.workload.max_keys,
-                                              beat_bytes=beat_bytes)
+                                              beat_bytes=beat_bytes, block_rows=plan.a)
         # Every command is one row, so no burst is longer than a row, and the read FIFO
         # holds the Plan's K/V staging depth (rows enough to cover the link's latency),
         # which bounds the reads in flight to that many rows: that is the prefetch.
@@ -171,6 +168,7 @@ class AttenIOTop(wiring.Component):
             ctrl.run.seq_len.eq(csr.seq_len),
             ctrl.run.heads.eq(csr.heads),
             ctrl.run.causal.eq(csr.mode[0]),
+            ctrl.run.grouped.eq(csr.mode[1]),
             ctrl.run.kv_len.eq(csr.kv_len),
             ctrl.run.group.eq(csr.head_group),
             csr.status.eq(Cat(ctrl.busy, ctrl.done)),

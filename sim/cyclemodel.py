@@ -66,8 +66,8 @@ Causal masking (`causal`, default the workload's; the RTL's MODE.CAUSAL): K/V ro
 is needed only by Q rows >= j, and with b = 1 a Q block stops after the K/V row of
 its last row, the short block first (`attenio.analysis.q_blocks`): a block streams
 the K/V rows up to its last row, so both cycles and K/V traffic shrink. Rows inside
-the diagonal block are masked in the lanes (P = 0) at no cost. The run starts
-`causal_setup` cycles later (the sequencer sizes the short block).
+the diagonal block are masked in the lanes (P = 0) at no cost. The short block's size
+is derived by the controller before LAUNCH, so it costs no counted cycle.
 
 Query rows apart from key rows (`kv_len`, the RTL's KV_LEN): every block streams N_kv
 K/V rows, causal ones up to `causal_limit(last row, N, N_kv)` (rows aligned at the
@@ -75,7 +75,7 @@ end). Query heads that share a K/V head (HEAD_GROUP) only read other addresses.
 """
 
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from attenio.analysis import causal_limit, q_blocks
 from attenio.plan import run_kv_len
@@ -449,9 +449,6 @@ def simulate(plan, *, seq_len=None, heads=None, causal=None, params=None, fast=T
     reads does not change the time, so the grouping does not enter."""
     params = params or RtlParams.of(plan)
     causal = plan.workload.causal if causal is None else causal
-    if causal:
-        params = replace(params, read_start=params.read_start + params.causal_setup,
-                         feed_start=params.feed_start + params.causal_setup)
     w, b = plan.workload, plan.budget
     n = w.seq_len if seq_len is None else seq_len
     h = w.heads if heads is None else heads

@@ -65,9 +65,6 @@ class RtlParams:
                         min(bw, axi_data_bits / 8) (see `attenio.sim.memmodel.Memory`)
     score_period        cycles per chunk of a K row (`CoreTiming.score_period`): None for
                         r (int8's slot-by-slot replay), max(r, L_acc) for a float format
-    causal_setup        cycles a causal run's read sequencer spends before its first block
-                        (N mod a, `ReadSequencer.causal_setup`): read_start and feed_start
-                        of a causal run are this much later
     """
 
     lane_latency: int = 14
@@ -89,7 +86,6 @@ class RtlParams:
     burst_overhead: int = 0
     axi_rate_cap: bool = False
     score_period: int | None = None
-    causal_setup: int = 9
 
     def __post_init__(self):
         for f in fields(self):

@@ -4,13 +4,14 @@ import pytest
 from amaranth.sim import Simulator
 
 from attenio.hdl.controller import Controller
+from attenio.hdl.sequencer import run_setup
 from attenio.regmap import ErrorCode
 
 GOOD = {"seq_len": 64, "heads": 2, "base": 0x1000, "head_stride": 1024, "row_stride": 16}
 
 
-def simulate(run, body):
-    dut = Controller(addr_width=32, max_seq_len=256, beat_bytes=8)
+def simulate(run, body, block_rows=32):
+    dut = Controller(addr_width=32, max_seq_len=256, beat_bytes=8, block_rows=block_rows)
 
     async def tb(ctx):
         ctx.set(dut.run.seq_len, run["seq_len"])
@@ -18,6 +19,7 @@ def simulate(run, body):
         ctx.set(dut.run.kv_len, run.get("kv_len", 0))
         ctx.set(dut.run.group, run.get("group", 1))
         ctx.set(dut.run.causal, run.get("causal", 0))
+        ctx.set(dut.run.grouped, run.get("grouped", 0))
         for t in ("q", "k", "v", "o"):
             for f in ("base", "head_stride", "row_stride"):
                 ctx.set(getattr(getattr(dut.run, t), f), run.get(f"{t}_{f}", run[f]))
@@ -43,6 +45,9 @@ def simulate(run, body):
     ({"kv_len": 63, "causal": 1}, ErrorCode.CAUSAL_KV_SHORT),
     ({"seq_len": 200, "causal": 1, "kv_len": 199}, ErrorCode.CAUSAL_KV_SHORT),
     ({"group": 0}, ErrorCode.HEAD_GROUP_ZERO),
+    ({"group": 256}, ErrorCode.HEAD_GROUP_TOO_LARGE),
+    ({"group": 256, "grouped": 1}, ErrorCode.HEAD_GROUP_TOO_LARGE),
+    ({"group": 33, "grouped": 1}, ErrorCode.GROUP_OVER_BLOCK),
 ])
 def test_bad_runs_end_at_once_with_their_code_and_start_nothing(change, code):
     async def body(ctx, dut):
@@ -54,11 +59,17 @@ def test_bad_runs_end_at_once_with_their_code_and_start_nothing(change, code):
     simulate({**GOOD, **change}, body)
 
 
+async def until_launch(ctx, dut):
+    """CHECK, DECIDE and the setup: busy, and nothing started or counted."""
+    for _ in range(2 + dut.setup_cycles()):
+        assert ctx.get(dut.busy) and not ctx.get(dut.done) and not ctx.get(dut.seq_start)
+        assert ctx.get(dut.cycles) == 0
+        await ctx.tick()
+
+
 def test_good_run_counts_and_ends_when_writes_finish():
     async def body(ctx, dut):
-        for _ in range(2):                # CHECK, DECIDE
-            assert ctx.get(dut.busy) and not ctx.get(dut.done) and not ctx.get(dut.seq_start)
-            await ctx.tick()
+        await until_launch(ctx, dut)
         assert ctx.get(dut.busy) and not ctx.get(dut.done)
         assert ctx.get(dut.seq_start)     # LAUNCH
         await ctx.tick()
@@ -79,7 +90,8 @@ def test_good_run_counts_and_ends_when_writes_finish():
 
 def test_axi_error_is_reported_at_the_end():
     async def body(ctx, dut):
-        await ctx.tick().repeat(3)
+        await until_launch(ctx, dut)
+        await ctx.tick()
         ctx.set(dut.dma_error.read, 1)
         ctx.set(dut.finished, 1)
         await ctx.tick()
@@ -94,8 +106,32 @@ def test_kv_len_zero_is_seq_len_and_good_kv_lens_launch(kv_len, causal, resolved
     """KV_LEN = 0 (its reset) is SEQ_LEN, so drivers that never write it run as before; any
     N_kv up to the maximum is served (causal: from N up)."""
     async def body(ctx, dut):
-        await ctx.tick().repeat(2)                # CHECK, DECIDE
+        await until_launch(ctx, dut)
         assert ctx.get(dut.seq_start) and ctx.get(dut.error) == 0
         assert ctx.get(dut.seq_run.kv_len) == resolved
         assert ctx.get(dut.seq_run.seq_len) == 64
     simulate({**GOOD, "kv_len": kv_len, "causal": causal}, body)
+
+
+@pytest.mark.parametrize("a, n, kv_len, group, grouped, causal", [
+    (32, 64, 0, 1, 0, 0), (32, 45, 45, 2, 1, 1), (32, 20, 45, 2, 1, 1), (32, 1, 70, 4, 1, 0),
+    (30, 100, 130, 4, 1, 1), (7, 200, 256, 3, 1, 1), (8, 13, 20, 8, 1, 1), (1, 5, 9, 1, 1, 1),
+    (32, 45, 45, 2, 0, 1), (64, 256, 256, 5, 1, 1), (5, 3, 0, 2, 0, 0)])
+def test_setup_derives_the_passes_blocks_and_strides(a, n, kv_len, group, grouped, causal):
+    """What the sequencers get at LAUNCH equals the twin `run_setup`: gb = g when grouped, else
+    1; a_g = a div gb, a_full = gb * a_g, N mod a_g and gb times N, N_kv - N, the strides."""
+    run = {**GOOD, "seq_len": n, "kv_len": kv_len, "group": group, "grouped": grouped,
+           "causal": causal, "q_head_stride": 1024 * 3, "o_head_stride": 1024 * 5}
+    expect = run_setup(seq_len=n, block_rows=a, causal=bool(causal), kv_len=kv_len or n,
+                       group=group, grouped=bool(grouped), q_head_stride=1024 * 3,
+                       o_head_stride=1024 * 5)
+    if grouped:
+        assert expect["a_full"] == a - a % group and expect["short"] == (group * n) % (
+            expect["a_full"])
+
+    async def body(ctx, dut):
+        await until_launch(ctx, dut)
+        assert ctx.get(dut.seq_start) and ctx.get(dut.error) == 0
+        got = {name: ctx.get(getattr(dut.seq_run.setup, name)) for name in expect}
+        assert got == expect
+    simulate(run, body, block_rows=a)

@@ -4,7 +4,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from attenio.hdl.sequencer import (Kind, ReadSequencer, WriteSequencer, read_schedule,
-                                   write_schedule)
+                                   run_setup, write_schedule)
 
 ROW_BYTES = 16
 
@@ -18,13 +18,22 @@ def run_params(rng, seq_len, heads):
     return tensors
 
 
-def set_run(ctx, port, seq_len, heads, t, causal=False, kv_len=None, group=1):
+def set_run(ctx, port, seq_len, heads, t, causal=False, kv_len=None, group=1, grouped=False,
+            block_rows=4):
+    """The run as the controller hands it over: latched, KV_LEN resolved, setup derived (its
+    twin `run_setup`; tests/test_controller.py holds the controller to the twin)."""
     ctx.set(port.seq_len, seq_len)
     ctx.set(port.heads, heads)
     ctx.set(port.causal, int(causal))
     # the controller resolves KV_LEN = 0 before the sequencers see it
     ctx.set(port.kv_len, seq_len if kv_len is None else kv_len)
     ctx.set(port.group, group)
+    ctx.set(port.grouped, int(grouped))
+    setup = run_setup(seq_len=seq_len, block_rows=block_rows, causal=causal, kv_len=kv_len,
+                      group=group, grouped=grouped, q_head_stride=t["q"][1],
+                      o_head_stride=t["o"][1])
+    for name, value in setup.items():
+        ctx.set(getattr(port.setup, name), value)
     for name in "qkvo":
         sub = getattr(port, name)
         ctx.set(sub.base, t[name][0])
@@ -32,34 +41,43 @@ def set_run(ctx, port, seq_len, heads, t, causal=False, kv_len=None, group=1):
         ctx.set(sub.row_stride, t[name][2])
 
 
-@pytest.mark.parametrize("seq_len, heads, block_rows, causal, kv_len, group", [
-    (1, 1, 4, False, None, 1), (7, 2, 4, False, None, 1), (8, 1, 4, False, None, 1),
-    (5, 3, 8, False, None, 1),
+@pytest.mark.parametrize("seq_len, heads, block_rows, causal, kv_len, group, grouped", [
+    # grouped blocks: the same rows of the g heads of a group, row-major; partial blocks,
+    # the causal short block first, decode, N_kv != N, a block of a = g rows
+    (1, 4, 4, False, 37, 2, True), (1, 4, 8, False, 9, 4, True), (9, 4, 4, False, None, 2, True),
+    (7, 4, 6, True, 19, 2, True), (13, 8, 8, True, 20, 4, True), (5, 2, 5, True, None, 2, True),
+    (6, 2, 2, True, 6, 2, True), (10, 4, 8, False, 3, 4, True), (1, 4, 4, True, 64, 4, True),
+    # one head a block
+    (1, 1, 4, False, None, 1, False), (7, 2, 4, False, None, 1, False),
+    (8, 1, 4, False, None, 1, False), (5, 3, 8, False, None, 1, False),
     # causal: the short block first, each block's keys up to its last row
-    (1, 1, 4, True, None, 1), (7, 2, 4, True, None, 1), (8, 1, 4, True, None, 1),
-    (5, 3, 8, True, None, 1), (13, 2, 3, True, None, 1), (64, 1, 5, True, None, 1),
+    (1, 1, 4, True, None, 1, False), (7, 2, 4, True, None, 1, False),
+    (8, 1, 4, True, None, 1, False), (5, 3, 8, True, None, 1, False),
+    (13, 2, 3, True, None, 1, False), (64, 1, 5, True, None, 1, False),
     # N_kv apart from N: decode (one query row), cross-attention both ways, causal rows
     # aligned at the end; g query heads per K/V head, MQA, and a group that does not
     # divide the heads (the last K/V head serves fewer)
-    (1, 2, 4, False, 37, 1), (9, 1, 4, False, 3, 1), (1, 1, 4, True, 64, 1),
-    (7, 4, 4, True, 19, 2), (13, 3, 5, True, 13, 3), (6, 4, 4, False, 11, 4),
-    (5, 3, 8, False, 9, 2)])
+    (1, 2, 4, False, 37, 1, False), (9, 1, 4, False, 3, 1, False), (1, 1, 4, True, 64, 1, False),
+    (7, 4, 4, True, 19, 2, False), (13, 3, 5, True, 13, 3, False), (6, 4, 4, False, 11, 4, False),
+    (5, 3, 8, False, 9, 2, False)])
 def test_read_sequencer_matches_its_twin(rng, seq_len, heads, block_rows, causal, kv_len,
-                                         group):
+                                         group, grouped):
     t = run_params(rng, seq_len, heads)
     expect_cmds, expect_blocks = read_schedule(seq_len=seq_len, heads=heads, block_rows=block_rows,
                                                q=t["q"], k=t["k"], v=t["v"], causal=causal,
-                                               kv_len=kv_len, group=group)
+                                               kv_len=kv_len, group=group, grouped=grouped)
+    gb = group if grouped else 1
     if kv_len is not None:
         assert expect_blocks[-1][1] == kv_len     # the last block sees every key
-    if causal and seq_len % block_rows:
-        assert expect_blocks[0][0] == seq_len % block_rows      # the twin: the short block first
+    a_g = block_rows // gb
+    if causal and seq_len % a_g:      # the twin: the short block first
+        assert expect_blocks[0][0] == gb * (seq_len % a_g)
     dut = ReadSequencer(addr_width=32, block_rows=block_rows, row_bytes=ROW_BYTES, max_seq_len=64)
     cmds, kinds, blocks = [], [], []
     ready = rng.integers(0, 2, size=(100000, 3))
 
     async def tb(ctx):
-        set_run(ctx, dut.run, seq_len, heads, t, causal, kv_len, group)
+        set_run(ctx, dut.run, seq_len, heads, t, causal, kv_len, group, grouped, block_rows)
         ctx.set(dut.start, 1)
         await ctx.tick()
         ctx.set(dut.start, 0)
@@ -76,8 +94,8 @@ def test_read_sequencer_matches_its_twin(rng, seq_len, heads, block_rows, causal
                 kinds.append(ctx.get(dut.kind.payload))
             if ctx.get(dut.block.valid) and ctx.get(dut.block.ready):
                 p = ctx.get(dut.block.payload)
-                blocks.append((p.rows_valid, p.n_keys))
-                assert p.causal == causal
+                blocks.append((p.rows_valid, p.n_keys, p.gdiag))
+                assert p.causal == causal and p.step == gb
             await ctx.tick()
             if len(kinds) == len(expect_cmds) and not ctx.get(dut.busy):
                 break
@@ -92,17 +110,21 @@ def test_read_sequencer_matches_its_twin(rng, seq_len, heads, block_rows, causal
     assert kinds == [k for k, _ in expect_cmds]
 
 
-@pytest.mark.parametrize("seq_len, heads", [(1, 1), (6, 2)])
-def test_write_sequencer_matches_its_twin_and_finishes(rng, seq_len, heads):
+@pytest.mark.parametrize("seq_len, heads, group, grouped", [
+    (1, 1, 1, False), (6, 2, 1, False), (4, 4, 2, False),
+    # grouped: row t of each head of the pass in turn, as the blocks hold them
+    (3, 4, 2, True), (5, 8, 4, True), (1, 4, 4, True), (2, 2, 2, True)])
+def test_write_sequencer_matches_its_twin_and_finishes(rng, seq_len, heads, group, grouped):
     t = run_params(rng, seq_len, heads)
-    expect = write_schedule(seq_len=seq_len, heads=heads, o=t["o"])
+    expect = write_schedule(seq_len=seq_len, heads=heads, o=t["o"], group=group,
+                            grouped=grouped)
     dut = WriteSequencer(addr_width=32, row_bytes=ROW_BYTES)
     got = []
 
     async def tb(ctx):
         for run in range(2):           # twice, without reset
             got.clear()
-            set_run(ctx, dut.run, seq_len, heads, t)
+            set_run(ctx, dut.run, seq_len, heads, t, group=group, grouped=grouped)
             ctx.set(dut.start, 1)
             await ctx.tick()
             ctx.set(dut.start, 0)
@@ -134,6 +156,23 @@ def test_read_schedule_serves_each_kv_head_to_its_group():
     four query heads at g = 2 come from K/V heads 0, 0, 1, 1."""
     cmds, blocks = read_schedule(seq_len=1, heads=4, block_rows=4, q=(0, 1000, 10),
                                  k=(5000, 100, 10), v=(9000, 100, 10), kv_len=2, group=2)
-    assert blocks == [(1, 2)] * 4
+    assert blocks == [(1, 2, 0)] * 4
     k_rows = [a for kind, a in cmds if kind == Kind.K]
     assert k_rows == [5000, 5010, 5000, 5010, 5100, 5110, 5100, 5110]
+
+
+def test_write_schedule_grouped_order():
+    """Two heads a pass, two rows: O[0][0], O[1][0], O[0][1], O[1][1], then the next pass."""
+    assert write_schedule(seq_len=2, heads=4, o=(0, 100, 10), group=2, grouped=True) == [
+        0, 100, 10, 110, 200, 300, 210, 310]
+
+
+def test_read_schedule_grouped_reads_each_kv_row_once_a_group():
+    """A decode step (N = 1) of four query heads on two K/V heads: one block per group of two
+    rows (one of each head), so K/V head 0 is read once, not twice."""
+    cmds, blocks = read_schedule(seq_len=1, heads=4, block_rows=4, q=(0, 1000, 10),
+                                 k=(5000, 100, 10), v=(9000, 100, 10), kv_len=2, group=2,
+                                 grouped=True)
+    assert blocks == [(2, 2, 0)] * 2
+    assert [a for kind, a in cmds if kind == Kind.Q] == [0, 1000, 2000, 3000]
+    assert [a for kind, a in cmds if kind == Kind.K] == [5000, 5010, 5100, 5110]
