@@ -51,14 +51,15 @@ from dataclasses import asdict, dataclass, fields
 from math import ceil
 
 from . import validate
-from .analysis import attention_bound, attention_io, attention_optimum, causal_limit, q_blocks
+from .analysis import (attention_bound, attention_io, attention_optimum, causal_limit,
+                       grouped_blocks_win, q_blocks)
 from .config import Config
 from .errors import ConfigError
 from .formats import FloatFormat
 from .traffic import Traffic, Transfer
 
 __all__ = ["Reservation", "Candidate", "MappingChoice", "Plan", "make_plan", "attenio_traffic",
-           "run_kv_len",
+           "run_kv_len", "wins_grouped",
            "kv_prefetch_depth", "split_problem", "check_split", "valid_splits", "rows_problem",
            "rows_options"]
 
@@ -188,34 +189,48 @@ def run_kv_len(workload, seq_len, kv_len=None):
     return seq_len if workload.kv_len is None else workload.kv_len
 
 
-def attenio_traffic(config, a, *, seq_len=None, heads=None, causal=None, kv_len=None):
+def attenio_traffic(config, a, *, seq_len=None, heads=None, causal=None, kv_len=None,
+                    grouped=False, group=None):
     """Off-chip traffic of the AttenIO dataflow with Q blocks of `a` rows, all heads.
 
-    `seq_len`, `heads`, `causal` and `kv_len` default to the workload's (`run_kv_len`); a
-    run may use fewer rows and heads, and set or clear the causal mask. Every Q block reads
-    N_kv K and V rows; with causal masking only up to its last row's limit
-    (`attenio.analysis.causal_limit`, the short block first). The blocks hold rows of one
-    query head, so K/V heads shared by g query heads (`Workload.kv_heads`) are still read
-    once per query head's block: grouping changes the layout, not this traffic (a block
-    serving a whole group per pass, `attenio.analysis.attention_io(grouped=True)`, is not
-    built yet).
+    `seq_len`, `heads`, `causal`, `kv_len` and `group` default to the workload's
+    (`run_kv_len`, `Workload.group`); a run may use fewer rows and heads, and set or clear
+    the causal mask. Every Q block reads N_kv K and V rows; with causal masking only up to
+    its last row's limit (`attenio.analysis.causal_limit`, the short block first). A block
+    holds rows of one query head, so each query head's blocks read its K/V head again; with
+    `grouped` (MODE.GROUPED) it holds the same a div g rows of the g query heads of a K/V
+    head, so K and V are read once per group (`attention_io(grouped=True)`).
     """
     w = config.workload
     n, heads = seq_len or w.seq_len, heads or w.heads
     n_kv = run_kv_len(w, n, kv_len)
     causal = w.causal if causal is None else causal
+    gb = (group or w.group) if grouped else 1
     eb = config.format.element_bytes
     keys = sum(causal_limit(r0 + rows - 1, n, n_kv) if causal else n_kv
-               for r0, rows in q_blocks(n, a, causal=causal))
+               for r0, rows in q_blocks(n, a // gb, causal=causal))
     nd, kd = n * w.head_dim, keys * w.head_dim
-    per_head = Traffic(
-        reads=(Transfer("Q", nd, eb), Transfer("K", kd, eb), Transfer("V", kd, eb)),
-        writes=(Transfer("O", nd, eb),))
-    total = per_head.scaled(heads)
-    reads, writes = attention_io(n, w.head_dim, a, causal=causal, n_kv=n_kv)
-    reads, writes = reads * heads, writes * heads
-    assert (total.read_elements, total.write_elements) == (reads, writes)
+    passes = ceil(heads / gb)
+    total = Traffic(
+        reads=(Transfer("Q", nd * heads, eb), Transfer("K", kd * passes, eb),
+               Transfer("V", kd * passes, eb)),
+        writes=(Transfer("O", nd * heads, eb),))
+    reads, writes = attention_io(n, w.head_dim, a, causal=causal, n_kv=n_kv, heads=gb,
+                                 grouped=grouped)
+    reads, writes = reads * passes, writes * passes
+    if heads % gb == 0:
+        assert (total.read_elements, total.write_elements) == (reads, writes)
     return total
+
+
+def wins_grouped(config, a, *, seq_len=None, causal=None, kv_len=None, group=None):
+    """Whether blocks serving a whole K/V group (MODE.GROUPED) move less than blocks of one
+    head for this workload at Q blocks of `a` rows (`attenio.analysis.grouped_blocks_win`)."""
+    w = config.workload
+    n, g = seq_len or w.seq_len, group or w.group
+    causal = w.causal if causal is None else causal
+    return g > 1 and grouped_blocks_win(n, w.head_dim, a, heads=g, causal=causal,
+                                        n_kv=run_kv_len(w, n, kv_len))
 
 
 @dataclass(frozen=True)
@@ -284,7 +299,8 @@ class Plan:
     hardware uses, r times the groups (fewer rows a group than the largest when the
     planner finds it faster); `a_unsplit` the a of the same configuration at s = 1
     (`traffic_unsplit` its traffic). `mapping_choice` records how the planner chose s
-    and r (None for a Plan made directly by `make_plan`).
+    and r (None for a Plan made directly by `make_plan`). `grouped`: its blocks serve a
+    whole K/V group (MODE.GROUPED; `wins_grouped`, only when a >= g), and its traffic counts so.
     """
 
     config: Config
@@ -303,6 +319,7 @@ class Plan:
     traffic_unsplit: Traffic | None = None
     mapping_choice: MappingChoice | None = None
     a_largest: int | None = None
+    grouped: bool = False
 
     @property
     def workload(self):
@@ -348,18 +365,20 @@ class Plan:
         """Traffic of this plan's a beyond that of s = 1's a (0 at s = 1)."""
         return self.traffic.bytes - (self.traffic_unsplit or self.traffic).bytes
 
-    def traffic_at(self, *, seq_len, heads, causal=None, kv_len=None):
+    def traffic_at(self, *, seq_len, heads, causal=None, kv_len=None, grouped=None, group=None):
         """The traffic of a run of this hardware at runtime N = `seq_len`, `heads` query heads
         and N_kv = `kv_len` (default `run_kv_len`), with or without the causal mask (default:
-        the workload's)."""
+        the workload's), with blocks serving `group` query heads (default the workload's g)
+        when `grouped` (default the Plan's)."""
         n_max = self.workload.max_keys
         validate.integer("plan", "runtime seq_len (at most the generated N)", seq_len,
                          lo=1, hi=n_max, error=ConfigError)
         validate.integer("plan", "runtime kv_len (at most the generated N)",
                          run_kv_len(self.workload, seq_len, kv_len), lo=1, hi=n_max,
                          error=ConfigError)
+        grouped = self.grouped if grouped is None else grouped
         return attenio_traffic(self.config, self.a, seq_len=seq_len, heads=heads, causal=causal,
-                               kv_len=kv_len)
+                               kv_len=kv_len, grouped=grouped, group=group)
 
     def row_of(self, line, group, slot):
         """Q-block row owned by MAC group `group` of line `line` in its `slot`-th slot (< r).
@@ -378,6 +397,7 @@ class Plan:
             "kv_len": w.n_kv, "kv_heads": w.n_kv_heads, "max_keys": w.max_keys,
             "mac_lines": b.mac_lines, "macs_per_line": b.macs_per_line,
             "a": self.a, "b": self.b, "split": self.split, "groups": self.groups,
+            "grouped": self.grouped,
             "rows_per_mac": self.rows_per_mac,
             "macs_active": self.macs_active, "q_blocks": self.q_blocks,
             "kv_prefetch_depth": self.kv_depth,
@@ -422,7 +442,8 @@ def _fit(config, split):
             hi = mid - 1
     a_fit = lo
     groups = b.macs // split
-    a_cap = min(a_fit, w.seq_len)
+    # a block serving a whole K/V group (`wins_grouped`) holds up to N rows of each of g heads
+    a_cap = min(a_fit, w.seq_len * w.group)
     if a_cap >= groups:
         # up to fill the last slot if it still fits, else down to whole slots
         r = ceil(a_cap / groups)
@@ -460,7 +481,7 @@ def rows_options(config, split):
     groups = config.budget.macs // split
     if a < groups:
         return (1,)
-    n = config.workload.seq_len
+    n = config.workload.seq_len * config.workload.group     # as many as `_fit` caps a at
     fewest = ceil(n / (r_max * groups))
     out = []
     for blocks in range(fewest, 2 * fewest + 1):
@@ -495,11 +516,16 @@ def make_plan(config, split=None, rows_per_mac=None):
         a = r * (config.budget.macs // s)
     a_unsplit = a if s == 1 else _fit(config, 1)[3]
     a_ideal, _ = attention_optimum(w.seq_len, w.head_dim, m)
+
+    def best(a):
+        """The traffic at Q blocks of `a` rows, grouped where that moves less."""
+        return attenio_traffic(config, a, grouped=wins_grouped(config, a))
+
     plan = Plan(config=config, a=a, b=1, rows_per_mac=r, kv_depth=depth, a_ideal=a_ideal,
                 a_fit=a_fit, reservations=tuple(reservations(config, a, depth)),
-                traffic=attenio_traffic(config, a),
-                traffic_unrounded=attenio_traffic(config, min(a_fit, w.seq_len)),
-                traffic_ideal=attenio_traffic(config, a_ideal), split=s, a_unsplit=a_unsplit,
-                traffic_unsplit=attenio_traffic(config, a_unsplit), a_largest=a_max)
+                traffic=best(a), traffic_unrounded=best(min(a_fit, w.seq_len)),
+                traffic_ideal=best(a_ideal), split=s, a_unsplit=a_unsplit,
+                traffic_unsplit=best(a_unsplit), a_largest=a_max,
+                grouped=wins_grouped(config, a))
     assert plan.cache_used_bytes <= config.budget.cache_bytes
     return plan

@@ -78,9 +78,11 @@ def plan_report(plan, baselines=None):
         f"AttenIO plan '{c.name}': N={w.seq_len} d={w.head_dim} heads={w.heads} "
         f"format={c.format.name}" + (" causal" if w.causal else "")
         + (f" N_kv={w.n_kv}" if w.n_kv != w.seq_len else "")
-        + (f" kv_heads={w.n_kv_heads} (g = {w.group}; a Q block holds one query head, so "
-           f"each reads its K/V: no traffic saved by the grouping yet)"
-           if w.group > 1 else ""),
+        + (f" kv_heads={w.n_kv_heads} (g = {w.group}; " + (
+            f"grouped blocks: a Q block holds {plan.a // w.group} rows of each of the "
+            f"{w.group} query heads, so K/V is read once a group, MODE.GROUPED)"
+            if plan.grouped else "blocks of one query head: each reads its K/V, since grouped "
+            "blocks would move no less here)") if w.group > 1 else ""),
         f"  hardware: {b.mac_lines}x{b.macs_per_line} MACs, {b.exp_units} EXP units, "
         f"cache {human_bytes(b.cache_bytes)}, KV buffer {b.kv_buffer_bytes} B, "
         f"{b.bw_bytes_per_cycle} B/cycle, latency {b.latency_cycles} cycles, {b.clock_mhz} MHz",

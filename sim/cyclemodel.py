@@ -71,7 +71,9 @@ is derived by the controller before LAUNCH, so it costs no counted cycle.
 
 Query rows apart from key rows (`kv_len`, the RTL's KV_LEN): every block streams N_kv
 K/V rows, causal ones up to `causal_limit(last row, N, N_kv)` (rows aligned at the
-end). Query heads that share a K/V head (HEAD_GROUP) only read other addresses.
+end). Query heads that share a K/V head (HEAD_GROUP) only read other addresses, unless a
+block serves the whole group (`grouped`, MODE.GROUPED): then a pass's blocks hold a div g
+rows of each of its g heads, and there are heads / g passes.
 """
 
 from collections import deque
@@ -418,35 +420,35 @@ def _repeat(mc, count, step, fast, rows_per_step, frozen=False):
                 hist.pop(0)
 
 
-def _blocks(plan, n, heads, causal, n_kv=None):
-    """[(valid rows, K/V rows)] of every Q block of every head, in run order: N_kv keys
-    (default N) a block, causal ones up to the block's last row."""
+def _blocks(plan, n, causal, n_kv=None, gb=1):
+    """[(valid rows, K/V rows)] of the Q blocks of one pass, in run order: N_kv keys (default
+    N) a block, causal ones up to the block's last row. A pass serves `gb` query heads
+    (MODE.GROUPED: a div gb rows of each a block), one head otherwise."""
     n_kv = n if n_kv is None else n_kv
-    one = [(rows, causal_limit(r0 + rows - 1, n, n_kv) if causal else n_kv)
-           for r0, rows in q_blocks(n, plan.a, causal=causal)]
-    return one * heads
+    return [(gb * rows, causal_limit(r0 + rows - 1, n, n_kv) if causal else n_kv)
+            for r0, rows in q_blocks(n, plan.a // gb, causal=causal)]
 
 
-def _useful(plan, n, causal, n_kv=None):
-    """Useful MACs and exp2 evaluations of one head."""
+def _useful(plan, n, causal, n_kv=None, gb=1):
+    """Useful MACs of one query head and exp2 evaluations of one pass of `gb` heads."""
     d = plan.workload.head_dim
     n_kv = n if n_kv is None else n_kv
     # (Q row, K/V row) pairs kept: causal row i sees causal_limit(i, n, n_kv) keys
     keys = n * (n + 1) // 2 + n * (n_kv - n) if causal else n * n_kv
-    if not causal:
-        return 2 * d * keys, 2 * keys
     # the lanes still evaluate every row of the diagonal block (masked to P = 0)
-    evals = sum(v * k for v, k in _blocks(plan, n, 1, True, n_kv))
+    evals = sum(v * k for v, k in _blocks(plan, n, causal, n_kv, gb))
     return 2 * d * keys, 2 * evals
 
 
 def simulate(plan, *, seq_len=None, heads=None, causal=None, params=None, fast=True,
-             memory=None, kv_len=None):
+             memory=None, kv_len=None, grouped=None, group=None):
     """Run the schedule of `plan` for `seq_len` query rows and `kv_len` key rows (each <= the
     Plan's max_keys; kv_len's default: `attenio.plan.run_kv_len`) and `heads` query heads,
     with or without causal masking (default: the workload's), on `memory` (an
     `attenio.sim.memmodel.Memory`; default: the budget's link). Which K/V head a query head
-    reads does not change the time, so the grouping does not enter."""
+    reads does not change the time; whether a block serves the `group` query heads of a
+    K/V head (`grouped`, MODE.GROUPED; defaults: the Plan's and the workload's g) does:
+    a pass of a Q block's rows then covers them all, heads / g passes."""
     params = params or RtlParams.of(plan)
     causal = plan.workload.causal if causal is None else causal
     w, b = plan.workload, plan.budget
@@ -464,9 +466,15 @@ def simulate(plan, *, seq_len=None, heads=None, causal=None, params=None, fast=T
     eb = plan.config.format.element_bytes
     mem = memory or Memory.of(b, burst_overhead=params.burst_overhead,
                               axi_rate_cap=params.axi_rate_cap)
-    blocks = _blocks(plan, n, 1, causal, n_kv)    # of one head; every head is the same
+    grouped = plan.grouped if grouped is None else grouped
+    gb = (group or w.group) if grouped else 1
+    if gb > plan.a or h % gb:
+        raise ValueError(f"simulate: blocks serving {gb} heads need a = {plan.a} >= {gb} and "
+                         f"heads = {h} a multiple of it")
+    passes = h // gb
+    blocks = _blocks(plan, n, causal, n_kv, gb)    # of one pass; every pass is the same
     per_head = sum(v + 2 * k for v, k in blocks)
-    mc = _Machine(m, mem, params, m.d * eb, m.depth, per_head * h, m.d * eb)
+    mc = _Machine(m, mem, params, m.d * eb, m.depth, per_head * passes, m.d * eb)
 
     def run_block(valid, kv):
         _repeat(mc, valid, mc.q_row, fast, 1, frozen=True)
@@ -487,15 +495,15 @@ def simulate(plan, *, seq_len=None, heads=None, causal=None, params=None, fast=T
             _repeat(mc, j - i, lambda: run_block(valid, kv), fast, valid + 2 * kv)
             i = j
 
-    _repeat(mc, h, run_head, fast, per_head)
+    _repeat(mc, passes, run_head, fast, per_head)
     res = Result(cycles=mc.finish(), macs=b.macs, exp_units=b.exp_units, mapping=m, **mc.c)
-    useful, exps = _useful(plan, n, causal, n_kv)
-    res.useful_macs, res.exps = useful * h, exps * h
+    useful, exps = _useful(plan, n, causal, n_kv, gb)
+    res.useful_macs, res.exps = useful * h, exps * passes
     return res
 
 
 def model_counters(plan, *, seq_len=None, heads=None, causal=None, params=None, memory=None,
-                   kv_len=None):
+                   kv_len=None, grouped=None, group=None):
     """The CSR counters the RTL should report for a run of `plan` at runtime N, N_kv and
     heads, with or without causal masking (default: the workload's).
 
@@ -503,4 +511,4 @@ def model_counters(plan, *, seq_len=None, heads=None, causal=None, params=None, 
     generated design's counters on a memory the model describes exactly (`memory`).
     """
     return simulate(plan, seq_len=seq_len, heads=heads, causal=causal, params=params,
-                    memory=memory, kv_len=kv_len).counters()
+                    memory=memory, kv_len=kv_len, grouped=grouped, group=group).counters()

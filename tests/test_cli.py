@@ -57,16 +57,18 @@ def test_plan_causal_counts_each_blocks_keys_up_to_its_last_row(capsys, tmp_path
 
 
 def test_plan_kv_len_and_kv_heads(capsys, tmp_path):
-    """--kv-len: every block reads N_kv K/V rows; --kv-heads: the header says the grouping
-    saves no traffic yet (a block holds one query head); a bad group is one line, status 2."""
+    """--kv-len: every block reads N_kv K/V rows; --kv-heads: a decode step's blocks serve the
+    whole group (one row of each of g = 2 heads), so K/V is read once a group, and the header
+    says which blocks the Plan took; a bad group is one line, status 2."""
     assert main(["plan", "--preset", "small", "--seq-len", "1", "--kv-len", "200", "--heads",
                  "4", "--kv-heads", "2", "--split", "4", "--json", "-o", str(tmp_path)]) == 0
     plan = json.loads(capsys.readouterr().out)["plan"]
     assert (plan["kv_len"], plan["kv_heads"], plan["max_keys"]) == (200, 2, 200)
-    assert plan["offchip_read_bytes"] == 4 * (16 + 2 * 200 * 16)
+    assert plan["grouped"] and plan["a"] == 2
+    assert plan["offchip_read_bytes"] == 4 * 16 + 2 * (2 * 200 * 16)
     assert main(["plan", "--preset", "small", "--heads", "4", "--kv-heads", "1", "-o",
                  str(tmp_path)]) == 0
-    assert "kv_heads=1 (g = 4; a Q block holds one query head" in capsys.readouterr().out
+    assert "kv_heads=1 (g = 4; blocks of one query head" in capsys.readouterr().out   # a tie
     assert main(["plan", "--heads", "4", "--kv-heads", "3", "-o", str(tmp_path)]) == 2
     assert "must be a multiple of kv_heads = 3" in capsys.readouterr().err
 

@@ -331,3 +331,30 @@ def test_kv_len_defaults_and_limits():
         model_counters(plan, seq_len=1, kv_len=201)
     with pytest.raises(ValueError, match="kv_len >= seq_len"):
         model_counters(plan, seq_len=64, kv_len=63, causal=True)
+
+
+@pytest.mark.parametrize("n, n_kv, causal, g", [(1, 300, False, 2), (1, 300, False, 4),
+                                                (45, 45, True, 2), (20, 45, True, 2),
+                                                (100, 70, False, 4)])
+def test_grouped_blocks_serve_the_group_in_one_pass(n, n_kv, causal, g):
+    """Blocks that hold a div g rows of each of g query heads (MODE.GROUPED): heads / g passes,
+    each block reads its K/V rows once for the g heads; the walks agree, the bytes are the
+    grouped Plan's, the useful MACs those of every query head, and PE busy 2 r d a K/V row."""
+    plan = make_plan(config(seq_len=1000))
+    d, a, heads = 16, plan.a, 4
+    kw = dict(seq_len=n, kv_len=n_kv, heads=heads, causal=causal, grouped=True, group=g)
+    fast = simulate(plan, **kw)
+    assert fast.counters() == simulate(plan, fast=False, **kw).counters()
+    kv_rows = sum(analysis.causal_limit(r0 + rows - 1, n, n_kv) if causal else n_kv
+                  for r0, rows in analysis.q_blocks(n, a // g, causal=causal))
+    assert fast.bytes_read == heads * n * d + heads // g * 2 * kv_rows * d
+    t = plan.traffic_at(seq_len=n, heads=heads, causal=causal, kv_len=n_kv, grouped=True,
+                        group=g)
+    assert (fast.bytes_read, fast.bytes_written) == (t.read_bytes, t.write_bytes)
+    assert fast.pe_busy == heads // g * 2 * plan.rows_per_mac * d * kv_rows
+    pairs = n * (n + 1) // 2 + n * (n_kv - n) if causal else n * n_kv
+    assert fast.useful_macs == heads * 2 * d * pairs
+    one = simulate(plan, seq_len=n, kv_len=n_kv, heads=heads, causal=causal, grouped=False)
+    if n == 1:      # a decode step: one pass over the cache per group instead of per head
+        assert one.bytes_read - heads * d == g * (fast.bytes_read - heads * d)
+        assert fast.cycles < one.cycles

@@ -392,22 +392,32 @@ def test_cache_too_small_for_one_row_is_a_clear_error():
                                              (100, 30, False), (33, 33, True)])
 def test_plan_traffic_with_kv_len(n, n_kv, causal):
     """Per head: Q and O once (N d each), K and V N_kv rows per block (causal: the block's
-    last row's limit, rows aligned at the end); the K/V heads do not change it (one head a
-    block), and max_keys sizes the hardware's widths and MAX_SEQ_LEN."""
-    from attenio.analysis import causal_limit, q_blocks
+    last row's limit, rows aligned at the end); with blocks of one head the K/V heads do not
+    change it, with blocks serving a group of g = 2 (the Plan's choice where it moves less)
+    K and V are read once a group over blocks of a // 2 rows of each head; max_keys sizes the
+    hardware's widths and MAX_SEQ_LEN."""
+    from attenio.analysis import causal_limit, grouped_blocks_win, q_blocks
     from attenio.regmap import register_map
     base = preset("small")
     w = dataclasses.replace(base.workload, seq_len=n, kv_len=n_kv, heads=4, kv_heads=2,
                             causal=causal)
     plan = make_plan(dataclasses.replace(base, workload=w))
     d, a = w.head_dim, plan.a
-    keys = sum(causal_limit(r0 + rows - 1, n, n_kv) if causal else n_kv
-               for r0, rows in q_blocks(n, a, causal=causal))
-    assert plan.traffic.read_bytes == 4 * (n * d + 2 * d * keys)
+
+    def keys(rows_a):
+        return sum(causal_limit(r0 + rows - 1, n, n_kv) if causal else n_kv
+                   for r0, rows in q_blocks(n, rows_a, causal=causal))
+    one_head = 4 * (n * d + 2 * d * keys(a))
+    # a block must hold a row of each head of the group
+    grouped = 4 * n * d + 2 * 2 * d * keys(a // 2) if a >= 2 else one_head
+    assert plan.grouped == grouped_blocks_win(n, d, a, heads=2, causal=causal, n_kv=n_kv)
+    assert plan.grouped == (grouped < one_head)
+    assert plan.traffic.read_bytes == min(one_head, grouped)
     assert plan.traffic.write_bytes == 4 * n * d
     mha = make_plan(dataclasses.replace(base, workload=dataclasses.replace(w, kv_heads=None)))
-    assert mha.traffic == plan.traffic
+    assert not mha.grouped and mha.traffic.read_bytes == one_head
     assert plan.traffic_at(seq_len=n, heads=4) == plan.traffic
+    assert plan.traffic_at(seq_len=n, heads=4, grouped=False) == mha.traffic
     assert register_map(plan)["MAX_SEQ_LEN"].value == max(n, n_kv) == w.max_keys
     assert plan.to_dict()["max_keys"] == max(n, n_kv)
 
