@@ -12,8 +12,10 @@ O bit for bit with the golden model, the byte counters with the Plan exactly,
 and the cycle counters with the cycle model where it is available. A causal
 workload (`Workload.causal`) sets the MODE register's CAUSAL bit, N_kv key rows
 (`Workload.kv_len`, `E2EOptions.kv_len`) the KV_LEN register, and g query heads a
-K/V head (`Workload.kv_heads`, `E2EOptions.head_group`) the HEAD_GROUP register;
-every one of those checks follows them.
+K/V head (`Workload.kv_heads`, `E2EOptions.head_group`) the HEAD_GROUP register, and
+blocks that serve a whole group (`E2EOptions.grouped`, default the planner's rule at the
+run's shape, `attenio.plan.wins_grouped`) the MODE register's GROUPED bit; every one of
+those checks follows them.
 
 Everything is written beside the Verilog: `sim_report.json` and `sim_outputs.npz`
 (O in real units, the RTL's output and the golden output as stored, the float64
@@ -31,7 +33,7 @@ import numpy as np
 
 from attenio.analysis import causal_limit, q_blocks
 from attenio.errors import ConfigError
-from attenio.plan import make_plan, run_kv_len
+from attenio.plan import make_plan, run_kv_len, wins_grouped
 from attenio.regmap import ErrorCode, register_map
 
 from . import fast
@@ -104,6 +106,7 @@ class E2EOptions:
     heads: int = None            # runtime query heads (default: the workload's)
     kv_len: int = None           # runtime N_kv (default: the workload's kv_len, else seq_len)
     head_group: int = None       # query heads per K/V head (default: the workload's group)
+    grouped: bool = None         # MODE.GROUPED (default: where grouped blocks move less)
     inputs: str = None           # npz with q, k, v (float or int8 with scale_q/k/v)
     input_kind: str = "gaussian"  # golden.make_inputs kind when no npz is given
     runs: int = 1                # back-to-back runs without reset (same inputs)
@@ -121,14 +124,15 @@ class E2EOptions:
     progress: object = None      # a callable(cycles, bytes_written, wall_s), or None
 
 
-def compute_bound_cycles(plan, *, seq_len, heads, causal=False, kv_len=None):
+def compute_bound_cycles(plan, *, seq_len, heads, causal=False, kv_len=None, gb=1):
     """Cycles the PE array needs at least: every Q block passes each of its K/V rows twice
     (scores, then the update), 2 r d / s array cycles a row; a block reads N_kv rows
-    (`kv_len`, default seq_len), with causal masking up to its last row's limit."""
+    (`kv_len`, default seq_len), with causal masking up to its last row's limit. Blocks
+    serving `gb` query heads (MODE.GROUPED) hold a div gb rows of each: heads / gb passes."""
     n_kv = seq_len if kv_len is None else kv_len
     keys = sum(causal_limit(r0 + rows - 1, seq_len, n_kv) if causal else n_kv
-               for r0, rows in q_blocks(seq_len, plan.a, causal=causal))
-    return heads * keys * 2 * plan.rows_per_mac * plan.workload.head_dim // plan.split
+               for r0, rows in q_blocks(seq_len, plan.a // gb, causal=causal))
+    return -(-heads // gb) * keys * 2 * plan.rows_per_mac * plan.workload.head_dim // plan.split
 
 
 #: `choose_engine` picks the fast engine for runs of at least this many cycles (the
@@ -225,11 +229,16 @@ def _verilog(config, build_dir, memory, log):
     # registers, so a workload that differs only in them reuses the same Verilog, unless
     # its N_kv raises the keys the hardware must hold
     w = config.workload
-    hardware = make_plan(dataclasses.replace(
-        config, workload=dataclasses.replace(
-            w, causal=False, kv_heads=None, kv_len=w.kv_len if w.kv_len and w.kv_len > w.seq_len
-            else None),
-        split=plan.split, rows_per_mac=plan.rows_per_mac))
+
+    def hardware_plan(kv_heads):
+        return make_plan(dataclasses.replace(
+            config, workload=dataclasses.replace(
+                w, causal=False, kv_heads=kv_heads,
+                kv_len=w.kv_len if w.kv_len and w.kv_len > w.seq_len else None),
+            split=plan.split, rows_per_mac=plan.rows_per_mac))
+    hardware = hardware_plan(None)
+    if hardware.a != plan.a:        # the group raised the rows a block may hold (g * N)
+        hardware = hardware_plan(w.kv_heads)
     stamp = json.dumps({"plan": plan_json(hardware), "rtl": _rtl_digest()}, sort_keys=True)
     name = SIM_TOP_NAME if memory == "model" else TOP_NAME
     v = build_dir / f"{name}.v"
@@ -278,6 +287,14 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
     if w.causal and n_kv < n:
         raise ConfigError(f"causal attention needs N_kv >= N, not {n_kv} < {n}")
     plan, verilog, toplevel = _verilog(config, out_dir, opts.memory, log)
+    grouped = opts.grouped
+    if grouped is None:
+        grouped = heads % data.group == 0 and wins_grouped(
+            config, plan.a, seq_len=n, kv_len=n_kv, group=data.group)
+    if grouped and (heads % data.group or data.group > plan.a):
+        raise ConfigError(f"grouped blocks need HEADS ({heads}) a multiple of the group "
+                          f"({data.group}) and the group at most a = {plan.a}")
+    gb = data.group if grouped else 1
     beat = plan.budget.axi_data_bits // 8
     if opts.memory == "model" and (opts.latency[1] or opts.backpressure):
         raise ConfigError("random latency and back-pressure need the AxiRam memory (--memory axiram)")
@@ -302,7 +319,8 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
     period = RtlParams.of(plan).score_period or plan.rows_per_mac    # a K row's chunk
     rmap = register_map(plan)
     # KV_LEN = 0 (its reset) when N_kv = N: what a driver that predates KV_LEN writes
-    regs = {"SEQ_LEN": n, "HEADS": heads, "SCALE_C": int(data.c), "MODE": int(causal),
+    regs = {"SEQ_LEN": n, "HEADS": heads, "SCALE_C": int(data.c),
+            "MODE": int(causal) | int(grouped) << 1,
             "KV_LEN": 0 if n_kv == n else n_kv, "HEAD_GROUP": data.group}
     for t, (base, hs, rs) in layout.tensors.items():
         regs.update({f"{t}_BASE": base, f"{t}_HEAD_STRIDE": hs, f"{t}_ROW_STRIDE": rs})
@@ -324,8 +342,9 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
         "counters": list(counter_names(rmap)), "progress_file": str(out_dir / "sim_progress.txt"),
         "seed": opts.seed, "latency": list(opts.latency),
         "backpressure": opts.backpressure, "progress_cycles": opts.progress_cycles,
-        "expect_bytes_written": int(plan.traffic_at(seq_len=n, heads=heads,
-                                                    kv_len=n_kv).write_bytes),
+        "expect_bytes_written": int(plan.traffic_at(seq_len=n, heads=heads, kv_len=n_kv,
+                                                    grouped=grouped,
+                                                    group=data.group).write_bytes),
         "max_cycles": int(50 * (heads * -(-n // plan.a) * (n_kv * (plan.rows_per_mac + period) * d
                                                           + 4 * plan.a * d) // plan.split
                                 + 10000)),
@@ -353,7 +372,7 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
             r["o_bytes"] = bytes.fromhex(r.pop("o"))
     wall = time.perf_counter() - t0
     return _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s, n, heads,
-                   log)
+                   gb, log)
 
 
 def _read_o(layout, blob, o_base, heads, n, d, dtype):
@@ -366,10 +385,12 @@ def _read_o(layout, blob, o_base, heads, n, d, dtype):
     return out
 
 
-def _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s, n, heads, log):
+def _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s, n, heads, gb,
+            log):
     d, causal = plan.workload.head_dim, plan.workload.causal
     n_kv = data.kv_len
-    traffic = plan.traffic_at(seq_len=n, heads=heads, kv_len=n_kv)
+    traffic = plan.traffic_at(seq_len=n, heads=heads, kv_len=n_kv, grouped=gb > 1,
+                              group=data.group)
     runs, last_o = [], None
     for i, r in enumerate(got["runs"]):
         entry = {k: r[k] for k in ("status", "error", "counters", "sim_cycles")}
@@ -392,6 +413,7 @@ def _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s,
         "engine": opts.engine, "seed": opts.seed,
         "seq_len": n, "heads": heads, "head_dim": d, "causal": causal, "a": plan.a,
         "kv_len": n_kv, "kv_heads": data.kv_heads, "head_group": data.group,
+        "grouped": gb > 1,
         "split": plan.split,
         "rows_per_mac": plan.rows_per_mac,
         "plan_bytes_read": traffic.read_bytes, "plan_bytes_written": traffic.write_bytes,
@@ -410,13 +432,15 @@ def _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s,
         report["pe_busy_fraction"] = c0["PE_BUSY"] / cyc
         report["exp_busy_fraction"] = c0["EXP_BUSY"] / cyc
         report["mem_stall_fraction"] = c0["MEM_STALL"] / cyc
-        compute = compute_bound_cycles(plan, seq_len=n, heads=heads, causal=causal, kv_len=n_kv)
+        compute = compute_bound_cycles(plan, seq_len=n, heads=heads, causal=causal, kv_len=n_kv,
+                                       gb=gb)
         memory = traffic.bytes / plan.budget.bw_bytes_per_cycle
         report["compute_bound_cycles"] = compute
         report["memory_bound_cycles"] = round(memory)
         report["cycles_over_bound"] = cyc / max(compute, memory)
         model = model_counters(plan, seq_len=n, heads=heads, kv_len=n_kv,
-                               memory=simulated_memory(plan, opts.memory))
+                               memory=simulated_memory(plan, opts.memory), grouped=gb > 1,
+                               group=data.group)
         report["model"] = model
         report["cycles_vs_model"] = cyc / model["cycles"]
     (out_dir / "sim_report.json").write_text(json.dumps(report, indent=2) + "\n")
