@@ -248,7 +248,8 @@ def cmd_sim(args):
               else f"cocotb on {report['memory']}")
     print(f"\nN = {report['seq_len']}, N_kv = {report['kv_len']}, heads = {report['heads']} "
           f"({report['kv_heads']} K/V), d = {report['head_dim']}, "
-          f"a = {report['a']}{', causal' if report['causal'] else ''}, "
+          f"a = {report['a']}{', causal' if report['causal'] else ''}"
+          f"{', grouped blocks (MODE.GROUPED)' if report['grouped'] else ''}, "
           f"simulator {report['simulator']} ({engine}), seed {report['seed']}")
     print(f"  output: {'bit-exact' if run['bit_exact'] else 'MISMATCH'} against the golden model "
           f"({run['mismatches']} differing elements)")

@@ -44,6 +44,7 @@ class ErrorCode(enum.IntEnum):
     HEAD_GROUP_TOO_LARGE = 10   # HEAD_GROUP above MAX_HEAD_GROUP (255)
     GROUP_OVER_BLOCK = 11   # MODE.GROUPED with HEAD_GROUP above BLOCK_ROWS: a Q block cannot
                             # hold a row of every query head of the group
+    HEADS_NOT_GROUPED = 12  # MODE.GROUPED with HEADS not a multiple of HEAD_GROUP
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ def register_map(plan):
                           "query heads of a K/V head (row t of head h at block row "
                           "t*HEAD_GROUP + h), so each K/V row read serves the whole group; "
                           "HEADS must be a multiple of HEAD_GROUP, and HEAD_GROUP at most "
-                          "BLOCK_ROWS"))),
+                          "BLOCK_ROWS (else HEADS_NOT_GROUPED, GROUP_OVER_BLOCK)"))),
         Register("KV_LEN", 0x01C, Access.RW, 32,
                  "key/value rows N_kv of the run, 1..MAX_SEQ_LEN; 0: equal to SEQ_LEN. Causal "
                  "rows are aligned at the end: query row i sees keys up to i + N_kv - N"),

@@ -10,11 +10,12 @@ error code and done set, having moved no byte. Otherwise it clears the DMA's byt
 counters and error status and derives what the sequencers need of the run
 (`setup_layout`): gb, the query heads a block serves (HEAD_GROUP with MODE.GROUPED, else
 1); a_g = a div gb and gb * a_g, by restoring division (a bit of a a cycle); N mod a_g,
-the causal first block's rows of each head (a bit of N a cycle); and gb times N,
-N_kv - N and the Q and O head strides, by shift-and-add over the 8 bits of gb. That
-is done one adder or comparison a cycle, before LAUNCH, so it costs the run no counted
-cycle and the sequencers no multiplier or divider. Then it starts the read and write
-sequencers, and ends the run when
+the causal first block's rows of each head (a bit of N a cycle); HEADS mod gb (32
+cycles: with MODE.GROUPED a remainder ends the run with HEADS_NOT_GROUPED, still
+having moved no byte); and gb times N, N_kv - N and the Q and O head strides, by
+shift-and-add over the 8 bits of gb. That is done one adder or comparison a cycle,
+before LAUNCH, so it costs the run no counted cycle and the sequencers no multiplier
+or divider. Then it starts the read and write sequencers, and ends the run when
 every output row has been acknowledged and the core is idle. An AXI error
 response does not hang the run: the data keep flowing and the run ends with
 `AXI_READ` or `AXI_WRITE`.
@@ -87,8 +88,10 @@ class Controller(wiring.Component):
         return self._block_rows
 
     def setup_cycles(self):
-        """Cycles between DECIDE and LAUNCH of a good run: a div gb, N mod a_g, the products."""
-        return self._block_rows.bit_length() + self._max_seq_len.bit_length() + self.group_bits
+        """Cycles between DECIDE and LAUNCH of a good run: a div gb, N mod a_g, HEADS mod gb
+        and its check, the products."""
+        return (self._block_rows.bit_length() + self._max_seq_len.bit_length() + 32 + 1
+                + self.group_bits)
 
     def check(self, m, run):
         """The error code a run with parameters `run` ends with at once (0 if none)."""
@@ -128,9 +131,10 @@ class Controller(wiring.Component):
         a = self._block_rows
         na, nn = a.bit_length(), self._max_seq_len.bit_length()
         nw = max(na, nn)
-        # restoring division, MSB of `num` first: one comparison (and its subtraction) a cycle
-        num, rem, quo, divisor = Signal(nw), Signal(nw + 1), Signal(nw), Signal(nw)
-        div_i = Signal(range(max(nw, self.group_bits) + 1))
+        # restoring division, MSB of `num` first: one comparison (and its subtraction) a cycle;
+        # the divisor (gb or a_g) has at most nw bits, the dividend (a, N or HEADS) up to 32
+        num, rem, quo, divisor = Signal(32), Signal(nw + 1), Signal(nw), Signal(nw)
+        div_i = Signal(range(33))
         shifted = Signal(nw + 1)
         rem_next, quo_next = Signal(nw + 1), Signal(nw)
         m.d.comb += [shifted.eq((rem << 1) | num[-1]),
@@ -147,7 +151,7 @@ class Controller(wiring.Component):
         products = {"gn": (setup.gn, run.seq_len), "gskip": (setup.gskip, setup.skip),
                     "q_group_stride": (setup.q_group_stride, run.q.head_stride),
                     "o_group_stride": (setup.o_group_stride, run.o.head_stride),
-                    "short": (setup.short, rem_next)}
+                    "short": (setup.short, setup.short_h)}
         mul_x = {name: Signal(len(acc), name=f"mul_{name}") for name, (acc, _) in products.items()}
         with m.FSM():
             with m.State("IDLE"):
@@ -170,21 +174,33 @@ class Controller(wiring.Component):
                     m.next = "IDLE"
                 with m.Else():
                     m.d.comb += self.dma_clear.eq(1)
-                    m.d.sync += [num.eq(a << (nw - na)), rem.eq(0), quo.eq(0), div_i.eq(na),
+                    m.d.sync += [num.eq(a << (32 - na)), rem.eq(0), quo.eq(0), div_i.eq(na),
                                  divisor.eq(setup.gb)]
                     m.next = "DIV_A"
             with m.State("DIV_A"):      # a_g = a div gb
                 divide()
                 with m.If(div_i == 1):
-                    m.d.sync += [num.eq(run.seq_len << (nw - nn)), rem.eq(0), quo.eq(0),
+                    m.d.sync += [num.eq(run.seq_len << (32 - nn)), rem.eq(0), quo.eq(0),
                                  div_i.eq(nn), divisor.eq(quo_next), setup.a_g.eq(quo_next),
                                  a_mod.eq(rem_next)]
                     m.next = "DIV_N"
             with m.State("DIV_N"):      # short_h = N mod a_g
                 divide()
                 with m.If(div_i == 1):
-                    m.d.sync += [setup.short_h.eq(rem_next), mul_b.eq(setup.gb),
-                                 div_i.eq(self.group_bits)]
+                    m.d.sync += [setup.short_h.eq(rem_next), num.eq(run.heads), rem.eq(0),
+                                 quo.eq(0), div_i.eq(32), divisor.eq(setup.gb)]
+                    m.next = "DIV_H"
+            with m.State("DIV_H"):      # HEADS mod gb
+                divide()
+                with m.If(div_i == 1):
+                    m.next = "HEADS"
+            with m.State("HEADS"):      # grouped: HEADS a multiple of gb
+                with m.If(run.grouped & (rem != 0)):
+                    m.d.sync += [self.error.eq(ErrorCode.HEADS_NOT_GROUPED), self.done.eq(1),
+                                 self.busy.eq(0)]
+                    m.next = "IDLE"
+                with m.Else():
+                    m.d.sync += [mul_b.eq(setup.gb), div_i.eq(self.group_bits)]
                     for name, (acc, x) in products.items():
                         m.d.sync += [acc.eq(0), mul_x[name].eq(x)]
                     m.next = "MUL"

@@ -288,7 +288,7 @@ class ReadSequencer(wiring.Component):
                 with m.If(issued):
                     with m.If(rows_left != 0):
                         m.next = "SIZE"
-                    with m.Elif(heads_left <= su.gb):   # HEADS a multiple of gb: the host's
+                    with m.Elif(heads_left <= su.gb):   # the controller refused HEADS mod gb
                         m.next = "IDLE"
                     with m.Else():
                         m.d.sync += [heads_left.eq(heads_left - su.gb), rows_left.eq(su.gn),

@@ -28,13 +28,14 @@ m and l read as m_init and 0, so nothing is cleared between blocks.
 
 Causal masking (`mask`, the block's, `attenio.hdl.kv_buffer.mask_layout`): the
 pass of K_j masks block row i when i < step * (j - diag): a block holds the same
-rows of `step` query heads row-major, and step * diag (`gdiag`) comes with the mask, so
-nothing multiplies. A row's block index is slot*G + `row_base` + mac (G =
+rows of `step` query heads row-major, and step * diag (`gdiag`) comes with the mask,
+so nothing multiplies. A row's block index is slot*G + `row_base` + mac (G =
 `slot_stride`, the array's groups), so each lane counts a threshold per pass,
 -(gdiag + row_base) on the block's first, `step` more on each next, and compares it
-with the row's offset slot*G + mac at stage 0 (one comparison). A masked row enters stage 1 with the score m_init (-inf for a float
-format), so its max does not move (up = 0, m unchanged), and its e is forced to 0
-where it leaves exp2: P = 0, alpha = 1, l and O add zero.
+with the row's offset slot*G + mac at stage 0 (one comparison). A masked row enters
+stage 1 with the score m_init (-inf for a float format), so its max does not move
+(up = 0, m unchanged), and its e is forced to 0 where it leaves exp2: P = 0,
+alpha = 1, l and O add zero.
 
 A pass on bank b ends with `ready[b]` set; the core clears it (`consume[b]`) as
 V_j enters the array, the single interlock of the schedule. A pass starts when

@@ -113,6 +113,24 @@ def test_kv_len_zero_is_seq_len_and_good_kv_lens_launch(kv_len, causal, resolved
     simulate({**GOOD, "kv_len": kv_len, "causal": causal}, body)
 
 
+@pytest.mark.parametrize("heads, group, grouped, code", [
+    (3, 2, 1, ErrorCode.HEADS_NOT_GROUPED), (6, 4, 1, ErrorCode.HEADS_NOT_GROUPED),
+    (3, 2, 0, ErrorCode.NONE), (8, 4, 1, ErrorCode.NONE)])
+def test_grouped_heads_must_be_a_multiple_of_the_group(heads, group, grouped, code):
+    """MODE.GROUPED with HEADS not a multiple of HEAD_GROUP ends the run after the setup's
+    division, nothing started; without the bit the last K/V head serves fewer heads."""
+    async def body(ctx, dut):
+        for _ in range(2 + dut.setup_cycles() + 1):
+            assert not ctx.get(dut.seq_start) or code == ErrorCode.NONE
+            if ctx.get(dut.seq_start) or ctx.get(dut.done):
+                break
+            await ctx.tick()
+        assert ctx.get(dut.error) == code
+        assert ctx.get(dut.done) == (code != ErrorCode.NONE)
+        assert ctx.get(dut.seq_start) == (code == ErrorCode.NONE)
+    simulate({**GOOD, "heads": heads, "group": group, "grouped": grouped}, body)
+
+
 @pytest.mark.parametrize("a, n, kv_len, group, grouped, causal", [
     (32, 64, 0, 1, 0, 0), (32, 45, 45, 2, 1, 1), (32, 20, 45, 2, 1, 1), (32, 1, 70, 4, 1, 0),
     (30, 100, 130, 4, 1, 1), (7, 200, 256, 3, 1, 1), (8, 13, 20, 8, 1, 1), (1, 5, 9, 1, 1, 1),
@@ -120,8 +138,9 @@ def test_kv_len_zero_is_seq_len_and_good_kv_lens_launch(kv_len, causal, resolved
 def test_setup_derives_the_passes_blocks_and_strides(a, n, kv_len, group, grouped, causal):
     """What the sequencers get at LAUNCH equals the twin `run_setup`: gb = g when grouped, else
     1; a_g = a div gb, a_full = gb * a_g, N mod a_g and gb times N, N_kv - N, the strides."""
-    run = {**GOOD, "seq_len": n, "kv_len": kv_len, "group": group, "grouped": grouped,
-           "causal": causal, "q_head_stride": 1024 * 3, "o_head_stride": 1024 * 5}
+    run = {**GOOD, "heads": 2 * group, "seq_len": n, "kv_len": kv_len, "group": group,
+           "grouped": grouped, "causal": causal, "q_head_stride": 1024 * 3,
+           "o_head_stride": 1024 * 5}
     expect = run_setup(seq_len=n, block_rows=a, causal=bool(causal), kv_len=kv_len or n,
                        group=group, grouped=bool(grouped), q_head_stride=1024 * 3,
                        o_head_stride=1024 * 5)
