@@ -331,7 +331,10 @@ class Plan:
 
     @property
     def q_blocks(self):
-        return ceil(self.workload.seq_len / self.a)
+        """Q blocks a pass: of one head, or with `grouped` of the g heads of a K/V group
+        (a div g rows of each a block)."""
+        rows = self.a // self.workload.group if self.grouped else self.a
+        return ceil(self.workload.seq_len / rows)
 
     @property
     def groups(self):

@@ -79,7 +79,7 @@ def plan_report(plan, baselines=None):
         f"format={c.format.name}" + (" causal" if w.causal else "")
         + (f" N_kv={w.n_kv}" if w.n_kv != w.seq_len else "")
         + (f" kv_heads={w.n_kv_heads} (g = {w.group}; " + (
-            f"grouped blocks: a Q block holds {plan.a // w.group} rows of each of the "
+            f"grouped blocks: a Q block holds {plan.a // w.group} row(s) of each of the "
             f"{w.group} query heads, so K/V is read once a group, MODE.GROUPED)"
             if plan.grouped else "blocks of one query head: each reads its K/V, since grouped "
             "blocks would move no less here)") if w.group > 1 else ""),
@@ -88,7 +88,8 @@ def plan_report(plan, baselines=None):
         f"{b.bw_bytes_per_cycle} B/cycle, latency {b.latency_cycles} cycles, {b.clock_mhz} MHz",
         "",
         "Tiling",
-        f"  Q block a = {plan.a} rows, K/V b = {plan.b} row at a time, {plan.q_blocks} Q blocks per head",
+        f"  Q block a = {plan.a} rows, K/V b = {plan.b} row at a time, {plan.q_blocks} Q blocks "
+        + (f"per group of {plan.workload.group} heads" if plan.grouped else "per head"),
         f"  s = {plan.split} MAC(s) per row: {plan.groups} groups of {plan.split} MAC(s), "
         f"{plan.rows_per_mac} row(s) per group, {plan.macs_active} of {b.macs} MACs active",
         f"  a without reservations (M = {plan.m_elements} elements): {plan.a_ideal}; "
