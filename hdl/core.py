@@ -13,10 +13,12 @@ and `attenio.sim.golden_fp`, the twins of `attenio.hdl.formats`).
 Interface (for the controller)
 ==============================
 
-``start``   in, stream {rows_valid, n_keys, causal}: begin a block of ``rows_valid``
-            (1 .. block_rows) query rows against ``n_keys`` (1 .. max_seq_len) K/V
-            rows; with ``causal`` its row i sees keys 0 .. n_keys - rows_valid + i only
-            (the others are masked in the lanes: P = 0, m and l untouched). ``c`` (the softmax constant, the format's ``c_shape``: raw fixed
+``start``   in, stream {rows_valid, n_keys, causal, gdiag, step}: begin a block of
+            ``rows_valid`` (1 .. block_rows) query rows against ``n_keys``
+            (1 .. max_seq_len) K/V rows; with ``causal`` its row i, row i div step of
+            one of ``step`` query heads, sees keys 0 .. diag + i div step only, where
+            ``gdiag`` = step * diag (the others are masked in the lanes: P = 0, m and l
+            untouched; `attenio.hdl.kv_buffer.mask_layout`). ``c`` (the softmax constant, the format's ``c_shape``: raw fixed
             point for int8, fp32 bits for a float format) is sampled with it. Accepted when the feed of the
             previous block is complete, so the next block can be announced
             while the previous one computes and drains. A command with a value
