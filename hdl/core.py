@@ -18,10 +18,11 @@ Interface (for the controller)
             (1 .. max_seq_len) K/V rows; with ``causal`` its row i, row i div step of
             one of ``step`` query heads, sees keys 0 .. diag + i div step only, where
             ``gdiag`` = step * diag (the others are masked in the lanes: P = 0, m and l
-            untouched; `attenio.hdl.kv_buffer.mask_layout`). ``c`` (the softmax constant, the format's ``c_shape``: raw fixed
-            point for int8, fp32 bits for a float format) is sampled with it. Accepted when the feed of the
-            previous block is complete, so the next block can be announced
-            while the previous one computes and drains. A command with a value
+            untouched; `attenio.hdl.kv_buffer.mask_layout`). ``c`` (the softmax
+            constant, the format's ``c_shape``: raw fixed point for int8, fp32 bits for
+            a float format) is sampled with it. Accepted when the feed of the previous
+            block is complete, so the next block can be announced while the previous
+            one computes and drains. A command with a value
             out of range is dropped and raises ``error``.
 ``feed``    in, stream {kind: Kind.Q/K/V, value: s x element}, one chunk of s
             elements per transfer (s = ``split``, the MACs a row is split over):
