@@ -63,8 +63,8 @@ from attenio.formats import Int8Format
 from attenio.hdl.formats import Int8Arith
 
 __all__ = ["quantize", "dequantize", "softmax_constant", "attention", "run_block", "init_state",
-           "step", "finish", "OnlineState", "causal_limits", "reference", "accuracy", "make_inputs", "INPUT_KINDS",
-           "attention_peak_bytes", "reference_peak_bytes"]
+           "step", "finish", "OnlineState", "causal_limits", "reference", "accuracy",
+           "make_inputs", "INPUT_KINDS", "attention_peak_bytes", "reference_peak_bytes"]
 
 _CHUNK = 64
 
