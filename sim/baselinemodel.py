@@ -57,6 +57,7 @@ the bytes of the BaselinePlan's traffic.
 from dataclasses import dataclass
 from math import ceil, log2
 
+from attenio.analysis import causal_limit
 from attenio.baselines import all_baselines
 from attenio.plan import make_plan
 
@@ -161,14 +162,15 @@ def _fa2_qblock(rows, keys, d, bc, hw):
 
 
 def _fa2(config, bl, hw, causal=False):
-    n, d = config.workload.seq_len, config.workload.head_dim
+    w = config.workload
+    n, n_kv, d = w.seq_len, w.n_kv, w.head_dim
     br, bc = bl.tiling["B_r"], bl.tiling["B_c"]
     acc = _Acc()
     kv_bytes = 0
     cache = {}
     for i0 in range(0, n, br):
         rows = min(br, n - i0)
-        keys = min(n, i0 + rows) if causal else n
+        keys = causal_limit(i0 + rows - 1, n, n_kv) if causal else n_kv
         if (rows, keys) not in cache:
             cache[rows, keys] = _fa2_qblock(rows, keys, d, bc, hw)
         b = cache[rows, keys]
@@ -247,20 +249,29 @@ def simulate_baseline(config, bl, *, causal=False):
 
     `causal` (FlashAttention-2 variants only) skips the K/V blocks past each Q
     block's last row, the block-granular version of AttenIO's row skipping; its
-    bytes are then the model's, not the BaselinePlan's.
+    bytes are then the model's, not the BaselinePlan's. So are they for the
+    workload's decoder shapes (FlashAttention-2 only): N query rows against N_kv key
+    rows, and grouped K/V heads, which FlashAttention-2 reads once per query head
+    (each query head's blocks load their K/V head's blocks again; no pass serves a
+    group).
     """
     hw = _hw(config)
-    heads = config.workload.heads
+    w = config.workload
+    heads = w.heads
+    decoder = w.n_kv != w.seq_len or w.n_kv_heads != heads
     if bl.name in ("flashattention2", "flashattention2_fair"):
         acc, kv_bytes = _fa2(config, bl, hw, causal)
         res = _result(acc, bl, hw, heads)
-        if causal:
-            nd_bytes = config.workload.seq_len * config.workload.head_dim * hw["eb"] * heads
+        if causal or decoder:
+            nd_bytes = w.seq_len * w.head_dim * hw["eb"] * heads
             res.bytes_read = nd_bytes + kv_bytes * heads
             res.bytes_written = nd_bytes
         return res
     if causal:
         raise ValueError(f"causal masking is modelled for FlashAttention-2 only, not {bl.name}")
+    if decoder:
+        raise ValueError(f"N_kv != N and grouped heads are modelled for FlashAttention-2 only, "
+                         f"not {bl.name}")
     if bl.name == "flat":
         return _result(_flat(config, bl, hw), bl, hw, heads)
     if bl.name == "standard":

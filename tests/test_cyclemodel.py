@@ -276,6 +276,24 @@ def test_fa2_causal_skips_blocks_past_the_diagonal():
         simulate_baseline(c, all_baselines(c)["flat"], causal=True)
 
 
+def test_fa2_decoder_shapes_read_each_query_heads_kv():
+    """FA-2 with N_kv != N and grouped heads: every query head reads its K/V head's rows
+    (no pass serves a group), so its K/V bytes are heads x 2 N_kv d, g times AttenIO's
+    grouped blocks'; the other baselines have no decoder model and say so."""
+    c = paper(8192, 128)
+    w = dataclasses.replace(c.workload, seq_len=1, kv_len=4096, heads=8, kv_heads=1)
+    c = dataclasses.replace(c, workload=w)
+    bls = all_baselines(c)
+    fa2 = simulate_baseline(c, bls["flashattention2"])
+    eb = c.format.element_bytes
+    assert fa2.bytes_read == 8 * (128 + 2 * 4096 * 128) * eb
+    assert fa2.bytes_written == 8 * 128 * eb
+    ours = make_plan(c)
+    assert ours.grouped and ours.traffic.read_bytes == (8 * 128 + 2 * 4096 * 128) * eb
+    with pytest.raises(ValueError, match="FlashAttention-2 only, not flat"):
+        simulate_baseline(c, bls["flat"])
+
+
 def test_rtl_params_are_the_hardware_latencies():
     """`RtlParams.of` reads the latencies the blocks publish: the defaults are the small
     preset's, and the normalizer follows the reciprocal's Newton steps (6 stages each);
