@@ -71,6 +71,21 @@ def _mapping_lines(plan):
     return lines
 
 
+def _decoder_lines(plan):
+    """For a decoder shape (N_kv != N or grouped heads): the bytes per query row against
+    the bound of reading Q and O once and each K/V row once per K/V head."""
+    w = plan.workload
+    if w.n_kv == w.seq_len and w.group == 1:
+        return []
+    eb = plan.config.format.element_bytes
+    bound = (2 * w.heads * w.seq_len + 2 * w.n_kv_heads * w.n_kv) * w.head_dim * eb
+    rows = w.heads * w.seq_len
+    moved = plan.traffic.bytes
+    return [f"  per query row (a generated token's, per head): {human_bytes(moved / rows)} "
+            f"moved, {moved / bound:.2f}x the bound of {human_bytes(bound / rows)} (Q and O "
+            f"once, each K/V row once per K/V head)"]
+
+
 def plan_report(plan, baselines=None):
     baselines = baselines if baselines is not None else all_baselines(plan.config)
     c, w, b = plan.config, plan.workload, plan.budget
@@ -98,6 +113,7 @@ def plan_report(plan, baselines=None):
         + (f"; r = {plan.rows_per_mac} rows a group: {plan.a}"
            if plan.a_largest not in (None, plan.a) else ""),
         f"  K/V prefetch depth: {plan.kv_depth} rows",
+        *_decoder_lines(plan),
         "",
         "Budget use",
         table(["item", "where", "values", "bits", "bytes", "why"],

@@ -69,6 +69,12 @@ def test_plan_kv_len_and_kv_heads(capsys, tmp_path):
     assert main(["plan", "--preset", "small", "--heads", "4", "--kv-heads", "1", "-o",
                  str(tmp_path)]) == 0
     assert "kv_heads=1 (g = 4; blocks of one query head" in capsys.readouterr().out   # a tie
+    # a decode step's bytes per query row: grouped blocks read the cache once a group
+    assert main(["plan", "--preset", "small", "--seq-len", "1", "--kv-len", "200", "--heads",
+                 "4", "--kv-heads", "2", "--split", "4", "-o", str(tmp_path)]) == 0
+    bound = (2 * 4 * 1 + 2 * 2 * 200) * 16 / 4        # bytes per query row: int8, d = 16
+    assert (f"per query row (a generated token's, per head): {bound / 1024:.2f} KiB moved, "
+            f"1.00x the bound") in capsys.readouterr().out
     assert main(["plan", "--heads", "4", "--kv-heads", "3", "-o", str(tmp_path)]) == 2
     assert "must be a multiple of kv_heads = 3" in capsys.readouterr().err
 
