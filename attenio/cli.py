@@ -287,8 +287,30 @@ def _cache_kib_list(text):
     return [_cache_kib(item.strip()) for item in text.split(",")]
 
 
+def _compare_decoder(args, config, bws, caches):
+    """`attenio compare` on a decoder shape: AttenIO against FlashAttention-2 alone (the
+    other baselines have no model of N_kv != N or grouped heads), at each --seq-lens N."""
+    from .sim.compare import decoder_one, render_decoder
+
+    if len(bws) > 1 or len(caches) > 1 or args.timing != "fair" or args.head_dims:
+        raise ConfigError("a decoder shape (--kv-len, --kv-heads) is compared at one budget "
+                          "and head dimension, fair timing, against FlashAttention-2 alone")
+    w = config.workload
+    rows = [decoder_one(dataclasses.replace(config, workload=dataclasses.replace(w, seq_len=n)))
+            for n in (args.seq_lens or [w.seq_len])]
+    data = {"decoder": rows}
+    out = Path(args.out) if args.out else Path("build") / config.name / "compare"
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "compare_decoder.json"
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    _show(args, data, lambda: "AttenIO against FlashAttention-2 (each query head reads its "
+          "K/V head; the other baselines have no decoder model), fair cycle models\n"
+          + render_decoder(rows), [path])
+    return 0
+
+
 def cmd_compare(args):
-    from .sim.compare import compare, render_text, sweep, write_all
+    from .sim.compare import compare, is_decoder, render_text, sweep, write_all
     from .sim.papertiming import PaperTiming
 
     bws, caches = args.bw or [], args.cache_kib or []
@@ -303,6 +325,8 @@ def cmd_compare(args):
     one = argparse.Namespace(**{**vars(args), "bw": bws[0] if len(bws) == 1 else None,
                                 "cache_kib": caches[0] if len(caches) == 1 else None})
     config = config_from_args(one)
+    if is_decoder(config.workload):
+        return _compare_decoder(args, config, bws, caches)
     seq_lens = args.seq_lens or [config.workload.seq_len]
     head_dims = args.head_dims or [config.workload.head_dim]
     try:

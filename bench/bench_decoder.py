@@ -22,10 +22,8 @@ import time
 from pathlib import Path
 
 from attenio import preset
-from attenio.baselines import all_baselines
-from attenio.report import human_bytes, table
-from attenio.sim.baselinemodel import simulate_baseline
-from attenio.sim.cyclemodel import simulate
+from attenio.report import table
+from attenio.sim.compare import decoder_one, render_decoder
 from attenio.sim.e2e import E2EOptions, run_e2e
 from attenio.sim.planner import choose_plan
 
@@ -45,37 +43,20 @@ def config():
 
 
 #: the paper preset's decoder shapes: Llama-3-70B's attention (64 query heads, 8 K/V heads)
-PAPER_SHAPES = [("prefill 8K, causal", dict(seq_len=8192, causal=True)),
-                ("decode, 8K cache", dict(seq_len=1, kv_len=8192)),
-                ("decode, 32K cache", dict(seq_len=1, kv_len=32768)),
-                ("decode, 128K cache", dict(seq_len=1, kv_len=131072))]
+#: a causal 8K prefill, then decode steps against 8K, 32K and 128K caches
+PAPER_SHAPES = [dict(seq_len=8192, causal=True), dict(seq_len=1, kv_len=8192),
+                dict(seq_len=1, kv_len=32768), dict(seq_len=1, kv_len=131072)]
 
 
 def paper_table():
     """AttenIO (the planner's mapping, grouped blocks where they move less) against
     FlashAttention-2 (each query head reads its K/V head) on the paper's hardware, by the
-    cycle models (fair timing: both overlap memory and compute at the full bandwidth)."""
+    cycle models (fair timing: both overlap memory and compute at the full bandwidth;
+    `attenio.sim.compare.decoder_one`, what `attenio compare` prints for these shapes)."""
     base = preset("paper")
-    rows = []
-    for label, kw in PAPER_SHAPES:
-        c = dataclasses.replace(base, workload=dataclasses.replace(
-            base.workload, head_dim=128, heads=64, kv_heads=8, **kw))
-        w = c.workload
-        plan = choose_plan(c)
-        ours = simulate(plan)
-        fa2 = simulate_baseline(c, all_baselines(c)["flashattention2"], causal=w.causal)
-        eb = c.format.element_bytes
-        mine = ours.bytes_read + ours.bytes_written
-        theirs = fa2.bytes_read + fa2.bytes_written
-        bound = (2 * w.heads * w.seq_len + 2 * w.n_kv_heads * w.n_kv) * w.head_dim * eb
-        rows.append([label, w.seq_len, w.n_kv, f"{plan.a} ({plan.split}, {plan.rows_per_mac})",
-                     "yes" if plan.grouped else "no", f"{ours.cycles / 1e6:.2f}",
-                     f"{fa2.cycles / 1e6:.2f}", f"{fa2.cycles / ours.cycles:.2f}x",
-                     human_bytes(mine), human_bytes(theirs), f"{theirs / mine:.2f}x",
-                     f"{mine / bound:.2f}", f"{ours.pe_util:.3f}"])
-    return table(["shape", "N", "N_kv", "a (s, r)", "grouped", "AttenIO Mcycles",
-                  "FA-2 Mcycles", "speedup", "AttenIO bytes", "FA-2 bytes", "traffic ratio",
-                  "AttenIO / bound", "AttenIO PE time"], rows)
+    rows = [decoder_one(dataclasses.replace(base, workload=dataclasses.replace(
+        base.workload, head_dim=128, heads=64, kv_heads=8, **kw))) for kw in PAPER_SHAPES]
+    return render_decoder(rows)
 
 
 def main():

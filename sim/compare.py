@@ -44,7 +44,8 @@ from .papertiming import PAPER_REPORTED, RULES, paper_one
 from .planner import choose_plan
 
 __all__ = ["compare", "sweep", "geomeans", "timing_line", "render_text", "render_markdown",
-           "write_all", "METRICS", "TITLES", "SWEEP_AXES"]
+           "write_all", "is_decoder", "decoder_one", "render_decoder", "METRICS", "TITLES",
+           "SWEEP_AXES"]
 
 TITLES = {"attenio": "AttenIO", "standard": "Standard", "flat": "FLAT",
           "flashattention2": "FA-2", "flashattention2_fair": "FA-2 fair"}
@@ -92,14 +93,12 @@ def compare_one(config):
     """One (N, d): AttenIO as planned, the same array at s = 1, causal AttenIO, the baselines.
 
     The main rows are unmasked whatever the workload says (most baselines have no causal
-    model); the causal rows (AttenIO against FA-2, both masked) are always there. The
-    baselines model self-attention over independent heads only, so N_kv != N and
-    grouped heads are refused rather than compared unequally."""
+    model); the causal rows (AttenIO against FA-2, both masked) are always there. Decoder
+    shapes (N_kv != N, grouped heads) go to `decoder_one`: only FA-2 has a model of them."""
     w = config.workload
-    if w.n_kv != w.seq_len or w.n_kv_heads != w.heads:
-        raise ConfigError("compare models self-attention over independent heads (its baselines "
-                          "have no N_kv or grouped-head model); --kv-len and --kv-heads apply "
-                          "to plan, gen and sim")
+    if is_decoder(w):
+        raise ConfigError("a decoder shape (N_kv != N or grouped heads) is compared with "
+                          "FlashAttention-2 alone: decoder_one, not compare_one")
     config = dataclasses.replace(config, workload=dataclasses.replace(w, causal=False))
     plan = choose_plan(config)
     ours = _timed(plan)
@@ -548,3 +547,46 @@ def write_all(data, out):
     paths[0].write_text(json.dumps(data, indent=2) + "\n")
     paths[1].write_text(render_markdown(data))
     return paths + write_plots(data, out)
+
+
+# -- decoder shapes: AttenIO against FlashAttention-2 -------------------------------------
+
+def is_decoder(workload):
+    """N_kv != N or grouped K/V heads: the shapes only FlashAttention-2's model takes."""
+    return workload.n_kv != workload.seq_len or workload.group > 1
+
+
+def decoder_one(config):
+    """One decoder shape: AttenIO (the planner's mapping, blocks serving a K/V group where
+    they move less) against FlashAttention-2, which reads each query head's K/V head
+    again (its model: `simulate_baseline`), by the fair cycle models; the bytes of both
+    against the bound of Q and O once and each K/V row once per K/V head."""
+    w = config.workload
+    plan = choose_plan(config)
+    ours = simulate(plan)
+    fa2 = simulate_baseline(config, all_baselines(config)["flashattention2"], causal=w.causal)
+    eb = config.format.element_bytes
+    bound = (2 * w.heads * w.seq_len + 2 * w.n_kv_heads * w.n_kv) * w.head_dim * eb
+    entry = lambda r: {"cycles": r.cycles, "bytes": r.bytes_read + r.bytes_written,
+                       "pe_util": r.pe_util}
+    return {"seq_len": w.seq_len, "kv_len": w.n_kv, "heads": w.heads, "kv_heads": w.n_kv_heads,
+            "head_dim": w.head_dim, "causal": w.causal, "bound_bytes": bound,
+            "mapping": {**_mapping(plan), "grouped": plan.grouped},
+            "attenio": entry(ours), "flashattention2": entry(fa2)}
+
+
+def render_decoder(rows):
+    """The table of `decoder_one` rows."""
+    out = []
+    for r in rows:
+        ours, fa2, m = r["attenio"], r["flashattention2"], r["mapping"]
+        out.append([f"{r['seq_len']}{' causal' if r['causal'] else ''}", r["kv_len"],
+                    f"{r['heads']}/{r['kv_heads']}", f"{m['a']} ({m['split']}, {m['rows_per_mac']})",
+                    "yes" if m["grouped"] else "no", f"{ours['cycles']:,}",
+                    f"{fa2['cycles']:,}", f"{fa2['cycles'] / ours['cycles']:.2f}x",
+                    human_bytes(ours["bytes"]), human_bytes(fa2["bytes"]),
+                    f"{fa2['bytes'] / ours['bytes']:.2f}x",
+                    f"{ours['bytes'] / r['bound_bytes']:.2f}", f"{ours['pe_util']:.3f}"])
+    return table(["N", "N_kv", "heads/K/V", "a (s, r)", "grouped", "AttenIO cycles",
+                  "FA-2 cycles", "speedup", "AttenIO bytes", "FA-2 bytes", "traffic ratio",
+                  "AttenIO / bound", "AttenIO PE time"], out)

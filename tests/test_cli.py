@@ -79,10 +79,19 @@ def test_plan_kv_len_and_kv_heads(capsys, tmp_path):
     assert "must be a multiple of kv_heads = 3" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("args", [["--kv-len", "300"], ["--heads", "2", "--kv-heads", "1"]])
-def test_compare_refuses_decoder_shapes_its_baselines_cannot_model(capsys, tmp_path, args):
-    assert main(["compare", "--preset", "small", *args, "-o", str(tmp_path)]) == 2
-    assert "compare models self-attention over independent heads" in capsys.readouterr().err
+def test_compare_sets_a_decoder_shape_against_flashattention2_alone(capsys, tmp_path):
+    """A decode step of 4 heads on 1 K/V head against 200 keys: AttenIO's grouped blocks read
+    the cache once (the bound), FA-2 once per query head; other budgets are refused."""
+    args = ["compare", "--preset", "small", "--seq-len", "1", "--kv-len", "200", "--heads", "4",
+            "--kv-heads", "1", "-o", str(tmp_path)]
+    assert main([*args, "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["decoder"]
+    assert row["mapping"]["grouped"] and row["attenio"]["bytes"] == row["bound_bytes"]
+    d = 16
+    assert row["flashattention2"]["bytes"] == 4 * (d + 2 * 200 * d) + 4 * d
+    assert row["attenio"]["cycles"] < row["flashattention2"]["cycles"]
+    assert main([*args, "--bw", "4,8"]) == 2
+    assert "compared at one budget" in capsys.readouterr().err
 
 
 def test_plan_json_carries_the_mapping_choice(capsys, tmp_path):
