@@ -35,7 +35,8 @@ from .errors import ConfigError
 
 __all__ = [
     "mmm_io", "mmm_feasible", "mmm_optimum", "mmm_io_continuous",
-    "attention_io", "q_blocks", "causal_limit", "grouped_blocks_win", "attention_feasible", "attention_optimum", "attention_io_continuous",
+    "attention_io", "q_blocks", "causal_limit", "block_keys", "grouped_blocks_win",
+    "attention_feasible", "attention_optimum", "attention_io_continuous",
     "attention_bound", "general_mmm_tile", "general_mmm_reads",
 ]
 
@@ -95,6 +96,15 @@ def q_blocks(n, a, *, causal=False):
     return [(0, short)] + [(r0, a) for r0 in range(short, n, a)]
 
 
+def block_keys(n, a, *, causal=False, n_kv=None):
+    """The Q blocks of `q_blocks` with the K/V rows each reads: [(first row, rows, keys)],
+    N_kv keys (default n) a block, with causal masking only up to its last row's limit.
+    The one statement of it that the traffic, the cycle model and the sequencer share."""
+    n_kv = n if n_kv is None else n_kv
+    return [(r0, rows, causal_limit(r0 + rows - 1, n, n_kv) if causal else n_kv)
+            for r0, rows in q_blocks(n, a, causal=causal)]
+
+
 def attention_io(n, d, a, *, causal=False, n_kv=None, heads=1, grouped=False):
     """Exact elements moved by the AttenIO dataflow with Q blocks of a rows: (reads, writes).
 
@@ -117,8 +127,7 @@ def attention_io(n, d, a, *, causal=False, n_kv=None, heads=1, grouped=False):
         if rows_a < 1:
             raise ConfigError(f"a Q block of {a} rows cannot hold a row of each of {heads} "
                               f"heads")
-    keys = sum(causal_limit(r0 + rows - 1, n, n_kv) if causal else n_kv
-               for r0, rows in q_blocks(n, rows_a, causal=causal))
+    keys = sum(k for _, _, k in block_keys(n, rows_a, causal=causal, n_kv=n_kv))
     passes = 1 if grouped else heads
     return heads * n * d + 2 * d * keys * passes, heads * n * d
 

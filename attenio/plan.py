@@ -51,8 +51,8 @@ from dataclasses import asdict, dataclass, fields
 from math import ceil
 
 from . import validate
-from .analysis import (attention_bound, attention_io, attention_optimum, causal_limit,
-                       grouped_blocks_win, q_blocks)
+from .analysis import (attention_bound, attention_io, attention_optimum, block_keys,
+                       grouped_blocks_win)
 from .config import Config
 from .errors import ConfigError
 from .formats import FloatFormat
@@ -207,8 +207,7 @@ def attenio_traffic(config, a, *, seq_len=None, heads=None, causal=None, kv_len=
     causal = w.causal if causal is None else causal
     gb = (group or w.group) if grouped else 1
     eb = config.format.element_bytes
-    keys = sum(causal_limit(r0 + rows - 1, n, n_kv) if causal else n_kv
-               for r0, rows in q_blocks(n, a // gb, causal=causal))
+    keys = sum(k for _, _, k in block_keys(n, a // gb, causal=causal, n_kv=n_kv))
     nd, kd = n * w.head_dim, keys * w.head_dim
     passes = ceil(heads / gb)
     total = Traffic(

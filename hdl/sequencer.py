@@ -34,7 +34,7 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from attenio import validate
-from attenio.analysis import causal_limit, q_blocks
+from attenio.analysis import block_keys
 from attenio.regmap import MAX_HEAD_GROUP
 
 from .kv_buffer import Kind, start_layout   # the core's feed and block command: one definition
@@ -102,8 +102,7 @@ def read_schedule(*, seq_len, heads, block_rows, q, k, v, causal=False, kv_len=N
     cmds, blocks = [], []
     for h0 in range(0, heads, gb):
         g = h0 // group
-        for row0, rows in q_blocks(seq_len, block_rows // gb, causal=causal):
-            n = causal_limit(row0 + rows - 1, seq_len, n_kv) if causal else n_kv
+        for row0, rows, n in block_keys(seq_len, block_rows // gb, causal=causal, n_kv=n_kv):
             blocks.append((gb * rows, n, gb * (n - rows) if causal else 0))
             cmds += [(Kind.Q, q[0] + (h0 + h) * q[1] + (row0 + t) * q[2])
                      for t in range(rows) for h in range(gb)]

@@ -79,7 +79,7 @@ rows of each of its g heads, and there are heads / g passes.
 from collections import deque
 from dataclasses import dataclass, field
 
-from attenio.analysis import causal_limit, q_blocks
+from attenio.analysis import block_keys
 from attenio.plan import run_kv_len
 
 from .memmodel import Link, Memory
@@ -424,9 +424,8 @@ def _blocks(plan, n, causal, n_kv=None, gb=1):
     """[(valid rows, K/V rows)] of the Q blocks of one pass, in run order: N_kv keys (default
     N) a block, causal ones up to the block's last row. A pass serves `gb` query heads
     (MODE.GROUPED: a div gb rows of each a block), one head otherwise."""
-    n_kv = n if n_kv is None else n_kv
-    return [(gb * rows, causal_limit(r0 + rows - 1, n, n_kv) if causal else n_kv)
-            for r0, rows in q_blocks(n, plan.a // gb, causal=causal)]
+    return [(gb * rows, keys)
+            for _, rows, keys in block_keys(n, plan.a // gb, causal=causal, n_kv=n_kv)]
 
 
 def _useful(plan, n, causal, n_kv=None, gb=1):

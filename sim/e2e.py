@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attenio.analysis import causal_limit, q_blocks
+from attenio.analysis import block_keys
 from attenio.errors import ConfigError
 from attenio.plan import make_plan, run_kv_len, wins_grouped
 from attenio.regmap import ErrorCode, register_map
@@ -129,9 +129,8 @@ def compute_bound_cycles(plan, *, seq_len, heads, causal=False, kv_len=None, gb=
     (scores, then the update), 2 r d / s array cycles a row; a block reads N_kv rows
     (`kv_len`, default seq_len), with causal masking up to its last row's limit. Blocks
     serving `gb` query heads (MODE.GROUPED) hold a div gb rows of each: heads / gb passes."""
-    n_kv = seq_len if kv_len is None else kv_len
-    keys = sum(causal_limit(r0 + rows - 1, seq_len, n_kv) if causal else n_kv
-               for r0, rows in q_blocks(seq_len, plan.a // gb, causal=causal))
+    keys = sum(k for _, _, k in block_keys(seq_len, plan.a // gb, causal=causal,
+                                            n_kv=kv_len))
     return -(-heads // gb) * keys * 2 * plan.rows_per_mac * plan.workload.head_dim // plan.split
 
 
