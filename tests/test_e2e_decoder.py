@@ -13,35 +13,16 @@ import dataclasses
 
 import pytest
 
-from attenio import preset
-from attenio.analysis import causal_limit, q_blocks
+from attenio.analysis import block_keys
 from attenio.plan import make_plan
 from attenio.regmap import ErrorCode
 from attenio.sim.e2e import E2EOptions, run_e2e
-from attenio.sim.runner import simulator_available
-
-# Hardware for N, N_kv <= 96: 4x4 MACs, a = 32 (r = 2), d = 16, 64-bit AXI (as test_e2e).
-HW = dataclasses.replace(preset("small"), name="e2e",
-                         workload=dataclasses.replace(preset("small").workload, seq_len=96))
-
-
-def need(simulator):
-    if not simulator_available(simulator):
-        pytest.skip(f"{simulator} is not installed on this machine")
-
-
-def workload(hw, **kw):
-    """`hw` with workload fields `kw` (kv_len, causal, ...), on the same mapping: these are
-    run-time registers, so the Verilog stays the same."""
-    plan = make_plan(hw)
-    return dataclasses.replace(hw, workload=dataclasses.replace(hw.workload, **kw),
-                               split=plan.split, rows_per_mac=plan.rows_per_mac)
+from e2e_common import FLOAT_HW, HW, check_run, need, workload
 
 
 def kv_keys(n, n_kv, rows_a, causal):
     """K/V rows one pass reads over blocks of `rows_a` rows of each head."""
-    return sum(causal_limit(r0 + rows - 1, n, n_kv) if causal else n_kv
-               for r0, rows in q_blocks(n, rows_a, causal=causal))
+    return sum(k for _, _, k in block_keys(n, rows_a, causal=causal, n_kv=n_kv))
 
 
 def check_good(report, n, n_kv, heads, group, *, exact, eb=1, grouped=None):
@@ -60,23 +41,10 @@ def check_good(report, n, n_kv, heads, group, *, exact, eb=1, grouped=None):
     assert report["plan_bytes_read"] == (heads * n + heads // gb * 2 * keys) * d * eb
     assert report["plan_bytes_written"] == heads * n * d * eb
     for run in report["runs"]:
-        if run["bad"]:
-            continue
-        assert run["error_name"] == "NONE" and run["status"] & 2
-        assert run["bit_exact"], f"{run['mismatches']} elements differ from the golden model"
-        c = run["counters"]
-        assert c["BYTES_READ"] == report["plan_bytes_read"]
-        assert c["BYTES_WRITTEN"] == report["plan_bytes_written"]
-        assert c["PE_BUSY"] >= (heads // gb * keys * 2 * report["rows_per_mac"] * d
-                                // report["split"])
-        model = report["model"]
-        assert (c["BYTES_READ"], c["BYTES_WRITTEN"]) == (model["bytes_read"],
-                                                         model["bytes_written"])
-        for key in ("cycles", "pe_busy", "exp_busy", "mem_stall"):
-            if exact:
-                assert c[key.upper()] == model[key], (key, c, model)
-            else:
-                assert abs(c[key.upper()] - model[key]) <= 0.01 * c["CYCLES"], (key, c, model)
+        if not run["bad"]:
+            check_run(run, report, exact=exact, pe_floor=(heads // gb * keys * 2
+                                                          * report["rows_per_mac"] * d
+                                                          // report["split"]))
 
 
 @pytest.mark.parametrize("simulator, group", [("verilator", 2), ("icarus", 2),
@@ -188,14 +156,6 @@ def test_decode_on_the_memory_model_is_exact_to_the_cycle_model(tmp_path_factory
                      E2EOptions(simulator="verilator", engine="fast", seed=seed, quick_build=True,
                                 seq_len=1, heads=1, memory="model"))
     check_good(report, 1, 90, 1, 1, exact=True)
-
-
-# test_e2e's float hardware (2x2 MACs, d = 8, N <= 48) and its build directories
-FLOAT_HW = dataclasses.replace(
-    preset("small"), name="e2e_float",
-    workload=dataclasses.replace(preset("small").workload, seq_len=48, head_dim=8),
-    budget=dataclasses.replace(preset("small").budget, mac_lines=2, macs_per_line=2,
-                               exp_units=2, cache_bytes=1024))
 
 
 @pytest.mark.slow
