@@ -47,7 +47,8 @@ def check_good(report, n, n_kv, heads, group, *, exact, eb=1, grouped=None):
                                                           // report["split"]))
 
 
-@pytest.mark.parametrize("simulator, group", [("verilator", 2), ("icarus", 2),
+@pytest.mark.parametrize("simulator, group", [("verilator", 2),
+                                               pytest.param("icarus", 2, marks=pytest.mark.slow),
                                                ("verilator", 4),
                                                pytest.param("icarus", 4, marks=pytest.mark.slow)])
 def test_decode_one_query_row_against_70_keys_grouped(tmp_path_factory, simulator, group, seed):
