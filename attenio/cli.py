@@ -12,6 +12,7 @@ from pathlib import Path
 from .config import PRESETS, resolve
 from .errors import ConfigError
 from .formats import FORMATS
+from .gen.synth import LUT_MUL_WIDTH
 
 __all__ = ["main"]
 
@@ -38,6 +39,13 @@ def _int_at_least(low):
 
 _positive_int = _int_at_least(1)
 _non_negative_int = _int_at_least(0)
+
+
+def _seed_list(text):
+    seeds = [_non_negative_int(s.strip()) for s in text.split(",")]
+    if len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"{text!r} names a seed twice")
+    return seeds
 
 
 def _macs(text):
@@ -377,6 +385,10 @@ def cmd_synth(args):
                       f"({'met' if r['closes'] else 'NOT met'}); critical path {cp[0]['delay_ns']} ns "
                       f"({cp[0]['logic_ns']} ns logic, {cp[0]['routing_ns']} ns routing) from "
                       f"{cp[0]['start']} to {cp[0]['end']}")
+        if r.get("seeds"):
+            each = ", ".join(f"seed {s['seed']} {s['fmax_mhz']} MHz" for s in r["seeds"])
+            print(f"{r['target']}: {each} (worst {r['fmax_worst_mhz']} MHz; the best is "
+                  f"reported above)")
     if len(reports) > 1:
         (out / "synth_report.json").write_text(json.dumps(reports, indent=2) + "\n")
     print(f"wrote {out / 'synth_report.json'} and {out}/attenio_top.{{sdc,xdc,lpf}}")
@@ -451,11 +463,14 @@ def build_parser():
                    help="generic: Yosys gate counts; ecp5: synth_ecp5 + nextpnr-ecp5 on the "
                         "LFE5U-85F (ULX3S); all: both")
     p.add_argument("--no-pnr", action="store_true", help="ecp5: stop after synthesis")
-    p.add_argument("--seed", type=_non_negative_int, default=1, help="nextpnr placement seed")
-    p.add_argument("--lut-mul-width", type=_non_negative_int, default=0, metavar="BITS",
+    p.add_argument("--seed", type=_seed_list, default=[1], metavar="S[,S...]",
+                   help="nextpnr placement seed, or a comma-separated list: one place and route "
+                        "per seed, side by side; the best is reported, with the spread")
+    p.add_argument("--lut-mul-width", type=_non_negative_int, default=LUT_MUL_WIDTH,
+                   metavar="BITS",
                    help="ecp5: build multipliers with an operand of at most BITS bits from LUTs "
-                        "instead of DSP blocks (8: the q*k products and the narrow pieces of "
-                        "wide products; default 0: none)")
+                        "instead of DSP blocks (default 8: the q*k products and the narrow "
+                        "pieces of wide products; 0: every product in DSPs)")
 
     # "resolve": compare takes --bw and --cache-kib as lists (a list sweeps that budget)
     p = _add_command(sub, "compare", cmd_compare, with_json=True, out="build/<name>/compare",

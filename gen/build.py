@@ -10,7 +10,6 @@ build/<name>/
 
 import json
 import resource
-import time
 from pathlib import Path
 
 from attenio.plan import make_plan

@@ -8,6 +8,7 @@ the scaling runs live in bench/bench_synth.py.
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -140,3 +141,42 @@ def test_synth_tiny_place_and_route(tmp_path, capsys):
     # the worst path's delay is the clock period the achieved Fmax stands for
     assert cp["delay_ns"] == pytest.approx(1000 / fmax, rel=0.15)
     assert cp["logic_ns"] > 0 and cp["routing_ns"] > 0 and cp["start"] and cp["end"]
+
+
+_FAKE_NEXTPNR = """#!{python}
+import json, sys
+args = sys.argv[1:]
+seed = int(args[args.index("--seed") + 1])
+report = args[args.index("--report") + 1]
+print("Info: Program finished normally.")
+json.dump({{"fmax": {{"$glbnet$clk": {{"achieved": 60.0 + 7 * (seed % 3), "constraint": 100.0}}}},
+           "utilization": {{"TRELLIS_COMB": {{"used": 10 + seed, "available": 100}}}},
+           "critical_paths": []}}, open(report, "w"))
+"""
+
+
+def test_place_and_route_over_seeds_reports_the_best_and_the_spread(tmp_path, monkeypatch):
+    """One netlist, one nextpnr run per seed (a stand-in nextpnr that answers 60 + 7 (seed mod
+    3) MHz): the best seed's summary is the report's, every seed's Fmax and the worst kept."""
+    from attenio.gen.synth import _fmax_cell, _place_and_route
+
+    fake = tmp_path / "nextpnr"
+    fake.write_text(_FAKE_NEXTPNR.format(python=sys.executable))
+    fake.chmod(0o755)
+    monkeypatch.setenv("NEXTPNR_ECP5", str(fake))
+    runs = _place_and_route(tmp_path, 100, [1, 2, 3], log=lambda *a: None)
+    assert [(r["seed"], r["fmax_mhz"]) for r in runs] == [(1, 67.0), (2, 74.0), (3, 60.0)]
+    for seed in (1, 2, 3):
+        assert (tmp_path / f"nextpnr_seed{seed}.log").exists()
+    assert runs[1]["utilization"]["TRELLIS_COMB"]["used"] == 12   # each seed its own report
+    assert _fmax_cell({"fmax_mhz": 74.0, "fmax_worst_mhz": 60.0}) == "60.0-74.0"
+    assert _fmax_cell({"fmax_mhz": 74.0}) == "74.0"
+
+
+@pytest.mark.parametrize("text, message", [("1,x", "'x' is not an integer"),
+                                           ("2,2", "names a seed twice"),
+                                           ("-1", "not a non-negative integer")])
+def test_synth_seed_list_refusals(text, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["synth", *TINY, "--seed", text])
+    assert exc.value.code == 2 and message in capsys.readouterr().err

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from attenio.config import read_toml
 from attenio.errors import ConfigError
+from attenio.gen.synth import LUT_MUL_WIDTH
 
 __all__ = ["STAGES", "STAGE_OPTIONS", "Point", "Task", "Spec", "load_spec", "options_parser",
            "config_of"]
@@ -52,7 +53,7 @@ STAGE_OPTIONS = {
               # gate: `attenio synth --target generic` (synth -flatten -noabc); word: the
               # coarse part of synth only (word-level cells, seconds instead of a minute)
               "level": ("gate", ("gate", "word")),
-              "pnr": (True, bool), "lut_mul_width": (0, int), "seed": (1, int),
+              "pnr": (True, bool), "lut_mul_width": (LUT_MUL_WIDTH, int), "seed": (1, int),
               "memory_gib": (2.0, float)},
     "sim": {"simulator": ("verilator", ("verilator", "icarus")),
             "memory": ("model", ("model", "axiram")), "seed": (1, int),
@@ -129,7 +130,7 @@ class Task:
             if o["level"] != "gate":
                 return None
             extra = [] if o["pnr"] else ["--no-pnr"]
-            if o["lut_mul_width"]:
+            if o["lut_mul_width"] != LUT_MUL_WIDTH:
                 extra += ["--lut-mul-width", str(o["lut_mul_width"])]
             return ["synth", *argv, "--target", o["target"], "--seed", str(o["seed"]), *extra]
         return ["sim", *argv, "--simulator", o["simulator"], "--memory", o["memory"],
