@@ -230,8 +230,10 @@ class MAC(wiring.Component):
         m.d.sync += [addr[0].eq(w.addr), en[0].eq(w.valid & w.is_u)]
         m.d.sync += [addr[k].eq(addr[k - 1]) for k in range(1, len(addr))]
         m.d.sync += [en[k].eq(en[k - 1]) for k in range(1, len(en))]
-        o_new = A.update(m, pick(up_regs), pick(e_regs),
-                         Mux(w.first, 0, o_rd.data), value)
+        up_w = Signal(name="up_w")                  # the word's (up, e), selected once
+        e_w = Signal(A.factor_shape, name="e_w")
+        m.d.comb += [up_w.eq(pick(up_regs)), e_w.eq(pick(e_regs))]
+        o_new = A.update(m, up_w, e_w, Mux(w.first, 0, o_rd.data), value)
         m.d.comb += [
             o_rd.addr.eq(Mux(wi.valid & wi.is_u, wi.addr, self.drain_addr)),
             self.o_rd.eq(o_rd.data),

@@ -7,19 +7,22 @@ lane-local memories. After the scores of K_j are in the MACs' bank j mod 2, a
 start pulse from the line makes each lane stream over its rows, one per cycle:
 
     stage 0      read the score through a q/L*r:1 multiplexer; read m, l
-    stage 1      up = x > m; m_new = max(m, x); d = min(m, x) - m_new
-    stage 2-4    z = scale(d, c)     (`Int8Arith.scale`: products, sum, clamp)
-    stage 5-9    e = exp2(z)         (`Int8Arith.exp2`: table, its register, product,
+    stage 1      up = x > m, and both x - m and m - x (three carry chains side by side)
+    stage 2      d = min(m, x) - max(m, x) (m - x if up else x - m); m_new = max(m, x)
+    stage 3-5    z = scale(d, c)     (`Int8Arith.scale`: products, sum, clamp)
+    stage 6-10   e = exp2(z)         (`Int8Arith.exp2`: table, its register, product,
                                       sum, shift)
-    stage 10-12  put (up, e) on the line-local bus to the MACs: (alpha, P) = (e, 1)
-                 if up else (1, e) (stage 10); l = update(up, e, l) (`Int8Arith.update`:
+    stage 11-13  put (up, e) on the line-local bus to the MACs: (alpha, P) = (e, 1)
+                 if up else (1, e) (stage 11); l = update(up, e, l) (`Int8Arith.update`:
                  operand, products, sum)
-    stage 13     write m and l
+    stage 14     write m and l
 
 Every multiply has a register before and after it (ECP5 MULT18X18D blocks with
 fabric registers on both sides, their partial products summed in a stage of
-their own), which is what lets the lane close timing; the stages cost latency
-only, which the schedule hides (`SoftmaxLane.stages`).
+their own), and every stage passes through one adder or comparison at most
+(stage 1 computes both differences so that stage 2 only selects), which is what
+lets the lane close timing; the stages cost latency only, which the schedule
+hides (`SoftmaxLane.stages`).
 
 Either m - m_new or x - m_new is zero, and exp2(0) is exactly one, so one exp2
 per row gives both alpha and P bit for bit as the format's twins do (one EXP
@@ -141,7 +144,7 @@ class SoftmaxLane(wiring.Component):
         """The stage at which a row's e (fixed point) comes out of exp2."""
         if isinstance(arith, FloatArith):
             return 1 + arith.scale_latency + arith.exp_arg_latency + arith.exp2_latency
-        return 2 + arith.scale_latency + arith.exp2_latency
+        return 3 + arith.scale_latency + arith.exp2_latency
 
     @staticmethod
     def stages(arith):
@@ -279,16 +282,22 @@ class SoftmaxLane(wiring.Component):
         write-back's u, m and l); a `mask`ed row's e is 0."""
         A, S = self._arith, self.stages(self._arith)
         st = Stages(m)
-        up = x1 > m_old
-        m_new = A.max(m, m_old, x1)
+        # stage 1: the comparison and both differences, side by side (one carry chain deep)
+        up = Signal(name="up")
+        d_xm, d_mx = Signal(A.diff_shape, name="d_xm"), Signal(A.diff_shape, name="d_mx")
+        x2, m_old2 = Signal.like(x1, name="x2"), Signal.like(x1, name="m_old2")
+        m.d.sync += [up.eq(x1 > m_old), d_xm.eq(A.sub(m, x1, m_old)),
+                     d_mx.eq(A.sub(m, m_old, x1)), x2.eq(x1), m_old2.eq(m_old)]
+        # stage 2: select min - max (<= 0) and the new max
         diff = Signal(A.diff_shape, name="diff")
-        m.d.sync += diff.eq(A.sub(m, Mux(up, m_old, x1), m_new))
+        m_new = Signal.like(x1, name="m_new")
+        m.d.sync += [diff.eq(Mux(up, d_mx, d_xm)), m_new.eq(Mux(up, x2, m_old2))]
         # scale (pipelined: products, sum, round and clamp), then exp2
         e = A.exp2(m, A.scale(m, diff, self.c))
-        wait = 1 + A.scale_latency + A.exp2_latency
-        up_e, m_new_e, l_old_e, mask_e, *ctrl_e = (st.delay(x, wait, name) for x, name in zip(
-            [up, m_new, l_old, mask, *ctrl],
-            ["up", "m_new", "l_old", "mask", "u", "mac", "slot", "bank"]))
+        wait = A.scale_latency + A.exp2_latency        # from stage 3 to e
+        up_e, m_new_e = st.delay(up, wait + 1, "up"), st.delay(m_new, wait, "m_new")
+        l_old_e, mask_e, *ctrl_e = (st.delay(x, wait + 2, name) for x, name in zip(
+            [l_old, mask, *ctrl], ["l_old", "mask", "u", "mac", "slot", "bank"]))
         e = Mux(mask_e, 0, e)
         # Either alpha or P is exactly one (see `Int8Arith.update`): one multiply for l.
         bus = self._bus(m, v[S - 1 - A.update_latency], ctrl_e, up_e, e)
