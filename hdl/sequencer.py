@@ -187,6 +187,14 @@ class ReadSequencer(wiring.Component):
         gkeys_end = Signal(range(MAX_HEAD_GROUP * n + 1))
         block_keys = Signal(range(n + 1))  # this block's K/V rows
         head_first = Signal()              # the next block is its pass's first
+        # V_LAST's decisions, registered every cycle: their counters change only on leaving
+        # V_LAST (heads_left, group_left) or BLOCK (rows_left), and Q and K_FIRST take a
+        # cycle each before the next V_LAST, so the flags are current there; a 32-bit
+        # comparison stays out of the handshake that enables the head pointers (the 4x4's
+        # worst routed path, docs/synthesis.md)
+        more_rows, last_pass, group_end = Signal(), Signal(), Signal()
+        m.d.sync += [more_rows.eq(rows_left != 0), last_pass.eq(heads_left <= su.gb),
+                     group_end.eq(group_left == 1)]
         q_head, k_head, v_head = (Signal(aw, name=f"{t}_head") for t in "qkv")
         q_ptr, k_ptr, v_ptr = (Signal(aw, name=f"{t}_ptr") for t in "qkv")
         q_row = Signal(aw)                 # this Q row of the pass's first head
@@ -285,9 +293,9 @@ class ReadSequencer(wiring.Component):
             with m.State("V_LAST"):
                 issue_row(Kind.V, v_ptr)
                 with m.If(issued):
-                    with m.If(rows_left != 0):
+                    with m.If(more_rows):
                         m.next = "SIZE"
-                    with m.Elif(heads_left <= su.gb):   # the controller refused HEADS mod gb
+                    with m.Elif(last_pass):     # the controller refused HEADS mod gb
                         m.next = "IDLE"
                     with m.Else():
                         m.d.sync += [heads_left.eq(heads_left - su.gb), rows_left.eq(su.gn),
@@ -298,7 +306,7 @@ class ReadSequencer(wiring.Component):
                                      q_row.eq(q_head + su.q_group_stride),
                                      q_ptr.eq(q_head + su.q_group_stride),
                                      group_left.eq(group_left - 1)]
-                        with m.If(group_left == 1):     # the next K/V head
+                        with m.If(group_end):           # the next K/V head
                             m.d.sync += [group_left.eq(su.kv_every),
                                          k_head.eq(k_head + run.k.head_stride),
                                          v_head.eq(v_head + run.v.head_stride)]
