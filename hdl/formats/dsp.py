@@ -91,43 +91,31 @@ def round_shift(value, k):
     return ((value >> (k - 1)) + 1) >> 1
 
 
-def pieces(value, *, balanced=False):
+def pieces(value):
     """`value` as [(offset, piece)] with value = sum(piece << offset): 17-bit unsigned
     low pieces and a top piece of at most 18 bits, signed if `value` is (each piece
-    fits one operand of an 18 x 18 signed multiplier). `balanced`: as many pieces,
-    of about equal width, so that no top piece is left narrow."""
+    fits one operand of an 18 x 18 signed multiplier)."""
     value = Value.cast(value)
     shape = value.shape()
     width = shape.width
     top_bits = DSP_SIGNED_BITS if shape.signed else DSP_UNSIGNED_BITS
-    low_bits = DSP_UNSIGNED_BITS
-    count = 1 + max(0, -(-(width - top_bits) // DSP_UNSIGNED_BITS))
-    if balanced and count > 1:      # the low width that leaves the top piece closest to it
-        fits = [w for w in (width // count, -(-width // count))
-                if w <= DSP_UNSIGNED_BITS and 1 <= width - (count - 1) * w <= top_bits]
-        low_bits = min(fits, key=lambda w: abs(width - count * w), default=DSP_UNSIGNED_BITS)
     out, lo = [], 0
     while width - lo > top_bits:
-        out.append((lo, value[lo:lo + low_bits]))
-        lo += low_bits
+        out.append((lo, value[lo:lo + DSP_UNSIGNED_BITS]))
+        lo += DSP_UNSIGNED_BITS
     top = value[lo:]
     out.append((lo, top.as_signed() if shape.signed else top))
     return out
 
 
-def partial_products(a, b, *, name, balanced=False):
+def partial_products(a, b, *, name):
     """a * b as partial products, one MULT18X18D each: (parts, statements) with parts
     [(offset, Signal)], a * b = sum(p << offset). The caller registers `statements`
     as one stage (nothing between a DSP and its output register) and adds the parts
-    with `sum_partials` in a stage of its own.
-
-    `balanced` splits both operands into pieces of about equal width (`pieces`), so
-    that no piece is narrow enough for `attenio synth --lut-mul-width` to build its
-    product from LUTs: for an operand register that also feeds DSPs, whose LUT
-    multiplier would be placed far from it (docs/synthesis.md, round 6)."""
+    with `sum_partials` in a stage of its own."""
     parts, statements = [], []
-    for i, (oa, pa) in enumerate(pieces(a, balanced=balanced)):
-        for j, (ob, pb) in enumerate(pieces(b, balanced=balanced)):
+    for i, (oa, pa) in enumerate(pieces(a)):
+        for j, (ob, pb) in enumerate(pieces(b)):
             signed_ = pa.shape().signed or pb.shape().signed
             prod = Signal(signed(len(pa) + len(pb) + 1) if signed_ else unsigned(len(pa) + len(pb)),
                           name=f"{name}_pp{i}{j}")

@@ -336,8 +336,7 @@ class Int8Arith:
     def _finalize(self, st, o, y, e):
         shift = self._cfg.p_frac + self._cfg.recip_frac
         o, y = Value.cast(o), Value.cast(y)
-        # balanced: y's pieces all in DSPs (a narrow one in LUTs was the 4x4's worst path)
-        parts, products = partial_products(o, y, name="finalize", balanced=True)
+        parts, products = partial_products(o, y, name="finalize")
         es = [Signal(self.recip_exp_shape, name=f"finalize_e{k}") for k in range(2)]
         st.stage(products, es[0].eq(e))
         prod = Signal(signed(o.shape().width + y.shape().width + 1), name="finalize_prod")
