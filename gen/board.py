@@ -75,7 +75,7 @@ def prepare_board(config, out_dir, *, clock_mhz=None, baud=115200, lut_mul_width
     """
     from amaranth_boards.ulx3s import ULX3S_85F_Platform
 
-    from attenio.hdl.board import ULX3SBoard
+    from attenio.hdl.board import OSC_HZ, ULX3SBoard, ecp5_pll
     from attenio.hdl.top import check_plan
 
     mhz = clock_mhz or config.budget.clock_mhz
@@ -83,9 +83,10 @@ def prepare_board(config, out_dir, *, clock_mhz=None, baud=115200, lut_mul_width
     plan = make_plan(config)
     check_plan(plan)
     try:
-        board = ULX3SBoard(plan, baud=baud, clk_hz=round(mhz * 1_000_000))
+        pll = ecp5_pll(OSC_HZ, round(mhz * 1_000_000))
     except ValueError as exc:
         raise ConfigError(f"board: {exc}") from None
+    board = ULX3SBoard(plan, pll=pll, baud=baud)
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     overrides = {"script_after_synth": "tee -q -o stat.json stat -json",
@@ -176,7 +177,8 @@ def main(argv=None):
 
     p = _Parser(prog="python -m attenio.gen.board", description="Build the ULX3S 85F bitstream.")
     _shared_options(p)
-    p.add_argument("-o", "--out", metavar="DIR", help="output directory (default build/<name>/ulx3s)")
+    p.add_argument("-o", "--out", metavar="DIR",
+                   help="output directory (default build/<name>/ulx3s)")
     p.add_argument("--baud", type=int, default=115200, help="UART baud rate (default 115200)")
     p.add_argument("--lut-mul-width", type=int, default=LUT_MUL_WIDTH, metavar="BITS",
                    help="products with an operand of at most BITS bits from LUTs, not DSPs "

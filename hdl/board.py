@@ -346,17 +346,20 @@ class ECP5PLL(wiring.Component):
 
 class ULX3SBoard(Elaboratable):
     """Top for the Radiona ULX3S (ECP5): the FTDI UART, the eight LEDs, and the `sync`
-    clock from an ECP5 PLL at `clk_hz` (within `PLL_TOLERANCE`; ValueError if the PLL
-    cannot make it), fed by the 25 MHz oscillator. The UART's bit period follows the
-    clock the PLL makes, and the design stays in reset until the PLL has locked.
+    clock from an ECP5 PLL with the `PLLSettings` `pll` (`ecp5_pll(OSC_HZ, hz)`), fed by
+    the 25 MHz oscillator. The UART's bit period follows the clock the PLL makes, and
+    the design stays in reset until the PLL has locked.
     """
 
-    def __init__(self, plan, *, baud=115200, clk_hz=OSC_HZ):
+    def __init__(self, plan, *, pll, baud=115200):
+        if not isinstance(pll, PLLSettings) or pll.fin_hz != OSC_HZ:
+            raise TypeError(f"ULX3SBoard: pll must be the PLLSettings of a {OSC_HZ} Hz input, "
+                            f"not {pll!r}")
         validate.integer("ULX3SBoard", "baud", baud, lo=1)
         self._plan = plan
         self._baud = baud
-        self._pll = ecp5_pll(OSC_HZ, clk_hz)
-        self._divisor = check_divisor("ULX3SBoard", round(self._pll.fout_hz / baud))
+        self._pll = pll
+        self._divisor = check_divisor("ULX3SBoard", round(pll.fout_hz / baud))
 
     @property
     def plan(self):
