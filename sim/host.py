@@ -9,10 +9,11 @@ serves both and is tested without hardware.
 
 On the board:
 
-    python -m attenio.sim.host --port /dev/ttyUSB0 --seq-len 256 --seed 3
+    python -m attenio.sim.host --port /dev/ttyUSB0 --preset small --seed 3
 
-(use the configuration the bitstream was built for; the script checks the
-hardware parameters it reads back against it).
+(the options the bitstream was built with, `BOARD_OPTS` of the Makefile but
+the clock; the script plans them as the build did and checks every read-only
+hardware parameter it reads back against that plan).
 """
 
 import asyncio
@@ -21,7 +22,7 @@ import struct
 import numpy as np
 
 from attenio.hdl.board import CMD, STATUS
-from attenio.regmap import ErrorCode
+from attenio.regmap import Access, ErrorCode
 
 from . import golden
 from .tb.counters import counter_names
@@ -105,8 +106,17 @@ class AttenIOHost:
 
     async def hardware(self):
         """The read-only hardware parameters (MAX_SEQ_LEN, HEAD_DIM, ...)."""
-        from attenio.regmap import Access
-        return {r.name: await self.csr_read(r.name) for r in self.regmap if r.access is Access.CONST}
+        return {r.name: await self.csr_read(r.name) for r in self.regmap
+                if r.access is Access.CONST}
+
+    async def check_hardware(self):
+        """Raise HostError unless the board's read-only parameters are those of `regmap`."""
+        hw = await self.hardware()
+        bad = [f"{r.name} {hw[r.name]} (expected {r.value})" for r in self.regmap
+               if r.access is Access.CONST and hw[r.name] != r.value]
+        if bad:
+            raise HostError("the board was built for another configuration: " + ", ".join(bad))
+        return hw
 
     async def run(self, q, k, v, *, c, poll_limit=100000):
         """Load int8 q, k, v ([heads, N, d]), run, and return (o, counters)."""
@@ -161,7 +171,8 @@ def main(argv=None):
     """Run one attention on the board and check it against the golden model."""
     import argparse
 
-    from attenio.cli import _shared_options, config_from_args
+    from attenio.cli import _planned_config, _shared_options, config_from_args
+    from attenio.errors import ConfigError
     from attenio.plan import make_plan
     from attenio.regmap import register_map
 
@@ -171,7 +182,11 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=1)
     _shared_options(p)
     args = p.parse_args(argv)
-    plan = make_plan(config_from_args(args))
+    try:
+        # Planned as `python -m attenio.gen.board` plans it, so the mapping is the board's.
+        plan = make_plan(_planned_config(config_from_args(args)))
+    except ConfigError as exc:
+        p.exit(2, f"{p.prog}: error: {exc}\n")
     w = plan.workload
     host = AttenIOHost(SerialLink(args.port, args.baud), register_map(plan))
     data = golden.make_inputs("gaussian", seq_len=w.seq_len, head_dim=w.head_dim, heads=w.heads,
@@ -180,12 +195,13 @@ def main(argv=None):
 
     async def go():
         await host.ping()
-        hw = await host.hardware()
-        if hw["HEAD_DIM"] != w.head_dim or hw["MAX_SEQ_LEN"] < w.seq_len:
-            raise HostError(f"the board was built for {hw}, not d = {w.head_dim}, N = {w.seq_len}")
+        await host.check_hardware()
         return await host.run(data["q"], data["k"], data["v"], c=c)
 
-    o, counters = asyncio.run(go())
+    try:
+        o, counters = asyncio.run(go())
+    except HostError as exc:
+        p.exit(2, f"{p.prog}: error: {exc}\n")
     expect = golden.attention(data["q"], data["k"], data["v"], c=c, a=plan.a,
                               fmt=plan.config.format, max_seq_len=w.seq_len)
     bad = int(np.count_nonzero(o != expect))
