@@ -2,19 +2,23 @@
 
 `attenio_board` (accelerator + block-RAM AXI memory + UART bridge) runs on
 Verilator; the host code that drives the real ULX3S speaks to it through a
-simulated UART peer, and O must equal the golden model bit for bit.
+simulated UART peer, and O must equal the golden model bit for bit. The ULX3S
+top's PLL settings and its prepared build (Yosys script, LPF) are checked
+without the tools; the bitstream itself is a slow test.
 """
 
 import json
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
 from amaranth.hdl import Fragment
 from amaranth.sim import Simulator
 
-from attenio.gen.board import emit_board
+from attenio.errors import ConfigError
+from attenio.gen.board import emit_board, prepare_board
 from attenio.hdl.axi_ram import AXIRam
-from attenio.hdl.board import board_memory_bytes
+from attenio.hdl.board import OSC_HZ, board_memory_bytes, ecp5_pll
 from attenio.hdl.uart import UART
 from attenio.plan import make_plan
 from attenio.config import resolve
@@ -71,36 +75,104 @@ def test_uart_loopback(seed):
     assert got == data
 
 
-@pytest.mark.skipif(not simulator_available("verilator"), reason="verilator is not installed")
-def test_host_script_through_simulated_board(seed):
-    build = Path("build") / "tests" / "board_tiny"
+@pytest.mark.parametrize("mhz, divs", [(25, (1, 1, 24)), (60, (5, 12, 10)), (65, (5, 13, 9)),
+                                        (100, (1, 4, 6)), (67, (3, 8, 9))])
+def test_pll_settings(mhz, divs):
+    """The dividers of the asked clock; the VCO inside 400..800 MHz, nearest its middle."""
+    s = ecp5_pll(OSC_HZ, mhz * 1_000_000)
+    assert (s.clki_div, s.clkfb_div, s.clkop_div) == divs
+    assert s.fout_hz == Fraction(OSC_HZ * s.clkfb_div, s.clki_div)
+    assert abs(s.fout_hz - mhz * 1_000_000) <= mhz * 10_000         # 1%: 67 -> 66.667 MHz
+    assert s.fvco_hz == s.fout_hz * s.clkop_div and 400e6 <= s.fvco_hz <= 800e6
+    assert OSC_HZ / s.clki_div >= 3.125e6                            # the phase detector's floor
+    assert s.clkop_cphase == s.clkop_div // 2
+
+
+def test_pll_refuses_what_it_cannot_make():
+    with pytest.raises(ValueError, match="makes 10 to 400 MHz, not 5 MHz"):
+        ecp5_pll(OSC_HZ, 5_000_000)
+    with pytest.raises(ValueError, match="makes 10 to 400 MHz, not 401 MHz"):
+        ecp5_pll(OSC_HZ, 401_000_000)
+    with pytest.raises(ValueError, match=r"cannot make 12 MHz from 25 MHz within 1%; "
+                                         r"the nearest it makes are 10\.714 and 12\.500 MHz"):
+        ecp5_pll(OSC_HZ, 12_000_000)
+
+
+def test_board_build_prepared(tmp_path):
+    """The ULX3S top as the tools get it: the PLL instance, its input's constraint, the
+    narrow products in LUTs before synth_ecp5, the UART divisor of the PLL's clock."""
+    plan, board = prepare_board(resolve(**TINY), tmp_path, clock_mhz=60)
+    assert board.divisor == round(60e6 / 115200) == 521
+    il = (tmp_path / "attenio_ulx3s.il").read_text()
+    pll = il[il.index("cell \\EHXPLLL"):]
+    pll = pll[:pll.index("end\n")]
+    for line in ("parameter \\CLKI_DIV 5", "parameter \\CLKFB_DIV 12", "parameter \\CLKOP_DIV 10",
+                 'parameter \\FEEDBK_PATH "CLKOP"', "connect \\CLKFB \\clk_out"):
+        assert line in pll, line
+    lpf = (tmp_path / "attenio_ulx3s.lpf").read_text()
+    assert 'FREQUENCY PORT "clk25_0__io" 25000000.0 HZ;' in lpf
+    ys = [line.strip() for line in (tmp_path / "attenio_ulx3s.ys").read_text().splitlines()]
+    booth = ys.index("booth t:$mul r:A_WIDTH<=8 %i t:$mul r:B_WIDTH<=8 %i %u")
+    synth = next(i for i, line in enumerate(ys) if line.startswith("synth_ecp5"))
+    assert ys.index("read_rtlil attenio_ulx3s.il") < ys.index("wreduce") < booth < synth
+    with pytest.raises(ConfigError, match="board: ecp5_pll: the ECP5 PLL cannot make 12 MHz"):
+        prepare_board(resolve(**TINY), tmp_path, clock_mhz=12)
+
+
+def _host_script_run(config, name, seed, *, n, d, heads):
+    """The host code over the simulated UART into `attenio_board` of `config`; checks O."""
+    build = Path("build") / "tests" / name
     build.mkdir(parents=True, exist_ok=True)
-    verilog = emit_board(resolve(**TINY), build, divisor=DIVISOR)
+    verilog = emit_board(resolve(**config), build, divisor=DIVISOR)
     results = (build / "results.json").resolve()
     results.unlink(missing_ok=True)
     run_bench(simulator="verilator", verilog_sources=[verilog], toplevel="attenio_board",
               module="attenio.sim.benches.bench_board", build_dir=build / "verilator",
-              params={"config": TINY, "divisor": DIVISOR, "seed": seed % 1000,
+              params={"config": config, "divisor": DIVISOR, "seed": seed % 1000,
                       "results": str(results)})
     r = json.loads(results.read_text())
     assert r["mismatches"] == 0 and r["o_hex"] == r["expect_hex"]
     assert r["counters"]["BYTES_READ"] == r["plan_read_bytes"] > 0
-    assert r["counters"]["BYTES_WRITTEN"] == r["plan_write_bytes"] == 2 * 16 * 8
+    assert r["counters"]["BYTES_WRITTEN"] == r["plan_write_bytes"] == heads * n * d
     assert r["counters"]["CYCLES"] > 0
-    assert r["bytes_sent"] > 3 * 2 * 16 * 8 and r["bytes_received"] >= 2 * 16 * 8
+    assert r["bytes_sent"] > 3 * heads * n * d and r["bytes_received"] >= heads * n * d
+    return r
+
+
+@pytest.mark.skipif(not simulator_available("verilator"), reason="verilator is not installed")
+def test_host_script_through_simulated_board(seed):
+    _host_script_run(TINY, "board_tiny", seed, n=16, d=8, heads=2)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not simulator_available("verilator"), reason="verilator is not installed")
+def test_host_script_through_simulated_small_board(seed):
+    """The design `make bitstream` builds (the small preset, 4x4 MACs, with the planner's
+    mapping as the board build plans it) under the host script; a few minutes."""
+    from attenio.cli import _planned_config
+    planned = _planned_config(resolve(preset_name="small"))
+    config = dict(preset_name="small", name="board_small", split=planned.split,
+                  rows_per_mac=planned.rows_per_mac)
+    r = _host_script_run(config, "board_small", seed, n=256, d=16, heads=1)
+    assert r["counters"]["PE_BUSY"] > 0
 
 
 @pytest.mark.slow
 def test_bitstream_builds():
-    """The whole ULX3S 85F build (Yosys, nextpnr, ecppack) of a tiny board; tens of minutes."""
+    """The whole ULX3S 85F build (Yosys, nextpnr, ecppack) of a tiny board at 50 MHz from
+    the PLL; tens of minutes."""
     from attenio.gen.board import build_bitstream
     out = Path("build") / "tests" / "bitstream_tiny"
-    r = build_bitstream(resolve(**TINY), out)
+    r = build_bitstream(resolve(**TINY), out, clock_mhz=50)
     bit = Path(r["bitstream"])
     assert bit.exists() and bit.stat().st_size == r["bitstream_bytes"] > 100_000
     assert bit.read_bytes()[:4] != b"\0\0\0\0"
-    assert r["timing_met"] and r["fmax_mhz"] >= 25
+    assert r["clock_mhz"] == 50 and r["pll"]["clkfb_div"] * 25 == 50 * r["pll"]["clki_div"]
+    # nextpnr timed the design at the PLL's clock, derived from the oscillator's 25 MHz.
+    assert list(r["nextpnr"]["derived_clocks_mhz"].values()) == [50.0]
+    assert r["timing_met"] and r["fmax_mhz"] >= 50
     res = r["resources"]
     assert res["DSP"] <= 156 and res["BRAM"] >= 1 and res["LUT"] > 1000
     pnr = r["nextpnr"]["utilization"]
     assert pnr["TRELLIS_IO"]["used"] >= 10      # clock, UART, eight LEDs
+    assert pnr["EHXPLLL"]["used"] == 1
