@@ -8,6 +8,7 @@ without the tools; the bitstream itself is a slow test.
 """
 
 import json
+import struct
 from fractions import Fraction
 from pathlib import Path
 
@@ -18,9 +19,10 @@ from amaranth.sim import Simulator
 from attenio.errors import ConfigError
 from attenio.gen.board import emit_board, prepare_board
 from attenio.hdl.axi_ram import AXIRam
-from attenio.hdl.board import OSC_HZ, board_memory_bytes, ecp5_pll
+from attenio.hdl.board import CMD, OSC_HZ, STATUS, board_memory_bytes, ecp5_pll
 from attenio.hdl.uart import UART
 from attenio.plan import make_plan
+from attenio.regmap import Access
 from attenio.config import resolve
 from attenio.sim.runner import run_bench, simulator_available
 
@@ -117,6 +119,42 @@ def test_board_build_prepared(tmp_path):
     assert ys.index("read_rtlil attenio_ulx3s.il") < ys.index("wreduce") < booth < synth
     with pytest.raises(ConfigError, match="board: ecp5_pll: the ECP5 PLL cannot make 12 MHz"):
         prepare_board(resolve(**TINY), tmp_path, clock_mhz=12)
+
+
+class _RegisterFile:
+    """A link that answers the protocol's CSR reads from `values` (by offset), like a board."""
+
+    def __init__(self, values):
+        self.values, self.replies = values, bytearray()
+
+    async def send(self, data):
+        assert data[0] == CMD["csr_read"] and len(data) == 3, data
+        (offset,) = struct.unpack("<H", data[1:])
+        self.replies += struct.pack("<IB", self.values[offset], STATUS["ok"])
+
+    async def recv(self, n):
+        out, self.replies = bytes(self.replies[:n]), self.replies[n:]
+        return out
+
+
+def test_host_checks_the_hardware():
+    """The host script refuses a board built with another mapping, naming what differs."""
+    import asyncio
+    import dataclasses
+
+    from attenio.config import preset
+    from attenio.regmap import register_map
+    from attenio.sim.host import AttenIOHost, HostError
+
+    small = preset("small")
+    built, asked = (register_map(make_plan(dataclasses.replace(small, split=s, rows_per_mac=r)))
+                    for s, r in ((4, 8), (4, 9)))
+    board = _RegisterFile({r.offset: r.value for r in built if r.access is Access.CONST})
+    hw = asyncio.run(AttenIOHost(board, built).check_hardware())
+    assert hw["BLOCK_ROWS"] == 32 and hw["HEAD_DIM"] == 16
+    with pytest.raises(HostError, match=r"built for another configuration: BLOCK_ROWS 32 "
+                                        r"\(expected 36\), ROWS_PER_MAC 8 \(expected 9\)$"):
+        asyncio.run(AttenIOHost(board, asked).check_hardware())
 
 
 def _host_script_run(config, name, seed, *, n, d, heads):
