@@ -19,6 +19,7 @@ The host protocol (bytes on the UART, numbers little-endian; see
 status: 'K' (OK), 'E' (the AXI4-Lite access answered an error), '?' (unknown command).
 """
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -281,10 +282,14 @@ def ecp5_pll(fin_hz, fout_hz, *, tolerance=PLL_TOLERANCE):
         for clkfb_div in range(1, _PLL_DIVS["clkfb_div"] + 1):
             fout = pfd * clkfb_div
             # CLKOP_DIV only sets the VCO: the one that puts it nearest 600 MHz.
-            divs = [d for d in range(1, _PLL_DIVS["clkop_div"] + 1) if _in(fout * d, "vco")]
-            if not _in(fout, "out") or not divs:
+            lo = max(1, math.ceil(_PLL_LIMITS["vco"][0] * 1_000_000 / fout))
+            hi = min(_PLL_DIVS["clkop_div"], math.floor(_PLL_LIMITS["vco"][1] * 1_000_000 / fout))
+            if not _in(fout, "out") or lo > hi:
                 continue
-            clkop_div = min(divs, key=lambda d: abs(fout * d - _VCO_MID))
+            mid = _VCO_MID / fout
+            clkop_div = min((d for d in (math.floor(mid), math.ceil(mid)) if lo <= d <= hi),
+                            key=lambda d: (abs(fout * d - _VCO_MID), d),
+                            default=lo if mid < lo else hi)
             s = PLLSettings(fin_hz, clki_div, clkfb_div, clkop_div)
             old = made.get(fout)
             if old is None or abs(s.fvco_hz - _VCO_MID) < abs(old.fvco_hz - _VCO_MID):
