@@ -34,8 +34,9 @@ __all__ = ["emit_board", "prepare_board", "build_bitstream", "BOARD_NAME", "LUT_
            "ROUTERS", "main"]
 
 BOARD_NAME = "attenio_ulx3s"
-#: The q*k products and the narrow pieces of the wide ones in LUTs (docs/synthesis.md,
-#: round 5: the 4x4 then needs 57 DSPs and routes).
+#: The q*k products and the narrow pieces of the wide ones in LUTs, as `attenio synth
+#: --lut-mul-width 8` (docs/synthesis.md, round 5); `make bitstream` asks for more (its
+#: 4x4 did not route on the board with 8 or 11, "The bitstream").
 LUT_MUL_WIDTH = 8
 ROUTERS = ("router1", "router2")
 
@@ -109,7 +110,7 @@ def build_bitstream(config, out_dir, *, clock_mhz=None, baud=115200,
     """Build the ULX3S 85F bitstream of `config`; returns the report (also board_report.json).
 
     `clock_mhz`: the clock asked of the PLL (default: the budget's). `router`: nextpnr's
-    router; router2 routes the 4x4 with its narrow products in LUTs (docs/synthesis.md).
+    router (router2 routed the standalone 4x4 where router1 did not, docs/synthesis.md).
     """
     from attenio.hdl.board import board_memory_bytes
 
