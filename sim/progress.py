@@ -70,13 +70,14 @@ def follow(path, callback, *, interval=0.2):
         with open(path) as f:
             pending = ""
             while True:
-                pending += f.read()
+                last = stop.is_set()    # taken before reading: lines written before the
+                pending += f.read()     # body ended are read once more after it
                 *lines, pending = pending.split("\n")
                 for line in lines:
                     parts = line.split()
                     if len(parts) == 3:
                         callback(int(parts[0]), int(parts[1]), float(parts[2]))
-                if stop.is_set():
+                if last:
                     return
                 time.sleep(interval)
 

@@ -67,8 +67,8 @@ class RtlParams:
                         r (int8's slot-by-slot replay), max(r, L_acc) for a float format
     """
 
-    lane_latency: int = 14
-    lane_busy_tail: int = 13
+    lane_latency: int = 15
+    lane_busy_tail: int = 14
     line_skew: int | None = None
     drain_start: int = 4
     normalizer_latency: int = 23
