@@ -27,17 +27,14 @@ from attenio import validate
 from attenio.errors import ConfigError
 from attenio.plan import make_plan
 
-from .synth import DEVICE, _pnr_summary, _yosys_cells, narrow_products, resources_of, run_tool
+from .synth import (DEVICE, LUT_MUL_WIDTH, _pnr_summary, _yosys_cells, narrow_products_script,
+                    resources_of, run_tool)
 from .verilog import emit
 
-__all__ = ["emit_board", "prepare_board", "build_bitstream", "BOARD_NAME", "LUT_MUL_WIDTH",
+__all__ = ["emit_board", "prepare_board", "build_bitstream", "BOARD_NAME",
            "ROUTERS", "main"]
 
 BOARD_NAME = "attenio_ulx3s"
-#: The q*k products and the narrow pieces of the wide ones in LUTs, as `attenio synth
-#: --lut-mul-width 8` (docs/synthesis.md, round 5); `make bitstream` asks for more (its
-#: 4x4 did not route on the board with 8 or 11, "The bitstream").
-LUT_MUL_WIDTH = 8
 ROUTERS = ("router1", "router2")
 
 _DERIVED_RE = re.compile(r"Derived frequency constraint of ([\d.]+) MHz for net (\S+)")
@@ -53,19 +50,6 @@ def emit_board(config, out_dir, *, divisor):
     path = Path(out_dir) / f"{BOARD_TOP}.v"
     emit(BoardCore(plan, divisor=divisor), path, name=BOARD_TOP)
     return path
-
-
-def _narrow_products_script(bits):
-    """Yosys commands before synth_ecp5 that build the narrow products from LUTs.
-
-    The step of `attenio synth --lut-mul-width` (gen/synth.py): flatten, `wreduce` (the
-    frontends widen operands to the result's width), then Booth-encode the $mul cells
-    `narrow_products(bits)` selects before synth_ecp5 would map them to DSPs. `hierarchy`
-    without -check: the ECP5 primitives (EHXPLLL, the I/O buffers) are defined only when
-    synth_ecp5 reads its cell library.
-    """
-    return "\n".join(["hierarchy -top " + BOARD_NAME, "proc", "flatten", "opt_expr", "opt_clean",
-                      "wreduce", f"booth {narrow_products(bits)}"])
 
 
 def prepare_board(config, out_dir, *, clock_mhz=None, baud=115200, lut_mul_width=LUT_MUL_WIDTH):
@@ -93,7 +77,8 @@ def prepare_board(config, out_dir, *, clock_mhz=None, baud=115200, lut_mul_width
     overrides = {"script_after_synth": "tee -q -o stat.json stat -json",
                  "ecppack_opts": "--compress"}
     if lut_mul_width:
-        overrides["script_after_read"] = _narrow_products_script(lut_mul_width)
+        overrides["script_after_read"] = narrow_products_script(BOARD_NAME, lut_mul_width,
+                                                                check=False)
     bplan = ULX3S_85F_Platform().prepare(board, name=BOARD_NAME, **overrides)
     bplan.extract(str(out))
     return plan, board

@@ -274,6 +274,17 @@ def narrow_products(bits):
     return f"t:$mul r:A_WIDTH<={bits} %i t:$mul r:B_WIDTH<={bits} %i %u"
 
 
+def narrow_products_script(top, bits, *, check=True):
+    """The Yosys commands, before synth_ecp5, that build the $mul cells with an operand of
+    at most `bits` bits from LUTs: flatten, `wreduce` (the Verilog frontend widens operands
+    to the result's width), then Booth-encode what `narrow_products` selects before
+    synth_ecp5 would map it to DSPs. `check=False` for a design that instantiates ECP5
+    primitives, which are defined only once synth_ecp5 reads its cell library."""
+    hierarchy = f"hierarchy {'-check ' if check else ''}-top {top}"
+    return "\n".join([hierarchy, "proc", "flatten", "opt_expr", "opt_clean", "wreduce",
+                      f"booth {narrow_products(bits)}"]) + "\n"
+
+
 def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1, log=print,
                yosys_extra=None, pnr=True, generic_level="gate", lut_mul_width=LUT_MUL_WIDTH):
     """Synthesize `config` for `target` into `out_dir`; returns the report dict.
@@ -341,13 +352,9 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
         (work / "harness.v").write_text(harness_verilog(ports, top=TOP_NAME))
         script = "read_verilog -sv attenio_top.v\nread_verilog harness.v\n"
         if lut_mul_width:
-            # Booth-encode the $mul cells with a narrow operand before synth_ecp5 would map
-            # them to DSPs (wreduce first: the Verilog frontend widens operands to the
-            # result's width). Fewer DSPs also route better: the fabric next to the DSP
-            # rows is where router2 fails to converge (docs/synthesis.md).
-            w = lut_mul_width
-            script += ("hierarchy -check -top attenio_fmax\nproc\nflatten\nopt_expr\nopt_clean\n"
-                       f"wreduce\nbooth {narrow_products(w)}\n")
+            # Fewer DSPs also route better: the fabric next to the DSP rows is where
+            # router2 fails to converge (docs/synthesis.md).
+            script += narrow_products_script("attenio_fmax", lut_mul_width)
         script += (f"synth_ecp5 -top attenio_fmax -json netlist.json\n{extra}\n"
                    f"tee -q -o {stat} stat -json\n")
     (work / "synth.ys").write_text(script)
