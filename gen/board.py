@@ -60,7 +60,8 @@ def prepare_board(config, out_dir, *, clock_mhz=None, baud=115200, lut_mul_width
     """
     from amaranth_boards.ulx3s import ULX3S_85F_Platform
 
-    from attenio.hdl.board import OSC_HZ, ULX3SBoard, ecp5_pll
+    from attenio.hdl.board import OSC_HZ, ULX3SBoard
+    from attenio.hdl.ecp5_pll import ecp5_pll
     from attenio.hdl.top import check_plan
 
     mhz = clock_mhz or config.budget.clock_mhz

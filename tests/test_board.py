@@ -19,7 +19,8 @@ from amaranth.sim import Simulator
 from attenio.errors import ConfigError
 from attenio.gen.board import emit_board, prepare_board
 from attenio.hdl.axi_ram import AXIRam
-from attenio.hdl.board import CMD, OSC_HZ, STATUS, board_memory_bytes, ecp5_pll
+from attenio.hdl.board import CMD, OSC_HZ, STATUS, board_memory_bytes
+from attenio.hdl.ecp5_pll import ecp5_pll
 from attenio.hdl.uart import UART
 from attenio.plan import make_plan
 from attenio.regmap import Access
