@@ -27,7 +27,7 @@ from attenio import validate
 from attenio.errors import ConfigError
 from attenio.plan import make_plan
 
-from .synth import (DEVICE, LUT_MUL_WIDTH, _pnr_summary, _yosys_cells, narrow_products_script,
+from .synth import (DEVICE, LUT_MUL_WIDTH, _pnr_summary, _yosys_cells, prepare_script,
                     resources_of, run_tool)
 from .verilog import emit
 
@@ -77,9 +77,7 @@ def prepare_board(config, out_dir, *, clock_mhz=None, baud=115200, lut_mul_width
     out.mkdir(parents=True, exist_ok=True)
     overrides = {"script_after_synth": "tee -q -o stat.json stat -json",
                  "ecppack_opts": "--compress"}
-    if lut_mul_width:
-        overrides["script_after_read"] = narrow_products_script(BOARD_NAME, lut_mul_width,
-                                                                check=False)
+    overrides["script_after_read"] = prepare_script(BOARD_NAME, lut_mul_width, check=False)
     bplan = ULX3S_85F_Platform().prepare(board, name=BOARD_NAME, **overrides)
     bplan.extract(str(out))
     return plan, board

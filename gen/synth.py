@@ -274,15 +274,29 @@ def narrow_products(bits):
     return f"t:$mul r:A_WIDTH<={bits} %i t:$mul r:B_WIDTH<={bits} %i %u"
 
 
-def narrow_products_script(top, bits, *, check=True):
-    """The Yosys commands, before synth_ecp5, that build the $mul cells with an operand of
-    at most `bits` bits from LUTs: flatten, `wreduce` (the Verilog frontend widens operands
-    to the result's width), then Booth-encode what `narrow_products` selects before
-    synth_ecp5 would map it to DSPs. `check=False` for a design that instantiates ECP5
-    primitives, which are defined only once synth_ecp5 reads its cell library."""
+#: the Yosys selection of the flip-flops whose output signal the RTL marks ``keep``
+KEPT_REGISTERS = "a:keep %ci1:+$dff[Q] t:$dff %i"
+
+
+def prepare_script(top, bits, *, check=True):
+    """The Yosys commands before synth_ecp5, in two steps.
+
+    * The flip-flops of `KEPT_REGISTERS` get a ``keep`` attribute of their own, which
+      stops ``opt_merge`` from merging identical registers into one: the RTL keeps a
+      copy where one register would otherwise drive users across the chip (the MACs'
+      word registers, `attenio.hdl.mac.MAC`). A ``keep`` on a signal alone would not.
+    * With `bits` > 0, the $mul cells with an operand of at most `bits` bits are built
+      from LUTs: `wreduce` (the Verilog frontend widens operands to the result's
+      width), then Booth-encode what `narrow_products` selects before synth_ecp5
+      would map it to DSPs.
+
+    `check=False` for a design that instantiates ECP5 primitives, which are defined
+    only once synth_ecp5 reads its cell library."""
     hierarchy = f"hierarchy {'-check ' if check else ''}-top {top}"
-    return "\n".join([hierarchy, "proc", "flatten", "opt_expr", "opt_clean", "wreduce",
-                      f"booth {narrow_products(bits)}"]) + "\n"
+    steps = [hierarchy, "proc", f"setattr -set keep 1 {KEPT_REGISTERS}", "flatten"]
+    if bits:
+        steps += ["opt_expr", "opt_clean", "wreduce", f"booth {narrow_products(bits)}"]
+    return "\n".join(steps) + "\n"
 
 
 def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1, log=print,
@@ -351,10 +365,9 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
         ports = top_ports(verilog.read_text(), TOP_NAME)
         (work / "harness.v").write_text(harness_verilog(ports, top=TOP_NAME))
         script = "read_verilog -sv attenio_top.v\nread_verilog harness.v\n"
-        if lut_mul_width:
-            # Fewer DSPs also route better: the fabric next to the DSP rows is where
-            # router2 fails to converge (docs/synthesis.md).
-            script += narrow_products_script("attenio_fmax", lut_mul_width)
+        # Fewer DSPs also route better: the fabric next to the DSP rows is where router2
+        # fails to converge (docs/synthesis.md).
+        script += prepare_script("attenio_fmax", lut_mul_width)
         script += (f"synth_ecp5 -top attenio_fmax -json netlist.json\n{extra}\n"
                    f"tee -q -o {stat} stat -json\n")
     (work / "synth.ys").write_text(script)

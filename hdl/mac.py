@@ -185,7 +185,10 @@ class MAC(wiring.Component):
         m = Module()
         A, r, d = self._arith, self._r, self._d      # d: columns per MAC, d/s
         wi = self.wi
-        w = Signal.like(self.wi, name="w")          # the word this MAC works on this cycle
+        # The word this MAC works on this cycle. MAC c of every line holds the same word:
+        # `keep` has synthesis keep a copy per line (`attenio.gen.synth.prepare_script`)
+        # rather than one register driving the MAC c of every line across the chip.
+        w = Signal.like(self.wi, name="w", attrs={"keep": 1})
         m.d.sync += w.eq(wi)
         m.d.comb += self.wo.eq(w)
 
