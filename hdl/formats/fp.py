@@ -287,7 +287,9 @@ def _mul(st, a, b, src_a, src_b, name):
     m = st.m
     sa, siga, ea, za, ia, na = _unpack(m, a, src_a, f"{name}_a")
     sb, sigb, eb, zb, ib, nb = _unpack(m, b, src_b, f"{name}_b")
-    sig1a, sig1b = Signal.like(siga, name=f"{name}_siga1"), Signal.like(sigb, name=f"{name}_sigb1")
+    # the multiplier's own operand registers, kept beside it (`attenio.gen.synth.prepare_script`)
+    sig1a = Signal.like(siga, name=f"{name}_siga1", attrs={"keep": 1})
+    sig1b = Signal.like(sigb, name=f"{name}_sigb1", attrs={"keep": 1})
     e1a, e1b = Signal(_EXP, name=f"{name}_ea1"), Signal(_EXP, name=f"{name}_eb1")
     s1, nan1, inf1 = (Signal(name=f"{name}_{k}1") for k in ("sign", "nan", "inf"))
     st.stage(sig1a.eq(siga), sig1b.eq(sigb), e1a.eq(ea), e1b.eq(eb), s1.eq(sa ^ sb),

@@ -313,8 +313,10 @@ class Int8Arith:
         pf = self._cfg.p_frac
         acc = Value.cast(acc)
         acc_bits = acc.shape().width + (0 if acc.shape().signed else 1)
-        operand = Signal(signed(max(acc_bits, 9)), name="upd_operand")
-        e1 = Signal(self.p_shape, name="upd_e")
+        # The multiplier's own operand registers, kept beside it: merged with an equal
+        # register elsewhere (the lane's bus register of e), the DSP input is a long route.
+        operand = Signal(signed(max(acc_bits, 9)), name="upd_operand", attrs={"keep": 1})
+        e1 = Signal(self.p_shape, name="upd_e", attrs={"keep": 1})
         addend = Signal(signed(max(acc.shape().width, 8 + 2 * pf) + 2), name="upd_addend")
         ups = [Signal(name=f"upd_up{k}") for k in range(3)]
         # the operand and the addend selected and registered (the inputs may be multiplexers)
