@@ -3,7 +3,11 @@
 * Multiplies split into partial products that fit one ECP5 MULT18X18D each
   (`partial_products`), registered right after the DSP and summed in a stage of
   their own (`sum_partials`), so that no logic sits between a DSP and its
-  output register (docs/synthesis.md).
+  output register (docs/synthesis.md). Elaborated for an ECP5 target
+  (`ECP5Target`, or an amaranth-boards ECP5 platform), each wide piece is a
+  MULT18X18D instance whose own registers are those stages, so nextpnr times them
+  as DSP registers; elsewhere (simulation, `attenio gen`) it is ``a * b`` in a
+  register.
 * Round-half-up shifts, ``(v >> (k-1)) + 1 >> 1`` (floor of v/2**k + 1/2), in
   hardware (`round_shift`) and in NumPy (`np_round_shift_mul`, exact beyond
   int64 products through `np_mulshr`).
@@ -11,15 +15,24 @@
   the stage count it reads at the end is the builder's latency by construction.
 """
 
-from amaranth.hdl import Const, Fragment, Module, Signal, Value, signed, unsigned
+from amaranth.hdl import (ClockSignal, Const, Elaboratable, Fragment, Instance, Module,
+                          ResetSignal, Signal, Value, signed, unsigned)
 import numpy as np
 
-__all__ = ["DSP_SIGNED_BITS", "DSP_UNSIGNED_BITS", "Stages", "comb", "np_mulshr",
+__all__ = ["DSP_SIGNED_BITS", "DSP_UNSIGNED_BITS", "ECP5Target", "LUT_MUL_WIDTH",
+           "PartialProducts", "Stages", "comb", "dsp_lut_width", "np_mulshr",
            "np_round_shift_mul", "partial_products", "pieces", "round_shift", "sum_partials"]
 
 #: operand bits of one ECP5 MULT18X18D (18 x 18 signed) for an unsigned operand
 DSP_UNSIGNED_BITS = 17
 DSP_SIGNED_BITS = 18
+
+#: Products with an operand of at most this many bits are built from LUTs on ECP5 (the
+#: int8 q*k products, the narrow pieces of wide products): with every product in a DSP
+#: the small preset's netlist does not route (router2 does not converge beside the DSP
+#: rows, docs/synthesis.md). `attenio synth --lut-mul-width` and the board build default
+#: to it.
+LUT_MUL_WIDTH = 8
 
 
 class Stages:
@@ -55,13 +68,26 @@ class Stages:
         return self._count
 
     def stage(self, *statements):
-        """Register `statements` (statements or lists of them) as the next stage."""
-        if self._en is None:
-            self._m.d[self._domain] += list(statements)
-        else:
-            with self._m.If(self._en):
-                self._m.d[self._domain] += list(statements)
+        """Register `statements` (statements or lists of them) as the next stage. A
+        `PartialProducts` (or its `operands`) among them registers its own products (or
+        operands) in this stage, in a submodule of its own."""
+        plain = []
+        for item in statements:
+            if isinstance(item, (PartialProducts, _Operands)):
+                item._place(self)
+            else:
+                plain.append(item)
+        self.register(self._m, plain)
         self._count += 1
+
+    def register(self, m, statements):
+        """Register `statements` in module `m` as this pipeline does (its domain, held
+        while `en` is low), counting no stage: for a submodule placed by `stage`."""
+        if self._en is None:
+            m.d[self._domain] += statements
+        else:
+            with m.If(self._en):
+                m.d[self._domain] += statements
 
     def delay(self, value, cycles, name):
         """`value` `cycles` later, held while the pipeline stalls, counting no stage: what
@@ -69,11 +95,7 @@ class Stages:
         cur = Value.cast(value)
         for k in range(cycles):
             nxt = Signal(cur.shape(), name=f"{name}_d{k}")
-            if self._en is None:
-                self._m.d[self._domain] += nxt.eq(cur)
-            else:
-                with self._m.If(self._en):
-                    self._m.d[self._domain] += nxt.eq(cur)
+            self.register(self._m, [nxt.eq(cur)])
             cur = nxt
         return cur
 
@@ -108,20 +130,195 @@ def pieces(value):
     return out
 
 
-def partial_products(a, b, *, name):
-    """a * b as partial products, one MULT18X18D each: (parts, statements) with parts
-    [(offset, Signal)], a * b = sum(p << offset). The caller registers `statements`
-    as one stage (nothing between a DSP and its output register) and adds the parts
-    with `sum_partials` in a stage of its own."""
-    parts, statements = [], []
-    for i, (oa, pa) in enumerate(pieces(a)):
-        for j, (ob, pb) in enumerate(pieces(b)):
-            signed_ = pa.shape().signed or pb.shape().signed
-            prod = Signal(signed(len(pa) + len(pb) + 1) if signed_ else unsigned(len(pa) + len(pb)),
-                          name=f"{name}_pp{i}{j}")
-            statements.append(prod.eq(pa * pb))
-            parts.append((oa + ob, prod))
-    return parts, statements
+class ECP5Target:
+    """The platform `attenio synth --target ecp5` elaborates the design with: it asks for
+    the MULT18X18D primitive (`dsp_lut_width`) and builds no I/O. `lut_mul_width`: the
+    products with an operand of at most this many bits stay ``a * b``, for Yosys to build
+    from LUTs (`attenio.gen.synth.prepare_script`)."""
+
+    def __init__(self, *, lut_mul_width=LUT_MUL_WIDTH):
+        if not isinstance(lut_mul_width, int) or isinstance(lut_mul_width, bool) \
+                or lut_mul_width < 0:
+            raise ValueError(f"lut_mul_width must be a non-negative integer, not {lut_mul_width!r}")
+        self._lut_mul_width = lut_mul_width
+
+    @property
+    def lut_mul_width(self):
+        return self._lut_mul_width
+
+    def __repr__(self):
+        return f"ECP5Target(lut_mul_width={self._lut_mul_width})"
+
+
+def dsp_lut_width(platform):
+    """None if `platform` is no ECP5 target (the partial products are then ``a * b``);
+    else the operand width up to which a product stays ``a * b`` for the LUTs: an
+    `ECP5Target`'s, or for an Amaranth Lattice ECP5 platform (amaranth-boards' ULX3S)
+    its ``lut_mul_width`` attribute, `LUT_MUL_WIDTH` if it has none."""
+    if isinstance(platform, ECP5Target):
+        return platform.lut_mul_width
+    if getattr(platform, "family", None) == "ecp5":
+        from amaranth.vendor import LatticePlatform
+        if isinstance(platform, LatticePlatform):
+            return getattr(platform, "lut_mul_width", LUT_MUL_WIDTH)
+    return None
+
+
+def _in_dsp(lut_width, pa, pb):
+    """Whether the piece product pa * pb is a MULT18X18D under `dsp_lut_width` `lut_width`."""
+    return lut_width is not None and min(len(pa), len(pb)) > max(lut_width, 0)
+
+
+def _mult18x18d(m, pa, pb, p, *, domain, en, registered_inputs):
+    """p = pa * pb through one MULT18X18D: output register on CLK0, and input registers
+    too if `registered_inputs`; CE0 is `en`, RST0 the domain's reset (synchronous)."""
+    def operand(v):
+        return Value.cast(v.as_signed() if v.shape().signed else v.as_unsigned())
+    a18, b18 = Signal(signed(18)), Signal(signed(18))
+    m.d.comb += [a18.eq(operand(pa)), b18.eq(operand(pb))]
+    p36 = Signal(signed(36))
+    reg_in = "CLK0" if registered_inputs else "NONE"
+    ports = {f"i_A{k}": a18[k] for k in range(18)}
+    ports.update({f"i_B{k}": b18[k] for k in range(18)})
+    ports.update({f"o_P{k}": p36[k] for k in range(36)})
+    m.submodules += Instance(
+        "MULT18X18D",
+        p_REG_INPUTA_CLK=reg_in, p_REG_INPUTB_CLK=reg_in, p_REG_OUTPUT_CLK="CLK0",
+        p_REG_INPUTA_CE="CE0", p_REG_INPUTB_CE="CE0", p_REG_OUTPUT_CE="CE0",
+        p_REG_INPUTA_RST="RST0", p_REG_INPUTB_RST="RST0", p_REG_OUTPUT_RST="RST0",
+        p_RESETMODE="SYNC", p_GSR="DISABLED",
+        i_SIGNEDA=int(pa.shape().signed), i_SIGNEDB=int(pb.shape().signed),
+        i_SOURCEA=0, i_SOURCEB=0,
+        i_CLK0=ClockSignal(domain), i_CE0=en,
+        i_RST0=ResetSignal(domain, allow_reset_less=True),
+        **ports)
+    m.d.comb += p.eq(p36)      # the product fits 36 bits signed: extended or truncated exactly
+
+
+class _Operands:
+    """The operand registers of a `PartialProducts` made with ``registered=True``: staged
+    one stage before the products (`Stages.stage`)."""
+
+    def __init__(self, owner):
+        self._owner = owner
+        self._stage = None
+
+    def _place(self, st):
+        if self._stage is not None:
+            raise ValueError(f"{self._owner.name}: its operands are already staged")
+        self._stage = (st, st.count)
+
+
+class PartialProducts(Elaboratable):
+    """a * b as partial products of at most 18 x 18 bits (`pieces`), each registered:
+    `parts` [(offset, Signal)] with a * b = sum(p << offset) one stage after the
+    operands (`sum_partials` adds them).
+
+    A `Stages` places it: ``st.stage(pp, ...)`` registers the products in that stage.
+    With ``registered=True``, `a` and `b` are the values *before* the operand registers,
+    which the products own: ``st.stage(pp.operands, ...)`` registers them in the stage
+    right before (kept, so that Yosys merges no equal register elsewhere into them: the
+    DSP inputs would then be long routes). On an ECP5 target (`dsp_lut_width`) a piece
+    with both operands wider than the LUT width is a MULT18X18D whose output register
+    (and input registers, if ``registered``) are those stages; the fabric then registers
+    only the operand pieces the LUT-built products read. Elsewhere every piece is
+    ``a * b`` in a register: the same bits on the same cycles, reset and stalls
+    included (tests/test_dsp_primitive.py).
+    """
+
+    def __init__(self, a, b, *, name, registered=False):
+        self._a, self._b = Value.cast(a), Value.cast(b)
+        self._name = name
+        self._registered = bool(registered)
+        self._operands = _Operands(self) if registered else None
+        self._stage = None
+        self._parts = []
+        for i, (oa, pa) in enumerate(pieces(self._a)):
+            for j, (ob, pb) in enumerate(pieces(self._b)):
+                signed_ = pa.shape().signed or pb.shape().signed
+                shape = signed(len(pa) + len(pb) + 1) if signed_ else unsigned(len(pa) + len(pb))
+                self._parts.append((oa + ob, Signal(shape, name=f"{name}_pp{i}{j}")))
+
+    @property
+    def name(self):
+        return self._name
+
+    @property
+    def parts(self):
+        """[(offset, Signal)]: the registered partial products."""
+        return list(self._parts)
+
+    @property
+    def operands(self):
+        """What ``st.stage`` takes to register the operands (``registered=True`` only)."""
+        if self._operands is None:
+            raise ValueError(f"{self._name}: made without registered=True, it has no operand "
+                             f"registers")
+        return self._operands
+
+    def _place(self, st):
+        if self._stage is not None:
+            raise ValueError(f"{self._name}: already staged")
+        if self._registered:
+            before = self._operands._stage
+            if before is None or before[0] is not st or before[1] != st.count - 1:
+                raise ValueError(f"{self._name}: its operands must be staged on the same Stages "
+                                 f"in the stage right before its products")
+        self._stage = st
+        m, k = st.m, 0
+        while True:
+            try:
+                m.submodules[self._name if k == 0 else f"{self._name}_{k}"] = self
+                break
+            except NameError:
+                k += 1
+
+    def elaborate(self, platform):
+        if self._stage is None:
+            raise ValueError(f"{self._name}: never staged (Stages.stage)")
+        m = Module()
+        domain, en = self._stage.domain, self._stage.en
+        lut_width = dsp_lut_width(platform)
+        pa_list, pb_list = pieces(self._a), pieces(self._b)
+        in_dsp = [[_in_dsp(lut_width, pa, pb) for _, pb in pb_list] for _, pa in pa_list]
+        if self._registered:
+            # Operand pieces that a LUT-built product reads are registered here (all of them
+            # off ECP5); a MULT18X18D registers its own.
+            a1 = Signal(self._a.shape(), name=f"{self._name}_a1", attrs={"keep": 1})
+            b1 = Signal(self._b.shape(), name=f"{self._name}_b1", attrs={"keep": 1})
+            regs = []
+            for i, (oa, pa) in enumerate(pa_list):
+                if not all(in_dsp[i]):
+                    regs.append(a1[oa:oa + len(pa)].eq(pa))
+            for j, (ob, pb) in enumerate(pb_list):
+                if not all(row[j] for row in in_dsp):
+                    regs.append(b1[ob:ob + len(pb)].eq(pb))
+            self._stage.register(m, regs)
+            qa, qb = pieces(a1), pieces(b1)
+        else:
+            qa, qb = pa_list, pb_list
+        products = []
+        for i, (_, pa) in enumerate(qa):
+            for j, (_, pb) in enumerate(qb):
+                p = self._parts[i * len(qb) + j][1]
+                if in_dsp[i][j]:
+                    d_a, d_b = (pa_list[i][1], pb_list[j][1]) if self._registered else (pa, pb)
+                    _mult18x18d(m, d_a, d_b, p, domain=domain, en=en,
+                                registered_inputs=self._registered)
+                else:
+                    products.append(p.eq(pa * pb))
+        self._stage.register(m, products)
+        return m
+
+
+def partial_products(a, b, *, name, registered=False):
+    """a * b as partial products, one MULT18X18D each: (parts, products) with parts
+    [(offset, Signal)], a * b = sum(p << offset), and `products` the `PartialProducts`
+    the caller registers as one stage (``st.stage(products, ...)``: nothing between a
+    DSP and its output register), after ``st.stage(products.operands, ...)`` if
+    `registered`. The caller adds the parts with `sum_partials` in a stage of its own."""
+    products = PartialProducts(a, b, name=name, registered=registered)
+    return products.parts, products
 
 
 def sum_partials(parts):

@@ -287,18 +287,16 @@ def _mul(st, a, b, src_a, src_b, name):
     m = st.m
     sa, siga, ea, za, ia, na = _unpack(m, a, src_a, f"{name}_a")
     sb, sigb, eb, zb, ib, nb = _unpack(m, b, src_b, f"{name}_b")
-    # the multiplier's own operand registers, kept beside it (`attenio.gen.synth.prepare_script`)
-    sig1a = Signal.like(siga, name=f"{name}_siga1", attrs={"keep": 1})
-    sig1b = Signal.like(sigb, name=f"{name}_sigb1", attrs={"keep": 1})
     e1a, e1b = Signal(_EXP, name=f"{name}_ea1"), Signal(_EXP, name=f"{name}_eb1")
     s1, nan1, inf1 = (Signal(name=f"{name}_{k}1") for k in ("sign", "nan", "inf"))
-    st.stage(sig1a.eq(siga), sig1b.eq(sigb), e1a.eq(ea), e1b.eq(eb), s1.eq(sa ^ sb),
+    # the significands registered by the multiplier itself (`dsp.PartialProducts`)
+    parts, products = partial_products(siga, sigb, name=name, registered=True)
+    st.stage(products.operands, e1a.eq(ea), e1b.eq(eb), s1.eq(sa ^ sb),
              nan1.eq(na | nb | (ia & zb) | (za & ib)), inf1.eq(ia | ib))
-    parts, products = partial_products(sig1a, sig1b, name=name)
     e2 = Signal(_EXP, name=f"{name}_e2")
     s2, nan2, inf2 = (Signal(name=f"{name}_{k}2") for k in ("sign", "nan", "inf"))
     st.stage(products, e2.eq(e1a + e1b), s2.eq(s1), nan2.eq(nan1), inf2.eq(inf1))
-    prod = Signal(len(sig1a) + len(sig1b), name=f"{name}_prod")
+    prod = Signal(len(siga) + len(sigb), name=f"{name}_prod")
     e3 = Signal(_EXP, name=f"{name}_e3")
     s3, nan3, inf3 = (Signal(name=f"{name}_{k}3") for k in ("sign", "nan", "inf"))
     st.stage(prod.eq(sum_partials(parts)), e3.eq(e2), s3.eq(s2), nan3.eq(nan2), inf3.eq(inf2))

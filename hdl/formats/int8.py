@@ -313,16 +313,15 @@ class Int8Arith:
         pf = self._cfg.p_frac
         acc = Value.cast(acc)
         acc_bits = acc.shape().width + (0 if acc.shape().signed else 1)
-        # The multiplier's own operand registers, kept beside it: merged with an equal
-        # register elsewhere (the lane's bus register of e), the DSP input is a long route.
-        operand = Signal(signed(max(acc_bits, 9)), name="upd_operand", attrs={"keep": 1})
-        e1 = Signal(self.p_shape, name="upd_e", attrs={"keep": 1})
+        operand = comb(st.m, Mux(up, acc, v), signed(max(acc_bits, 9)), "upd_operand")
         addend = Signal(signed(max(acc.shape().width, 8 + 2 * pf) + 2), name="upd_addend")
         ups = [Signal(name=f"upd_up{k}") for k in range(3)]
-        # the operand and the addend selected and registered (the inputs may be multiplexers)
-        st.stage(operand.eq(Mux(up, acc, v)), e1.eq(e), ups[0].eq(up),
+        # The operand and the addend selected and registered (the inputs may be
+        # multiplexers); the operand registers are the multiplier's own (`PartialProducts`).
+        parts, products = partial_products(comb(st.m, e, self.p_shape, "upd_e"), operand,
+                                           name="upd", registered=True)
+        st.stage(products.operands, ups[0].eq(up),
                  addend.eq(Mux(up, (1 << (pf - 1)) + (Value.cast(v) << (2 * pf)), acc)))
-        parts, products = partial_products(e1, operand, name="upd")
         addend2 = Signal.like(addend, name="upd_addend2")
         st.stage(products, addend2.eq(addend), ups[1].eq(ups[0]))
         total = Signal(signed(acc.shape().width + self.p_shape.width + 3), name="upd_total")
