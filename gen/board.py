@@ -78,7 +78,10 @@ def prepare_board(config, out_dir, *, clock_mhz=None, baud=115200, lut_mul_width
     overrides = {"script_after_synth": "tee -q -o stat.json stat -json",
                  "ecppack_opts": "--compress"}
     overrides["script_after_read"] = prepare_script(BOARD_NAME, lut_mul_width, check=False)
-    bplan = ULX3S_85F_Platform().prepare(board, name=BOARD_NAME, **overrides)
+    platform = ULX3S_85F_Platform()
+    # read by attenio.hdl.formats.dsp: the wide products become MULT18X18D primitives
+    platform.lut_mul_width = lut_mul_width
+    bplan = platform.prepare(board, name=BOARD_NAME, **overrides)
     bplan.extract(str(out))
     return plan, board
 

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from attenio import validate
 from attenio.errors import ConfigError
+from attenio.hdl.formats import dsp
 
 __all__ = ["TARGETS", "DEVICE", "PNR_OPTIONS", "ToolMissing", "tool_path", "run_tool", "harness_verilog",
            "synthesize", "render_table", "resources_of"]
@@ -264,10 +265,9 @@ def _fmax_of(pnr, clock="clk"):
 # -- the flow ----------------------------------------------------------------------------------
 
 #: `--lut-mul-width` by default: the products with an operand of at most 8 bits (the int8
-#: q*k products, the narrow pieces of wide products) in LUTs. With every product in a DSP
-#: the small preset's netlist does not route (router2 does not converge beside the DSP
-#: rows, docs/synthesis.md); 0 puts them all in DSPs.
-LUT_MUL_WIDTH = 8
+#: q*k products, the narrow pieces of wide products) in LUTs; 0 puts them all in DSPs.
+#: Stated once in `attenio.hdl.formats.dsp`, whose ECP5 elaboration reads it too.
+LUT_MUL_WIDTH = dsp.LUT_MUL_WIDTH
 
 def narrow_products(bits):
     """The Yosys selection of the $mul cells with an operand of at most `bits` bits."""
@@ -300,10 +300,17 @@ def prepare_script(top, bits, *, check=True):
 
 
 def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1, log=print,
-               yosys_extra=None, pnr=True, generic_level="gate", lut_mul_width=LUT_MUL_WIDTH):
+               yosys_extra=None, pnr=True, generic_level="gate", lut_mul_width=LUT_MUL_WIDTH,
+               dsp_primitives=True):
     """Synthesize `config` for `target` into `out_dir`; returns the report dict.
 
     `verilog`: an existing attenio_top.v to use (else it is generated into out_dir).
+    `dsp_primitives` (ecp5): the design is elaborated again for the ECP5 target
+    (`attenio.hdl.formats.dsp.ECP5Target`) into ``synth_ecp5/attenio_top.v``: its wide
+    partial products are MULT18X18D instances that hold the pipeline's product (and
+    operand) registers, which nextpnr then times as DSP registers; `verilog` is not used.
+    False synthesizes `verilog` as it is (Yosys maps its products to DSPs without
+    registers).
     `seed` (ecp5): nextpnr's placement seed, or a list of seeds: one netlist is placed
     and routed once per seed, side by side on the machine's cores; the report's
     `nextpnr` and `fmax_mhz` are the best seed's (the placement one would keep) and
@@ -347,11 +354,22 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
     }
     if target == "ecp5":
         report["config"]["lut_mul_width"] = lut_mul_width
+        report["dsp_primitives"] = bool(dsp_primitives)
     work = out / f"synth_{target}"
     work.mkdir(exist_ok=True)
     # The YoWASP tools see the host through WASI mounts that hide /tmp (their own scratch
     # directory is mounted there), so the scripts name only files inside the work directory.
-    shutil.copyfile(verilog, work / "attenio_top.v")
+    if target == "ecp5" and dsp_primitives:
+        from attenio.hdl.top import AttenIOTop
+        from attenio.plan import make_plan
+
+        from .verilog import emit
+        log("elaborating attenio_top for ECP5 (MULT18X18D primitives) ...")
+        emit(AttenIOTop(make_plan(config)), work / "attenio_top.v", name=TOP_NAME,
+             platform=dsp.ECP5Target(lut_mul_width=lut_mul_width))
+        report["verilog"] = str(work / "attenio_top.v")
+    else:
+        shutil.copyfile(verilog, work / "attenio_top.v")
     stat = "stat.json"
     extra = (yosys_extra or "").strip()
     if target == "generic":
@@ -362,7 +380,7 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
                   f"tee -q -o {stat} stat -json\n")
         report["generic_level"] = generic_level
     else:
-        ports = top_ports(verilog.read_text(), TOP_NAME)
+        ports = top_ports((work / "attenio_top.v").read_text(), TOP_NAME)
         (work / "harness.v").write_text(harness_verilog(ports, top=TOP_NAME))
         script = "read_verilog -sv attenio_top.v\nread_verilog harness.v\n"
         # Fewer DSPs also route better: the fabric next to the DSP rows is where router2

@@ -31,17 +31,19 @@ def verilator_path():
     return str(bindir / "verilator") if bindir else "verilator"
 
 
-def emit(component, path, *, name):
+def emit(component, path, *, name, platform=None):
     """Convert `component` to Verilog with top module `name` at `path`; returns seconds taken.
 
     Blocks the design instantiates as modules of their own (`attenio.hdl.hierarchy`: the
     PE array's identical lines) are converted once each and written after the top, in
-    the same file."""
+    the same file. `platform` is what the design is elaborated for: None (simulation, any
+    tool), or `attenio.hdl.formats.dsp.ECP5Target` for Verilog that instantiates the ECP5
+    multiplier primitive (simulated with `attenio.sim.runner.primitive_models`)."""
     t0 = time.perf_counter()
     with hierarchy.collect() as modules:
-        text = verilog.convert(component, name=name, emit_src=False)
+        text = verilog.convert(component, name=name, platform=platform, emit_src=False)
     for module, block in modules.items():
-        text += verilog.convert(block, name=module, emit_src=False)
+        text += verilog.convert(block, name=module, platform=platform, emit_src=False)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)

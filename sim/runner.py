@@ -26,9 +26,17 @@ from pathlib import Path
 from attenio.gen.verilog import verilator_bin_dir
 
 __all__ = ["SIMULATORS", "SimulatorMissing", "simulator_available", "verilator_bin_dir",
-           "run_bench", "bench_params"]
+           "run_bench", "bench_params", "primitive_models"]
 
 SIMULATORS = ("verilator", "icarus")
+
+_MODELS = Path(__file__).resolve().parent / "models"
+
+
+def primitive_models():
+    """The behavioural Verilog models of the ECP5 primitives (sim/models: MULT18X18D) that
+    Verilog elaborated for an ECP5 target instantiates; simulate them beside it."""
+    return sorted(_MODELS.glob("*.v"))
 
 
 class SimulatorMissing(RuntimeError):
