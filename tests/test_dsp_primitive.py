@@ -48,3 +48,76 @@ def test_primitive_path_equals_generic_path(simulator, seed):
               build_dir=BUILD / simulator, quick_build=True,
               params={"seed": seed, "cycles": 3000, "inputs": inputs, "outputs": outputs,
                       "flavours": list(bench_dsp_dut.TARGETS)})
+
+
+#: the products Yosys maps, output -> ((a, width, signed), (b, width, signed), width, signed)
+_YOSYS_PRODUCTS = {
+    "y_ss": (("a_s", 18, True), ("b_s", 18, True), 36, True),
+    "y_uu": (("a_u", 17, False), ("b_u", 17, False), 34, False),
+    "y_su": (("a_s", 18, True), ("b_u", 17, False), 36, True),
+    "y_cd": (("c_u", 12, False), ("d_u", 10, False), 22, False),
+}
+
+
+def _products_verilog():
+    ins, outs, body = {}, [], []
+    for y, ((a, wa, sa), (b, wb, sb), wy, sy) in _YOSYS_PRODUCTS.items():
+        ins[a] = f"input {'signed ' if sa else ''}[{wa - 1}:0] {a}"
+        ins[b] = f"input {'signed ' if sb else ''}[{wb - 1}:0] {b}"
+        outs.append(f"output {'signed ' if sy else ''}[{wy - 1}:0] {y}")
+        # a signed x unsigned product: the unsigned operand zero-extended, as signed
+        bv = f"$signed({{1'b0, {b}}})" if sa and not sb else b
+        body.append(f"  assign {y} = {a} * {bv};")
+    return ("module prods(" + ", ".join([*ins.values(), *outs]) + ");\n" + "\n".join(body)
+            + "\nendmodule\n")
+
+
+def test_model_matches_yosys_mapping(seed):
+    """synth_ecp5 maps plain products to its own MULT18X18D instances; simulated with the
+    model, its netlist multiplies."""
+    work = BUILD / "yosys"
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "prods.v").write_text(_products_verilog())
+    (work / "map.ys").write_text("read_verilog prods.v\nsynth_ecp5 -top prods\n"
+                                 "write_verilog -noattr netlist.v\n"
+                                 "tee -q -o stat.json stat -json\n")
+    subprocess.run([tool_path("yosys"), "-q", "map.ys"], cwd=work, check=True,
+                   capture_output=True)
+    stat = json.loads((work / "stat.json").read_text())
+    cells = (stat.get("design") or stat["modules"]["\\prods"])["num_cells_by_type"]
+    assert cells == {"MULT18X18D": len(_YOSYS_PRODUCTS)}, cells
+    simulator = "icarus" if simulator_available("icarus") else "verilator"
+    run_bench(simulator=simulator, verilog_sources=[work / "netlist.v", *primitive_models()],
+              toplevel="prods", module="attenio.sim.benches.bench_dsp_yosys",
+              build_dir=work / simulator, always=True,
+              params={"seed": seed, "count": 2000,
+                      "ports": {y: [list(a), list(b), wy, sy]
+                                for y, (a, b, wy, sy) in _YOSYS_PRODUCTS.items()}})
+
+
+def _one_dsp(param, value):
+    return (f'module top(input clk, input [17:0] a, output [35:0] p);\n'
+            f'  MULT18X18D #(.{param}("{value}")) dsp(.CLK0(clk), .CE0(1\'b1), .RST0(1\'b0),\n    '
+            + ", ".join(f".A{k}(a[{k}]), .B{k}(a[{k}])" for k in range(18)) + ",\n    "
+            + ", ".join(f".P{k}(p[{k}])" for k in range(36)) + ");\nendmodule\n")
+
+
+@pytest.mark.parametrize("param, value", [("REG_PIPELINE_CLK", "CLK0"), ("REG_OUTPUT_CLK", "CLK1"),
+                                          ("RESETMODE", "ASYNC"), ("REG_INPUTA_RST", "RST1"),
+                                          ("MULT_BYPASS", "ENABLED")])
+def test_model_refuses_what_it_does_not_model(tmp_path, param, value):
+    from attenio.gen.verilog import verilator_path
+    model = [str(p) for p in primitive_models()]
+    for name, text, refused in (("ok.v", _one_dsp("REG_OUTPUT_CLK", "CLK0"), False),
+                                ("bad.v", _one_dsp(param, value), True)):
+        top = tmp_path / name
+        top.write_text(text)
+        runs = [[verilator_path(), "--lint-only", "-Wno-fatal", "-Wno-lint", "--top-module",
+                 "top", str(top), *model]]
+        if simulator_available("icarus"):
+            runs.append(["iverilog", "-g2005", "-o", str(tmp_path / "a.out"), "-s", "top",
+                         str(top), *model])
+        for args in runs:
+            r = subprocess.run(args, capture_output=True, text=True)
+            said = "MULT18X18D_UNMODELLED_PARAMETER_VALUE" in r.stdout + r.stderr
+            assert (r.returncode != 0 and said) == refused, (args[0], r.stdout + r.stderr)
