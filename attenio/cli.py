@@ -368,7 +368,8 @@ def cmd_synth(args):
         log = _progress if len(targets) == 1 else (lambda s: _progress(f"[{target}] {s}"))
         try:
             return synthesize(config, out, target=target, verilog=verilog, seed=args.seed,
-                              pnr=not args.no_pnr, lut_mul_width=args.lut_mul_width, log=log)
+                              pnr=not args.no_pnr, lut_mul_width=args.lut_mul_width, log=log,
+                              dsp_primitives=True)   # ecp5: config elaborated with MULT18X18D
         except RuntimeError as exc:     # a tool failed: its log (named in the message) says why
             raise ConfigError(str(exc).splitlines()[0]) from None
 

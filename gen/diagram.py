@@ -59,7 +59,7 @@ def _node(name, fragment):
     module = type(origin).__module__
     where = ""
     if module.startswith("attenio.hdl."):
-        where = "hdl/" + module.rsplit(".", 1)[1] + ".py"
+        where = "hdl/" + module.removeprefix("attenio.hdl.").replace(".", "/") + ".py"
     node = Node(name=name, cls=type(origin).__name__, where=where, ports=_ports(origin))
     if where:       # our blocks: descend; library blocks (memories, FIFOs) are leaves
         groups = {}

@@ -301,16 +301,16 @@ def prepare_script(top, bits, *, check=True):
 
 def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1, log=print,
                yosys_extra=None, pnr=True, generic_level="gate", lut_mul_width=LUT_MUL_WIDTH,
-               dsp_primitives=True):
+               dsp_primitives=None):
     """Synthesize `config` for `target` into `out_dir`; returns the report dict.
 
     `verilog`: an existing attenio_top.v to use (else it is generated into out_dir).
-    `dsp_primitives` (ecp5): the design is elaborated again for the ECP5 target
-    (`attenio.hdl.formats.dsp.ECP5Target`) into ``synth_ecp5/attenio_top.v``: its wide
-    partial products are MULT18X18D instances that hold the pipeline's product (and
-    operand) registers, which nextpnr then times as DSP registers; `verilog` is not used.
-    False synthesizes `verilog` as it is (Yosys maps its products to DSPs without
-    registers).
+    `dsp_primitives` (ecp5; default: when no `verilog` is given): `config`'s design is
+    elaborated again for the ECP5 target (`attenio.hdl.formats.dsp.ECP5Target`) into
+    ``synth_ecp5/attenio_top.v``, whose wide partial products are MULT18X18D instances
+    holding the pipeline's product (and operand) registers, which nextpnr then times as
+    DSP registers; `verilog` is then not synthesized. False synthesizes `verilog` as it
+    is (Yosys maps its products to DSPs without registers).
     `seed` (ecp5): nextpnr's placement seed, or a list of seeds: one netlist is placed
     and routed once per seed, side by side on the machine's cores; the report's
     `nextpnr` and `fmax_mhz` are the best seed's (the placement one would keep) and
@@ -338,6 +338,8 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     wall0 = time.monotonic()
+    if dsp_primitives is None:
+        dsp_primitives = verilog is None
     if verilog is None:
         summary = generate(config, out, log=log)
         verilog = Path(summary["verilog"])
@@ -385,7 +387,7 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
         script = "read_verilog -sv attenio_top.v\nread_verilog harness.v\n"
         # Fewer DSPs also route better: the fabric next to the DSP rows is where router2
         # fails to converge (docs/synthesis.md).
-        script += prepare_script("attenio_fmax", lut_mul_width)
+        script += prepare_script("attenio_fmax", lut_mul_width, check=not dsp_primitives)
         script += (f"synth_ecp5 -top attenio_fmax -json netlist.json\n{extra}\n"
                    f"tee -q -o {stat} stat -json\n")
     (work / "synth.ys").write_text(script)

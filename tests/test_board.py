@@ -112,6 +112,11 @@ def test_board_build_prepared(tmp_path):
     for line in ("parameter \\CLKI_DIV 5", "parameter \\CLKFB_DIV 12", "parameter \\CLKOP_DIV 10",
                  'parameter \\FEEDBK_PATH "CLKOP"', "connect \\CLKFB \\clk_out"):
         assert line in pll, line
+    # the wide partial products are MULT18X18D instances with their registers
+    dsps = il.split("cell \\MULT18X18D ")[1:]
+    assert dsps and all('parameter \\REG_OUTPUT_CLK "CLK0"' in d[:d.index("end\n")]
+                        for d in dsps)
+    assert any('parameter \\REG_INPUTA_CLK "CLK0"' in d[:d.index("end\n")] for d in dsps)
     lpf = (tmp_path / "attenio_ulx3s.lpf").read_text()
     assert 'FREQUENCY PORT "clk25_0__io" 25000000.0 HZ;' in lpf
     ys = [line.strip() for line in (tmp_path / "attenio_ulx3s.ys").read_text().splitlines()]

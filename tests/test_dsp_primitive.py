@@ -121,3 +121,74 @@ def test_model_refuses_what_it_does_not_model(tmp_path, param, value):
             r = subprocess.run(args, capture_output=True, text=True)
             said = "MULT18X18D_UNMODELLED_PARAMETER_VALUE" in r.stdout + r.stderr
             assert (r.returncode != 0 and said) == refused, (args[0], r.stdout + r.stderr)
+
+
+def _coarse_dsp_cells(work, verilog, *, primitives):
+    """MULT18X18D cells after synth_ecp5's coarse step (products mapped to DSPs, nothing
+    else mapped yet) of `verilog`, with attenio synth's preparation (narrow products to
+    LUTs): {cell type: count} of the DSP and multiplier cells."""
+    from attenio.gen.synth import LUT_MUL_WIDTH, prepare_script
+    work.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(verilog, work / "top.v")
+    (work / "coarse.ys").write_text(
+        "read_verilog -sv top.v\n" + prepare_script("attenio_top", LUT_MUL_WIDTH, check=False)
+        + "synth_ecp5 -top attenio_top -run begin:map_ram\n"
+        + "tee -q -o stat.json stat -json\n")
+    subprocess.run([tool_path("yosys"), "-q", "coarse.ys"], cwd=work, check=True,
+                   capture_output=True)
+    stat = json.loads((work / "stat.json").read_text())
+    cells = (stat.get("design") or stat["modules"]["\\attenio_top"])["num_cells_by_type"]
+    return {k: v for k, v in cells.items() if k in ("MULT18X18D", "$mul", "$__MUL18X18")}
+
+
+@pytest.mark.slow
+def test_primitives_take_as_many_dsps_as_yosys_would(tmp_path):
+    """The small design's DSP count is the same whether its wide products are MULT18X18D
+    instances (attenio synth --target ecp5) or ``a * b`` that Yosys maps itself."""
+    from attenio.config import resolve
+    from attenio.gen.verilog import emit
+    from attenio.hdl.top import AttenIOTop
+    from attenio.plan import make_plan
+
+    config = resolve(workload={"seq_len": 16, "head_dim": 8},
+                     budget={"mac_lines": 1, "macs_per_line": 2, "exp_units": 1})
+    plan = make_plan(config)
+    emit(AttenIOTop(plan), tmp_path / "generic.v", name="attenio_top")
+    emit(AttenIOTop(plan), tmp_path / "ecp5.v", name="attenio_top", platform=ECP5Target())
+    text = (tmp_path / "ecp5.v").read_text()
+    instances = text.count("MULT18X18D #(")
+    assert instances > 0 and '.REG_INPUTA_CLK("CLK0")' in text
+    generic = _coarse_dsp_cells(tmp_path / "g", tmp_path / "generic.v", primitives=False)
+    ecp5 = _coarse_dsp_cells(tmp_path / "e", tmp_path / "ecp5.v", primitives=True)
+    print(f"generic: {generic}, with primitives: {ecp5} ({instances} instances)")
+    assert generic.get("MULT18X18D", 0) > 0
+    assert ecp5.get("MULT18X18D", 0) == generic["MULT18X18D"]
+    assert ecp5.get("MULT18X18D", 0) >= instances
+
+
+@pytest.mark.slow
+def test_core_with_primitives_is_bit_exact(seed):
+    """A small int8 core elaborated for ECP5 with every partial product in a MULT18X18D,
+    simulated with the model: the core bench holds it to the golden model."""
+    from attenio.formats import Int8Format
+    from attenio.gen.verilog import emit
+    from attenio.hdl.core import AttentionCore
+
+    if not simulator_available("icarus"):
+        pytest.skip("icarus is not installed")
+    params = dict(mac_lines=1, macs_per_line=8, rows_per_mac=1, head_dim=4, exp_units=1,
+                  max_seq_len=32)
+    build = BUILD / "core_icarus"
+    shutil.rmtree(build, ignore_errors=True)
+    build.mkdir(parents=True)
+    core = AttentionCore(**params, fmt=Int8Format())
+    src = build / "core.v"
+    emit(core, src, name="attention_core", platform=ECP5Target(lut_mul_width=0))
+    assert src.read_text().count("MULT18X18D #(") > 0
+    report = build / "report.json"
+    run_bench(simulator="icarus", verilog_sources=[src, *primitive_models()],
+              toplevel="attention_core", module="attenio.sim.benches.bench_core",
+              build_dir=build, seed=seed,
+              params=dict(params, blocks=[[8, 16], [5, 4]], seed=seed, report=str(report),
+                          random_blocks=2))
+    assert json.loads(report.read_text())["blocks"]

@@ -85,6 +85,16 @@ def test_synth_tiny_both_targets(tmp_path, capsys):
     assert ecp5["fits"] and 1000 < res["LUT"] < DEVICE["LUT"] and 1000 < res["FF"] < DEVICE["FF"]
     assert 0 < res["DSP"] <= DEVICE["DSP"] and res["BRAM"] >= 1
     assert "nextpnr" not in ecp5
+    # the wide partial products are MULT18X18D instances holding their pipeline registers
+    assert ecp5["dsp_primitives"]
+    netlist = json.loads((tmp_path / "synth_ecp5" / "netlist.json").read_text())
+    dsps = [c["parameters"] for c in netlist["modules"]["attenio_fmax"]["cells"].values()
+            if c["type"] == "MULT18X18D"]
+    assert len(dsps) == res["DSP"]
+    regs = [tuple(p.get(f"REG_{r}_CLK", "NONE") for r in ("INPUTA", "INPUTB", "OUTPUT"))
+            for p in dsps]
+    assert ("CLK0", "CLK0", "CLK0") in regs and ("NONE", "NONE", "CLK0") in regs
+    assert all(p.get("RESETMODE", "SYNC") == "SYNC" for p in dsps)
 
 
 _THREE_PRODUCTS = """module attenio_top(clk, rst, a8, b8, a4, b18, c18, d18, p88, p418, p1818);
