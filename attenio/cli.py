@@ -369,7 +369,8 @@ def cmd_synth(args):
         try:
             return synthesize(config, out, target=target, verilog=verilog, seed=args.seed,
                               pnr=not args.no_pnr, lut_mul_width=args.lut_mul_width, log=log,
-                              dsp_primitives=True)   # ecp5: config elaborated with MULT18X18D
+                              dsp_primitives=True,   # ecp5: config elaborated with MULT18X18D
+                              pnr_timeout=args.pnr_timeout and args.pnr_timeout * 60)
         except RuntimeError as exc:     # a tool failed: its log (named in the message) says why
             raise ConfigError(str(exc).splitlines()[0]) from None
 
@@ -387,7 +388,9 @@ def cmd_synth(args):
                       f"({cp[0]['logic_ns']} ns logic, {cp[0]['routing_ns']} ns routing) from "
                       f"{cp[0]['start']} to {cp[0]['end']}")
         if r.get("seeds"):
-            each = ", ".join(f"seed {s['seed']} {s['fmax_mhz']} MHz" for s in r["seeds"])
+            each = ", ".join(f"seed {s['seed']} " + (f"{s['fmax_mhz']} MHz" if "error" not in s
+                                                     else f"did not route ({s['error']})")
+                             for s in r["seeds"])
             print(f"{r['target']}: {each} (worst {r['fmax_worst_mhz']} MHz; the best is "
                   f"reported above)")
     if len(reports) > 1:
@@ -467,6 +470,9 @@ def build_parser():
     p.add_argument("--seed", type=_seed_list, default=[1], metavar="S[,S...]",
                    help="nextpnr placement seed, or a comma-separated list: one place and route "
                         "per seed, side by side; the best is reported, with the spread")
+    p.add_argument("--pnr-timeout", type=_non_negative_int, default=0, metavar="MIN",
+                   help="ecp5: stop a seed's nextpnr after MIN minutes and report it as not "
+                        "routed (router2 can diverge and run on; default 0: no limit)")
     p.add_argument("--lut-mul-width", type=_non_negative_int, default=LUT_MUL_WIDTH,
                    metavar="BITS",
                    help="ecp5: build multipliers with an operand of at most BITS bits from LUTs "

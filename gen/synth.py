@@ -90,32 +90,36 @@ _STAGES = {
 }
 
 
-def run_tool(name, args, *, cwd, log_path, log=print, heartbeat=30.0, quiet=10.0):
+def run_tool(name, args, *, cwd, log_path, log=print, heartbeat=30.0, quiet=10.0, timeout=None):
     """Run tool `name` with `args` in `cwd`, its output into `log_path`; returns seconds taken.
 
     Prints each new stage of the tool (Yosys pass, nextpnr phase) through `log`,
-    and a heartbeat with the elapsed time while a stage runs long.
+    and a heartbeat with the elapsed time while a stage runs long. `timeout`: seconds
+    after which the tool is stopped and RuntimeError raised (None: no limit).
     """
     exe = tool_path(name)
     stage_re = _STAGES[name]
     t0 = time.monotonic()
-    state = {"stage": "starting", "changed": t0, "said": t0}
+    state = {"stage": "starting", "changed": t0, "said": t0, "timed_out": False}
     lock = threading.Lock()
     done = threading.Event()
 
-    def beat():
-        while not done.wait(5.0):
+    def beat(proc):
+        while not done.wait(min(5.0, timeout or 5.0)):
             with lock:
                 now = time.monotonic()
+                if timeout is not None and now - t0 > timeout:
+                    state["timed_out"] = True
+                    proc.kill()
+                    return
                 if now - state["said"] >= heartbeat:
                     log(f"  [{name} {now - t0:5.0f} s] still in: {state['stage']}")
                     state["said"] = now
 
-    thread = threading.Thread(target=beat, daemon=True)
-    thread.start()
     with open(log_path, "w", buffering=1) as logf:     # line-buffered: the log is live
         proc = subprocess.Popen([exe, *args], cwd=cwd, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, errors="replace")
+        threading.Thread(target=beat, args=(proc,), daemon=True).start()
         try:
             for line in proc.stdout:
                 logf.write(line)
@@ -134,6 +138,9 @@ def run_tool(name, args, *, cwd, log_path, log=print, heartbeat=30.0, quiet=10.0
             if proc.poll() is None:
                 proc.kill()
     seconds = time.monotonic() - t0
+    if state["timed_out"]:
+        raise RuntimeError(f"{name} stopped after {seconds:.0f} s, its time limit of "
+                           f"{timeout:.0f} s (log {log_path}); it was in: {state['stage']}")
     if proc.returncode != 0:
         tail = Path(log_path).read_text().strip().splitlines()[-5:]
         raise RuntimeError(f"{name} failed with status {proc.returncode} after {seconds:.0f} s "
@@ -301,7 +308,7 @@ def prepare_script(top, bits, *, check=True):
 
 def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1, log=print,
                yosys_extra=None, pnr=True, generic_level="gate", lut_mul_width=LUT_MUL_WIDTH,
-               dsp_primitives=None):
+               dsp_primitives=None, pnr_timeout=None):
     """Synthesize `config` for `target` into `out_dir`; returns the report dict.
 
     `verilog`: an existing attenio_top.v to use (else it is generated into out_dir).
@@ -314,7 +321,10 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
     `seed` (ecp5): nextpnr's placement seed, or a list of seeds: one netlist is placed
     and routed once per seed, side by side on the machine's cores; the report's
     `nextpnr` and `fmax_mhz` are the best seed's (the placement one would keep) and
-    `seeds` lists every seed's Fmax, so the spread between placements shows.
+    `seeds` lists every seed's Fmax, so the spread between placements shows. A seed
+    whose nextpnr fails or runs past `pnr_timeout` seconds (router2 can diverge and run
+    on without end) is listed with its `error` and counts as 0 MHz in `fmax_worst_mhz`;
+    only when every seed fails does synthesize raise.
     `lut_mul_width` (ecp5): multipliers with an operand of at most this many bits are
     built from LUTs (Yosys ``booth``: one partial-product row per two bits of the
     narrow operand) instead of MULT18X18D blocks. 8 moves the int8 q*k products
@@ -421,14 +431,18 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
             log(f"skipping place and route: {report['why_not_placed']}")
         elif pnr:
             (work / "harness.lpf").write_text(f'FREQUENCY PORT "clk" {mhz} MHZ;\n')
-            runs = _place_and_route(work, mhz, seeds, log)
-            best = max(runs, key=lambda r: r["fmax_mhz"] or 0)
+            runs = _place_and_route(work, mhz, seeds, log, timeout=pnr_timeout)
+            routed = [r for r in runs if "error" not in r]
+            if not routed:
+                raise RuntimeError("nextpnr-ecp5 routed no seed:\n" + "\n".join(
+                    f"seed {r['seed']}: {r['error']}" for r in runs))
+            best = max(routed, key=lambda r: r["fmax_mhz"] or 0)
             report["nextpnr"] = {k: v for k, v in best.items() if k != "fmax_mhz"}
             report["fmax_mhz"] = best["fmax_mhz"]
             report["closes"] = report["fmax_mhz"] is not None and report["fmax_mhz"] >= mhz
             if len(runs) > 1:
-                report["seeds"] = [{"seed": r["seed"], "fmax_mhz": r["fmax_mhz"],
-                                    "seconds": r["seconds"]} for r in runs]
+                report["seeds"] = [{k: r[k] for k in ("seed", "fmax_mhz", "seconds", "error")
+                                    if k in r} for r in runs]
                 report["fmax_worst_mhz"] = min((r["fmax_mhz"] or 0) for r in runs)
             u = best["utilization"]
             report["placed"] = {k: u.get(c, {}).get("used", 0) for k, c in
@@ -441,10 +455,11 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
     return report
 
 
-def _place_and_route(work, mhz, seeds, log):
+def _place_and_route(work, mhz, seeds, log, *, timeout=None):
     """nextpnr on work/netlist.json once per seed (side by side, at most one per core);
-    returns a summary per seed. One seed writes pnr_report.json and nextpnr.log, several
-    pnr_report_seed<S>.json and nextpnr_seed<S>.log."""
+    returns a summary per seed, {seed, seconds, fmax_mhz: None, error} for one that failed
+    or ran past `timeout` seconds. One seed writes pnr_report.json and nextpnr.log,
+    several pnr_report_seed<S>.json and nextpnr_seed<S>.log."""
     from concurrent.futures import ThreadPoolExecutor
 
     def one(seed):
@@ -454,8 +469,14 @@ def _place_and_route(work, mhz, seeds, log):
                 "--lpf-allow-unconstrained", *PNR_OPTIONS]  # the harness pins go anywhere
         say = log if len(seeds) == 1 else (lambda s: log(f"[seed {seed}] {s}"))
         say(f"nextpnr-ecp5 on {DEVICE['name']} at {mhz} MHz, seed {seed} ...")
-        secs = run_tool("nextpnr-ecp5", args, cwd=work, log_path=work / f"nextpnr{tag}.log",
-                        log=say)
+        t0 = time.monotonic()
+        try:
+            secs = run_tool("nextpnr-ecp5", args, cwd=work, log_path=work / f"nextpnr{tag}.log",
+                            log=say, timeout=timeout)
+        except RuntimeError as exc:
+            say(f"failed: {exc}")
+            return {"seed": seed, "seconds": round(time.monotonic() - t0, 1), "fmax_mhz": None,
+                    "error": str(exc).splitlines()[0]}
         summary = _pnr_summary(work / f"pnr_report{tag}.json")
         return {"seed": seed, "seconds": round(secs, 1), "fmax_mhz": _fmax_of(summary),
                 **summary}

@@ -9,6 +9,7 @@ the scaling runs live in bench/bench_synth.py.
 import json
 import re
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -181,6 +182,33 @@ def test_place_and_route_over_seeds_reports_the_best_and_the_spread(tmp_path, mo
     assert runs[1]["utilization"]["TRELLIS_COMB"]["used"] == 12   # each seed its own report
     assert _fmax_cell({"fmax_mhz": 74.0, "fmax_worst_mhz": 60.0}) == "60.0-74.0"
     assert _fmax_cell({"fmax_mhz": 74.0}) == "74.0"
+
+
+_FAILING_NEXTPNR = """#!{python}
+import sys, time
+seed = int(sys.argv[sys.argv.index("--seed") + 1])
+print("Info: Running router2...", flush=True)
+if seed == 2:
+    sys.exit("ERROR: failed to route")
+time.sleep(60)                           # a router that does not converge
+"""
+
+
+def test_place_and_route_reports_seeds_that_do_not_route(tmp_path, monkeypatch):
+    """A seed whose nextpnr fails, or runs past the time limit, is reported with its error
+    (and killed) rather than losing the other seeds' results."""
+    from attenio.gen.synth import _place_and_route
+
+    fake = tmp_path / "nextpnr"
+    fake.write_text(_FAILING_NEXTPNR.format(python=sys.executable))
+    fake.chmod(0o755)
+    monkeypatch.setenv("NEXTPNR_ECP5", str(fake))
+    t0 = time.monotonic()
+    runs = _place_and_route(tmp_path, 100, [2, 3], log=lambda *a: None, timeout=1)
+    assert time.monotonic() - t0 < 30
+    assert [(r["seed"], r["fmax_mhz"]) for r in runs] == [(2, None), (3, None)]
+    assert "failed with status 1" in runs[0]["error"]
+    assert "time limit of 1 s" in runs[1]["error"] and "Running router2" in runs[1]["error"]
 
 
 @pytest.mark.parametrize("text, message", [("1,x", "'x' is not an integer"),
