@@ -337,14 +337,17 @@ class Int8Arith:
     def _finalize(self, st, o, y, e):
         shift = self._cfg.p_frac + self._cfg.recip_frac
         o, y = Value.cast(o), Value.cast(y)
-        parts, products = partial_products(o, y, name="finalize")
-        es = [Signal(self.recip_exp_shape, name=f"finalize_e{k}") for k in range(2)]
-        st.stage(products, es[0].eq(e))
+        # The operands registered first, by the products themselves: o and y come from
+        # registers that serve every element of a chunk, far from some of the multipliers.
+        parts, products = partial_products(o, y, name="finalize", registered=True)
+        es = [Signal(self.recip_exp_shape, name=f"finalize_e{k}") for k in range(3)]
+        st.stage(products.operands, es[0].eq(e))
+        st.stage(products, es[1].eq(es[0]))
         prod = Signal(signed(o.shape().width + y.shape().width + 1), name="finalize_prod")
-        st.stage(prod.eq(sum_partials(parts)), es[1].eq(es[0]))
+        st.stage(prod.eq(sum_partials(parts)), es[2].eq(es[1]))
         wide = signed(self.o_shape.width + self.recip_shape.width + 3 - shift)
         half = Signal(wide, name="finalize_half")       # value / 2**(shift - 1 + e)
-        st.stage(half.eq((prod >> (shift - 1)) >> es[1]))
+        st.stage(half.eq((prod >> (shift - 1)) >> es[2]))
         v = comb(st.m, half + 1 >> 1, wide, "finalize_wide")
         return comb(st.m, Mux(v > 127, 127, Mux(v < -128, -128, v)), self.out_shape, "finalize")
 
@@ -416,33 +419,47 @@ class Int8Arith:
         m.d.comb += [rd.addr.eq(mnt[F - s:F]), rd.en.eq(st.en)]
         st.stage(l1.eq(lsat), lead1.eq(lead))                            # leading one
         st.stage(mnt2.eq(mnt), e2.eq(lead1 - p))                         # normalize, seed ROM
-        st.stage(y3.eq(rd.data), mnt3.eq(mnt2), e3.eq(e2))               # its output registered
+        # Every product registers its own operands (`partial_products`, registered) in the
+        # stage that registers them for the rest of the pipeline: DSP input registers on
+        # ECP5, and no operand shared with a far multiplier.
+        def newton_t(k, mnt_d, y_d):
+            return partial_products(mnt_d, y_d, name=f"recip_t{k}", registered=True)
+        first_t = []
+        if cfg.recip_iters:
+            pp1, products1 = newton_t(0, mnt2, rd.data)
+            first_t.append(products1.operands)
+        st.stage(y3.eq(rd.data), mnt3.eq(mnt2), e3.eq(e2), *first_t)  # its output registered
         y, mnt_k, e_k = y3, mnt3, e3
         one2 = 1 << (F + 1)
         for k in range(cfg.recip_iters):
             # y <- y * (2 - mnt*y), six stages: products, sum, 2 - round(sum) (one
             # subtraction: one2 - floor((t + h) / 2**F) = floor((K - t) / 2**F) with
-            # K = one2 * 2**F - h + 2**F - 1), products, sum, round and clamp; y, mnt
-            # and e are carried along.
+            # K = one2 * 2**F - h + 2**F - 1) into the operand registers, products, sum,
+            # round and clamp; y, mnt and e are carried along.
             names = (f"y{k}", f"mnt{k}", f"e{k}")
             regs = [[y, mnt_k, e_k]]
             for stage in range(6):
                 regs.append([Signal.like(v, name=f"recip_{n}_{stage}") for v, n in zip(regs[-1], names)])
             carry = [[new.eq(old) for new, old in zip(regs[i + 1], regs[i])] for i in range(6)]
             tp = Signal(2 * F + 2, name=f"recip_tp{k}")
-            two_t = Signal(F + 3, name=f"recip_2t{k}")
             yp = Signal(2 * F + 4, name=f"recip_yp{k}")
             yb = Signal(F + 1, name=f"recip_y{k}")
             K = (one2 << F) - (1 << (F - 1)) + (1 << F) - 1
             ynew = round_shift(yp, F)
-            pp1, products1 = partial_products(mnt_k, y, name=f"recip_t{k}")
-            pp2, products2 = partial_products(regs[3][0], two_t, name=f"recip_y{k}")
+            two_t = comb(m, (K - tp) >> F, unsigned(F + 3), f"recip_2t{k}")
+            pp2, products2 = partial_products(regs[2][0], two_t, name=f"recip_y{k}",
+                                              registered=True)
             st.stage(carry[0], products1)
             st.stage(carry[1], tp.eq(sum_partials(pp1)))
-            st.stage(carry[2], two_t.eq((K - tp) >> F))
+            st.stage(carry[2], products2.operands)
             st.stage(carry[3], products2)
             st.stage(carry[4], yp.eq(sum_partials(pp2)))
-            st.stage(carry[5], yb.eq(Mux(ynew > (1 << F), 1 << F, ynew)))
+            y_next = comb(m, Mux(ynew > (1 << F), 1 << F, ynew), unsigned(F + 1), f"recip_yn{k}")
+            if k + 1 < cfg.recip_iters:
+                pp1, products1 = newton_t(k + 1, regs[5][1], y_next)
+                st.stage(carry[5], yb.eq(y_next), products1.operands)
+            else:
+                st.stage(carry[5], yb.eq(y_next))
             y, mnt_k, e_k = yb, regs[6][1], regs[6][2]
         return y, e_k
 
