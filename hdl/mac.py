@@ -214,8 +214,12 @@ class MAC(wiring.Component):
             self._int8_scores(m, w, q_rd.data, value)
 
         # (up, e) registers, written by the lane over its line-local bus (to the whole group).
-        e_regs = [Signal(A.factor_shape, name=f"e_{b}_{t}") for b in range(2) for t in range(r)]
-        up_regs = [Signal(name=f"up_{b}_{t}") for b in range(2) for t in range(r)]
+        # The MACs of a group hold the same values: kept, each MAC selects from its own copy
+        # rather than all of them from one merged set (`attenio.gen.synth.prepare_script`).
+        e_regs = [Signal(A.factor_shape, name=f"e_{b}_{t}", attrs={"keep": 1})
+                  for b in range(2) for t in range(r)]
+        up_regs = [Signal(name=f"up_{b}_{t}", attrs={"keep": 1})
+                   for b in range(2) for t in range(r)]
         pa = self.pa
         with m.If(pa.valid & (pa.mac == self._lane_index)):
             for b in range(2):
