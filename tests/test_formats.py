@@ -315,7 +315,7 @@ def test_published_latency_is_measured(op, arith):
 
 @pytest.mark.parametrize("iters, known", [(0, 3), (1, 9), (2, 15), (3, 21)])
 def test_published_reciprocal_latency_is_measured(iters, known):
-    # `known`: the drain of hdl/core.py measured 11, 17, 23, 29 cycles for 0..3 Newton steps,
-    # of which 8 are not the reciprocal's
+    # `known`: the drain of hdl/core.py measures 12, 18, 24, 30 cycles for 0..3 Newton steps,
+    # of which 9 are not the reciprocal's
     arith = Int8Arith(Int8Format(recip_iters=iters), max_seq_len=N_MAX, head_dim=D)
     assert _measured_latency(arith, "reciprocal") == arith.reciprocal_latency == known
