@@ -9,17 +9,14 @@ Yosys's own mapping of a product to MULT18X18D.
 """
 
 import json
-import re
 import shutil
 import subprocess
 from pathlib import Path
 
-import numpy as np
 import pytest
-from amaranth.hdl import Module, Signal, signed, unsigned
 
 from attenio.gen.synth import tool_path
-from attenio.hdl.formats.dsp import ECP5Target, PartialProducts, Stages, dsp_lut_width
+from attenio.hdl.formats.dsp import ECP5Target
 from attenio.sim.benches import bench_dsp_dut
 from attenio.sim.runner import SIMULATORS, primitive_models, run_bench, simulator_available
 
