@@ -370,7 +370,7 @@ def cmd_synth(args):
             return synthesize(config, out, target=target, verilog=verilog, seed=args.seed,
                               pnr=not args.no_pnr, lut_mul_width=args.lut_mul_width, log=log,
                               dsp_primitives=True,   # ecp5: config elaborated with MULT18X18D
-                              pnr_timeout=args.pnr_timeout and args.pnr_timeout * 60)
+                              pnr_timeout=args.pnr_timeout * 60 or None)   # 0: no limit
         except RuntimeError as exc:     # a tool failed: its log (named in the message) says why
             raise ConfigError(str(exc).splitlines()[0]) from None
 

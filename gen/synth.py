@@ -345,6 +345,9 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
         raise ConfigError(f"seed must be a seed or a list of distinct seeds, not {seed!r}")
     for s in seeds:
         validate.integer("synth", "seed", s, lo=0, error=ConfigError)
+    if pnr_timeout is not None and not pnr_timeout > 0:
+        raise ConfigError(f"synth: pnr_timeout must be None (no limit) or a positive number "
+                          f"of seconds, not {pnr_timeout!r}")
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     wall0 = time.monotonic()

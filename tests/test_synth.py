@@ -211,6 +211,27 @@ def test_place_and_route_reports_seeds_that_do_not_route(tmp_path, monkeypatch):
     assert "time limit of 1 s" in runs[1]["error"] and "Running router2" in runs[1]["error"]
 
 
+@pytest.mark.parametrize("argv, seconds", [([], None), (["--pnr-timeout", "2"], 120)])
+def test_synth_pnr_timeout_reaches_the_flow(argv, seconds, tmp_path, monkeypatch):
+    """--pnr-timeout is minutes; its default 0 is no limit (None), not a zero-second one."""
+    import attenio.gen.build
+    import attenio.gen.synth
+    from attenio.errors import ConfigError
+
+    real_synthesize, seen = attenio.gen.synth.synthesize, {}
+    def fake_synthesize(config, out, **kwargs):
+        seen.update(kwargs)
+        return {"target": kwargs["target"], "config": {"macs": "1x2", "head_dim": 8,
+                                                        "exp_units": 2, "clock_mhz": 100},
+                "yosys": {"num_cells": 0, "seconds": 0.0}}
+    monkeypatch.setattr(attenio.gen.build, "generate", lambda *a, **k: {"verilog": "x.v"})
+    monkeypatch.setattr(attenio.gen.synth, "synthesize", fake_synthesize)
+    assert main(["synth", *TINY, "--target", "ecp5", "-o", str(tmp_path), *argv]) == 0
+    assert seen["pnr_timeout"] == seconds
+    with pytest.raises(ConfigError, match="pnr_timeout must be None"):
+        real_synthesize(preset("small"), tmp_path, target="ecp5", pnr_timeout=0)
+
+
 @pytest.mark.parametrize("text, message", [("1,x", "'x' is not an integer"),
                                            ("2,2", "names a seed twice"),
                                            ("-1", "not a non-negative integer")])
