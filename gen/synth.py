@@ -291,7 +291,9 @@ def prepare_script(top, bits, *, check=True):
     * The flip-flops of `KEPT_REGISTERS` get a ``keep`` attribute of their own, which
       stops ``opt_merge`` from merging identical registers into one: the RTL keeps a
       copy where one register would otherwise drive users across the chip (the MACs'
-      word registers, `attenio.hdl.mac.MAC`). A ``keep`` on a signal alone would not.
+      word and (up, e) registers, `attenio.hdl.mac.MAC`; the multipliers' operand
+      registers, `attenio.hdl.formats.dsp.PartialProducts`). A ``keep`` on a signal
+      alone would not.
     * With `bits` > 0, the $mul cells with an operand of at most `bits` bits are built
       from LUTs: `wreduce` (the Verilog frontend widens operands to the result's
       width), then Booth-encode what `narrow_products` selects before synth_ecp5
@@ -398,8 +400,8 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
         ports = top_ports((work / "attenio_top.v").read_text(), TOP_NAME)
         (work / "harness.v").write_text(harness_verilog(ports, top=TOP_NAME))
         script = "read_verilog -sv attenio_top.v\nread_verilog harness.v\n"
-        # Fewer DSPs also route better: the fabric next to the DSP rows is where router2
-        # fails to converge (docs/synthesis.md).
+        # The narrow products in LUTs: fewer DSPs also route better, the fabric next to
+        # the DSP rows being where router2 fails to converge (docs/synthesis.md).
         script += prepare_script("attenio_fmax", lut_mul_width, check=not dsp_primitives)
         script += (f"synth_ecp5 -top attenio_fmax -json netlist.json\n{extra}\n"
                    f"tee -q -o {stat} stat -json\n")
