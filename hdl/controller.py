@@ -22,7 +22,11 @@ response does not hang the run: the data keep flowing and the run ends with
 
 Counters (64-bit, cleared at start): `cycles` while busy; `pe_busy` and
 `exp_busy` from the core's strobes; `mem_stall` when the array waits for a row
-that has not fully arrived and neither the array nor the lanes compute.
+that has not fully arrived and neither the array nor the lanes compute. The
+strobes are registered before they are counted: they come from handshakes across
+the chip, too far to also pass a 64-bit counter's enable and carry in one cycle.
+The counts are the same, since the strobes are low in LAUNCH and in RUN's last
+cycle (the core is idle then).
 """
 
 from amaranth.hdl import Module, Mux, Signal
@@ -145,6 +149,11 @@ class Controller(wiring.Component):
             m.d.sync += [num.eq(num << 1), rem.eq(rem_next), quo.eq(quo_next),
                          div_i.eq(div_i - 1)]
 
+        # the strobes a cycle late, counted in RUN (see the module's docstring)
+        pe_active, exp_active, stalled = Signal(), Signal(), Signal()
+        m.d.sync += [pe_active.eq(self.pe_active), exp_active.eq(self.exp_active),
+                     stalled.eq(self.starved & ~self.pe_active & ~self.exp_active)]
+
         mul_b = Signal(self.group_bits)     # gb, shifted out LSB first
         a_mod = Signal(nw + 1)              # a mod gb
         # gb times each of these, by shift-and-add: name -> (product, multiplicand at DIV_N's end)
@@ -221,10 +230,9 @@ class Controller(wiring.Component):
             with m.State("RUN"):
                 m.d.sync += [
                     self.cycles.eq(self.cycles + 1),
-                    self.pe_busy.eq(self.pe_busy + self.pe_active),
-                    self.exp_busy.eq(self.exp_busy + self.exp_active),
-                    self.mem_stall.eq(self.mem_stall + (self.starved & ~self.pe_active
-                                                        & ~self.exp_active)),
+                    self.pe_busy.eq(self.pe_busy + pe_active),
+                    self.exp_busy.eq(self.exp_busy + exp_active),
+                    self.mem_stall.eq(self.mem_stall + stalled),
                 ]
                 with m.If(self.finished & ~self.readers_busy & ~self.core_busy):
                     m.d.sync += [self.busy.eq(0), self.done.eq(1)]
