@@ -221,7 +221,8 @@ class MAC(wiring.Component):
         up_regs = [Signal(name=f"up_{b}_{t}", attrs={"keep": 1})
                    for b in range(2) for t in range(r)]
         pa = self.pa
-        with m.If(pa.valid & (pa.mac == self._lane_index)):
+        pa_mine = pa.valid & (pa.mac == self._lane_index)
+        with m.If(pa_mine):
             for b in range(2):
                 for t in range(r):
                     with m.If((pa.bank == b) & (pa.slot == t)):
@@ -230,16 +231,21 @@ class MAC(wiring.Component):
         # Update, pipelined (`Int8Arith.update`): O is read one cycle ahead (or at the
         # drain's address when no V word comes), and the sum is written
         # `update_latency` cycles after the word.
-        def pick(regs):             # regs[bank * r + slot], as muxes (no "*": see softmax.py)
-            return Array([Array([regs[b * r + t] for t in range(r)]) for b in range(2)])[w.bank][w.slot]
+        def pick(regs, bank, slot):  # regs[bank * r + slot], as muxes (no "*": see softmax.py)
+            return Array([Array([regs[b * r + t] for t in range(r)]) for b in range(2)])[bank][slot]
         addr = [Signal.like(w.addr, name=f"addr_{k}") for k in range(A.update_latency)]
         en = [Signal(name=f"en_{k}") for k in range(A.update_latency)]
         m.d.sync += [addr[0].eq(w.addr), en[0].eq(w.valid & w.is_u)]
         m.d.sync += [addr[k].eq(addr[k - 1]) for k in range(1, len(addr))]
         m.d.sync += [en[k].eq(en[k - 1]) for k in range(1, len(en))]
-        up_w = Signal(name="up_w")                  # the word's (up, e), selected once
+        # The word's (up, e), selected a cycle ahead from `wi` (as O is read) so that the
+        # update's multiplier takes them from registers; a lane write to that same (bank,
+        # slot) in that cycle is what the registers hold when the word arrives.
+        up_w = Signal(name="up_w")
         e_w = Signal(A.factor_shape, name="e_w")
-        m.d.comb += [up_w.eq(pick(up_regs)), e_w.eq(pick(e_regs))]
+        ahead = pa_mine & (pa.bank == wi.bank) & (pa.slot == wi.slot)
+        m.d.sync += [up_w.eq(Mux(ahead, pa.up, pick(up_regs, wi.bank, wi.slot))),
+                     e_w.eq(Mux(ahead, pa.e, pick(e_regs, wi.bank, wi.slot)))]
         o_new = A.update(m, up_w, e_w, Mux(w.first, 0, o_rd.data), value)
         m.d.comb += [
             o_rd.addr.eq(Mux(wi.valid & wi.is_u, wi.addr, self.drain_addr)),
