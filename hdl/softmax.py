@@ -8,7 +8,8 @@ start pulse from the line makes each lane stream over its rows, one per cycle:
 
     stage 0      read the score through a q/L*r:1 multiplexer; read m, l
     stage 1      up = x > m, and both x - m and m - x (three carry chains side by side)
-    stage 2      d = min(m, x) - max(m, x) (m - x if up else x - m); m_new = max(m, x)
+    stage 2      d = min(m, x) - max(m, x) (m - x if up else x - m), selected into
+                 the scale's operand registers; m_new = max(m, x)
     stage 3-5    z = scale(d, c)     (`Int8Arith.scale`: products, sum, clamp)
     stage 6-10   e = exp2(z)         (`Int8Arith.exp2`: table, its register, product,
                                       sum, shift)
@@ -144,7 +145,7 @@ class SoftmaxLane(wiring.Component):
         """The stage at which a row's e (fixed point) comes out of exp2."""
         if isinstance(arith, FloatArith):
             return 1 + arith.scale_latency + arith.exp_arg_latency + arith.exp2_latency
-        return 3 + arith.scale_latency + arith.exp2_latency
+        return 2 + arith.scale_latency + arith.exp2_latency
 
     @staticmethod
     def stages(arith):
@@ -288,15 +289,16 @@ class SoftmaxLane(wiring.Component):
         x2, m_old2 = Signal.like(x1, name="x2"), Signal.like(x1, name="m_old2")
         m.d.sync += [up.eq(x1 > m_old), d_xm.eq(A.sub(m, x1, m_old)),
                      d_mx.eq(A.sub(m, m_old, x1)), x2.eq(x1), m_old2.eq(m_old)]
-        # stage 2: select min - max (<= 0) and the new max
+        # stage 2: select min - max (<= 0) into the scale's operand registers; the new max
         diff = Signal(A.diff_shape, name="diff")
         m_new = Signal.like(x1, name="m_new")
-        m.d.sync += [diff.eq(Mux(up, d_mx, d_xm)), m_new.eq(Mux(up, x2, m_old2))]
-        # scale (pipelined: products, sum, round and clamp), then exp2
+        m.d.comb += diff.eq(Mux(up, d_mx, d_xm))
+        m.d.sync += m_new.eq(Mux(up, x2, m_old2))
+        # scale (pipelined: operands, products, sum, round and clamp), then exp2
         e = A.exp2(m, A.scale(m, diff, self.c))
-        wait = A.scale_latency + A.exp2_latency        # from stage 3 to e
-        up_e, m_new_e = st.delay(up, wait + 1, "up"), st.delay(m_new, wait, "m_new")
-        l_old_e, mask_e, *ctrl_e = (st.delay(x, wait + 2, name) for x, name in zip(
+        wait = A.scale_latency + A.exp2_latency        # from stage 2 to e
+        up_e, m_new_e = st.delay(up, wait, "up"), st.delay(m_new, wait - 1, "m_new")
+        l_old_e, mask_e, *ctrl_e = (st.delay(x, wait + 1, name) for x, name in zip(
             [l_old, mask, *ctrl], ["l_old", "mask", "u", "mac", "slot", "bank"]))
         e = Mux(mask_e, 0, e)
         # Either alpha or P is exactly one (see `Int8Arith.update`): one multiply for l.

@@ -285,14 +285,16 @@ class Int8Arith:
 
     def scale(self, m, diff, c, *, domain="sync"):
         """z = round(diff * c) to x_frac bits, clamped to [x_min, 0]: x_shape,
-        `scale_latency` cycles after diff and c (both registers)."""
+        `scale_latency` cycles after diff and c. The products register their operands
+        first (on ECP5 the DSPs' input registers), so diff may be a selection."""
         return self._scale(Stages(m, domain), diff, c)
 
     def _scale(self, st, diff, c):
         k = self._cfg.c_frac - self._cfg.x_frac
         diff, c = Value.cast(diff), Value.cast(c)
         wide = signed(diff.shape().width + c.shape().width + 1)
-        parts, products = partial_products(diff, c, name="scale")
+        parts, products = partial_products(diff, c, name="scale", registered=True)
+        st.stage(products.operands)
         st.stage(products)
         total = Signal(wide, name="scale_sum")
         st.stage(total.eq(sum_partials(parts) + (1 << (k - 1))))
