@@ -186,6 +186,7 @@ class ReadSequencer(wiring.Component):
         keys_end = Signal(range(n + 1))
         gkeys_end = Signal(range(MAX_HEAD_GROUP * n + 1))
         block_keys = Signal(range(n + 1))  # this block's K/V rows
+        size_keys = Signal(range(n + 1))   # the next block's K/V rows, sized in SIZE
         head_first = Signal()              # the next block is its pass's first
         # V_LAST's decisions, registered every cycle: their counters change only on leaving
         # V_LAST (heads_left, group_left) or BLOCK (rows_left), and Q and K_FIRST take a
@@ -244,13 +245,20 @@ class ReadSequencer(wiring.Component):
                 m.d.comb += self.busy.eq(1)
                 short = run.causal & head_first & (su.short_h != 0)
                 full = rows_left >= su.a_full
+                # causal: keys_end + rows_h, the three sums beside the comparison, so that
+                # the block command's n_keys comes from a register: the KV buffer checks it
+                # and loads its counters from it in the cycle it takes the command
                 m.d.sync += [
                     rows_valid.eq(Mux(short, su.short, Mux(full, su.a_full, rows_left))),
-                    rows_h.eq(Mux(short, su.short_h, Mux(full, su.a_g, rows_left_h)))]
+                    rows_h.eq(Mux(short, su.short_h, Mux(full, su.a_g, rows_left_h))),
+                    size_keys.eq(Mux(run.causal, Mux(short, keys_end + su.short_h,
+                                                     Mux(full, keys_end + su.a_g,
+                                                         keys_end + rows_left_h)),
+                                     run.kv_len))]
                 m.next = "BLOCK"
             with m.State("BLOCK"):
                 # the controller refused a seq_len or kv_len above max_seq_len
-                keys = Mux(run.causal, keys_end + rows_h, run.kv_len)
+                keys = size_keys
                 m.d.comb += [self.busy.eq(1), self.block.valid.eq(1),
                              self.block.payload.rows_valid.eq(rows_valid),
                              self.block.payload.n_keys.eq(keys),
