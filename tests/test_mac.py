@@ -1,0 +1,77 @@
+"""One MAC's O update against the (P, alpha) the lane writes in the same cycle.
+
+The MAC selects a word's (up, e) a cycle ahead, from `wi`, into registers; a lane write
+to that (bank, slot) in that very cycle must be what the update uses, as it is when the
+registers are read in the word's own cycle (hdl/mac.py).
+"""
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+
+from attenio.hdl.formats import Int8Arith
+from attenio.hdl.mac import MAC
+
+R, D, LANE_INDEX = 4, 4, 1
+ARITH = Int8Arith(max_seq_len=64, head_dim=D)
+
+
+def run(case, seed):
+    """O after one V word for (bank, slot) of value v, with a lane write in the word's
+    `wi` cycle as `case` says; returns (O element, e written before, e written then, v)."""
+    rng = np.random.default_rng(seed)
+    print(f"seed {seed}")
+    dut = MAC(arith=ARITH, mac_lines=1, macs_per_line=2, rows_per_mac=R, head_dim=D,
+              macs_per_lane=2, index=0, lane_index=LANE_INDEX)
+    bank, slot = int(rng.integers(2)), int(rng.integers(R))
+    e_old, e_new = (int(x) for x in rng.integers(1, ARITH.one, size=2))
+    v = int(rng.integers(-128, 128))
+    addr = slot * D + int(rng.integers(D))
+    result = {}
+
+    async def tb(ctx):
+        async def write(mac, b, t, e):
+            ctx.set(dut.pa, {"valid": 1, "mac": mac, "bank": b, "slot": t, "up": 0, "e": e})
+        await write(LANE_INDEX, bank, slot, e_old)
+        await ctx.tick()
+        ctx.set(dut.pa.valid, 0)
+        await ctx.tick()
+        # the cycle the word is on wi: the lane writes again, as `case` says
+        if case == "same":
+            await write(LANE_INDEX, bank, slot, e_new)
+        elif case == "other_mac":
+            await write(1 - LANE_INDEX, bank, slot, e_new)
+        elif case == "other_slot":
+            await write(LANE_INDEX, bank, (slot + 1) % R, e_new)
+        ctx.set(dut.wi, {"valid": 1, "is_u": 1, "addr": addr, "slot": slot, "bank": bank,
+                         "first": 1, "value": [v]})
+        await ctx.tick()
+        ctx.set(dut.pa.valid, 0)
+        ctx.set(dut.wi.valid, 0)
+        ctx.set(dut.drain_addr, addr)
+        for _ in range(MAC.update_latency(ARITH) + 2):
+            await ctx.tick()
+        result["o"] = ctx.get(dut.o_rd)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    return result["o"], e_old, e_new, v
+
+
+def expected(p, v):
+    """O of a block's first V row with (alpha, P) = (1, p): the format's twin."""
+    return int(ARITH.np_update_o(ARITH.one, 0, p, v))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_lane_write_in_the_words_wi_cycle_is_the_one_the_update_uses(seed):
+    o, _, e_new, v = run("same", seed)
+    assert o == expected(e_new, v)
+
+
+@pytest.mark.parametrize("case", ["none", "other_mac", "other_slot"])
+def test_other_writes_in_that_cycle_leave_the_words_pair_alone(case):
+    o, e_old, _, v = run(case, 7)
+    assert o == expected(e_old, v)
