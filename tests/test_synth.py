@@ -94,7 +94,9 @@ def test_synth_tiny_both_targets(tmp_path, capsys):
     assert len(dsps) == res["DSP"]
     regs = [tuple(p.get(f"REG_{r}_CLK", "NONE") for r in ("INPUTA", "INPUTB", "OUTPUT"))
             for p in dsps]
-    assert ("CLK0", "CLK0", "CLK0") in regs and ("NONE", "NONE", "CLK0") in regs
+    # every int8 product registers its operands too; all NONE: a piece Yosys mapped itself
+    assert ("CLK0", "CLK0", "CLK0") in regs
+    assert set(regs) <= {("CLK0", "CLK0", "CLK0"), ("NONE", "NONE", "NONE")}
     assert all(p.get("RESETMODE", "SYNC") == "SYNC" for p in dsps)
 
 
