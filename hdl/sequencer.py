@@ -247,7 +247,8 @@ class ReadSequencer(wiring.Component):
                 full = rows_left >= su.a_full
                 # causal: keys_end + rows_h, the three sums beside the comparison, so that
                 # the block command's n_keys comes from a register: the KV buffer checks it
-                # and loads its counters from it in the cycle it takes the command
+                # and loads its counters from it in the cycle it takes the command (the
+                # controller refused a seq_len or kv_len above max_seq_len)
                 m.d.sync += [
                     rows_valid.eq(Mux(short, su.short, Mux(full, su.a_full, rows_left))),
                     rows_h.eq(Mux(short, su.short_h, Mux(full, su.a_g, rows_left_h))),
@@ -257,11 +258,9 @@ class ReadSequencer(wiring.Component):
                                      run.kv_len))]
                 m.next = "BLOCK"
             with m.State("BLOCK"):
-                # the controller refused a seq_len or kv_len above max_seq_len
-                keys = size_keys
                 m.d.comb += [self.busy.eq(1), self.block.valid.eq(1),
                              self.block.payload.rows_valid.eq(rows_valid),
-                             self.block.payload.n_keys.eq(keys),
+                             self.block.payload.n_keys.eq(size_keys),
                              self.block.payload.causal.eq(run.causal),
                              self.block.payload.gdiag.eq(Mux(run.causal, gkeys_end, 0)),
                              self.block.payload.step.eq(su.gb)]
@@ -269,8 +268,8 @@ class ReadSequencer(wiring.Component):
                     m.d.sync += [k_ptr.eq(k_head), v_ptr.eq(v_head), q_left.eq(rows_valid),
                                  q_heads.eq(su.gb),
                                  rows_left.eq(rows_left - rows_valid),
-                                 rows_left_h.eq(rows_left_h - rows_h), block_keys.eq(keys),
-                                 keys_end.eq(keys), gkeys_end.eq(gkeys_end + rows_valid),
+                                 rows_left_h.eq(rows_left_h - rows_h), block_keys.eq(size_keys),
+                                 keys_end.eq(size_keys), gkeys_end.eq(gkeys_end + rows_valid),
                                  head_first.eq(0)]
                     m.next = "Q"
             with m.State("Q"):              # row t of each of the pass's heads, then t + 1

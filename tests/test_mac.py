@@ -30,19 +30,19 @@ def run(case, seed):
     result = {}
 
     async def tb(ctx):
-        async def write(mac, b, t, e):
+        def write(mac, b, t, e):
             ctx.set(dut.pa, {"valid": 1, "mac": mac, "bank": b, "slot": t, "up": 0, "e": e})
-        await write(LANE_INDEX, bank, slot, e_old)
+        write(LANE_INDEX, bank, slot, e_old)
         await ctx.tick()
         ctx.set(dut.pa.valid, 0)
         await ctx.tick()
         # the cycle the word is on wi: the lane writes again, as `case` says
         if case == "same":
-            await write(LANE_INDEX, bank, slot, e_new)
+            write(LANE_INDEX, bank, slot, e_new)
         elif case == "other_mac":
-            await write(1 - LANE_INDEX, bank, slot, e_new)
+            write(1 - LANE_INDEX, bank, slot, e_new)
         elif case == "other_slot":
-            await write(LANE_INDEX, bank, (slot + 1) % R, e_new)
+            write(LANE_INDEX, bank, (slot + 1) % R, e_new)
         ctx.set(dut.wi, {"valid": 1, "is_u": 1, "addr": addr, "slot": slot, "bank": bank,
                          "first": 1, "value": [v]})
         await ctx.tick()
