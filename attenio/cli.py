@@ -475,9 +475,10 @@ def build_parser():
                         "routed (router2 can diverge and run on; default 0: no limit)")
     p.add_argument("--lut-mul-width", type=_non_negative_int, default=LUT_MUL_WIDTH,
                    metavar="BITS",
-                   help="ecp5: build multipliers with an operand of at most BITS bits from LUTs "
-                        "instead of DSP blocks (default 8: the q*k products and the narrow "
-                        "pieces of wide products; 0: every product in DSPs)")
+                   help="ecp5: build multipliers with an operand of at most BITS bits and the "
+                        "other of at most 2 x BITS from LUTs instead of DSP blocks (default 8: "
+                        "the q*k products and the narrowest pieces of wide products; 0: every "
+                        "product in DSPs)")
 
     # "resolve": compare takes --bw and --cache-kib as lists (a list sweeps that budget)
     p = _add_command(sub, "compare", cmd_compare, with_json=True, out="build/<name>/compare",

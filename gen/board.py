@@ -7,8 +7,8 @@ platform (pins, LPF with the oscillator's 25 MHz), then runs Yosys (synth_ecp5),
 nextpnr-ecp5 and ecppack itself, with progress, through the same toolchain
 selection as `attenio synth` (YOSYS, NEXTPNR_ECP5, ECPPACK). The design runs
 at `--clock-mhz` from the ECP5 PLL; nextpnr derives that clock's constraint from
-the PLL's dividers. Products with an operand of at most `--lut-mul-width` bits
-are built from LUTs, as `attenio synth --lut-mul-width` builds them: with all
+the PLL's dividers. The narrow products are built from LUTs, as `attenio synth
+--lut-mul-width` builds them (`attenio.hdl.formats.dsp.lut_built`): with all
 its products in DSPs the small preset's 4x4 does not route (docs/synthesis.md).
 Writes `attenio_ulx3s.bit` and `board_report.json` (clock asked and made, PLL
 dividers, resources, Fmax, times).
@@ -169,8 +169,9 @@ def main(argv=None):
                    help="output directory (default build/<name>/ulx3s)")
     p.add_argument("--baud", type=int, default=115200, help="UART baud rate (default 115200)")
     p.add_argument("--lut-mul-width", type=int, default=LUT_MUL_WIDTH, metavar="BITS",
-                   help="products with an operand of at most BITS bits from LUTs, not DSPs "
-                        f"(default {LUT_MUL_WIDTH}; 0: all in DSPs)")
+                   help="products with an operand of at most BITS bits and the other of at "
+                        f"most 2 x BITS from LUTs, not DSPs (default {LUT_MUL_WIDTH}; 0: all in "
+                        "DSPs)")
     p.add_argument("--router", choices=ROUTERS, default="router2", help="nextpnr's router")
     p.add_argument("--seed", type=int, default=1, help="nextpnr's placement seed")
     args = p.parse_args(argv)

@@ -271,14 +271,17 @@ def _fmax_of(pnr, clock="clk"):
 
 # -- the flow ----------------------------------------------------------------------------------
 
-#: `--lut-mul-width` by default: the products with an operand of at most 8 bits (the int8
-#: q*k products, the narrow pieces of wide products) in LUTs; 0 puts them all in DSPs.
-#: Stated once in `attenio.hdl.formats.dsp`, whose ECP5 elaboration reads it too.
+#: `--lut-mul-width` by default: the products with an operand of at most 8 bits and the
+#: other of at most 16 (the int8 q*k products, the narrowest pieces of wide products) in
+#: LUTs; 0 puts them all in DSPs. Stated once in `attenio.hdl.formats.dsp` (`lut_built`),
+#: whose ECP5 elaboration reads it too.
 LUT_MUL_WIDTH = dsp.LUT_MUL_WIDTH
 
 def narrow_products(bits):
-    """The Yosys selection of the $mul cells with an operand of at most `bits` bits."""
-    return f"t:$mul r:A_WIDTH<={bits} %i t:$mul r:B_WIDTH<={bits} %i %u"
+    """The Yosys selection of the $mul cells `attenio.hdl.formats.dsp.lut_built` under LUT
+    width `bits`: one operand of at most `bits` bits, the other of at most twice that."""
+    return (f"t:$mul r:A_WIDTH<={bits} %i r:B_WIDTH<={2 * bits} %i "
+            f"t:$mul r:B_WIDTH<={bits} %i r:A_WIDTH<={2 * bits} %i %u")
 
 
 #: the Yosys selection of the flip-flops whose output signal the RTL marks ``keep``
@@ -294,10 +297,9 @@ def prepare_script(top, bits, *, check=True):
       word and (up, e) registers, `attenio.hdl.mac.MAC`; the multipliers' operand
       registers, `attenio.hdl.formats.dsp.PartialProducts`). A ``keep`` on a signal
       alone would not.
-    * With `bits` > 0, the $mul cells with an operand of at most `bits` bits are built
-      from LUTs: `wreduce` (the Verilog frontend widens operands to the result's
-      width), then Booth-encode what `narrow_products` selects before synth_ecp5
-      would map it to DSPs.
+    * With `bits` > 0, the $mul cells `narrow_products` selects are built from LUTs:
+      `wreduce` (the Verilog frontend widens operands to the result's width), then
+      Booth-encode them before synth_ecp5 would map them to DSPs.
 
     `check=False` for a design that instantiates ECP5 primitives, which are defined
     only once synth_ecp5 reads its cell library."""

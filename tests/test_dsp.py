@@ -23,3 +23,27 @@ def test_pieces_tile_the_operand_and_fit_one_dsp_each(shape):
     assert offset == shape.width
     if shape == unsigned(25):       # the normalizer's y: a narrow top piece (LUTs by default)
         assert [len(p) for _, p in got] == [17, 8]
+
+
+@pytest.mark.parametrize("lut_width, in_dsp", [
+    (0, [(17, 17), (17, 8), (8, 17), (8, 8)]),      # every piece in a DSP
+    (8, [(17, 17), (17, 8), (8, 17)]),              # a 17-bit side is over twice the width
+    (16, [(17, 17)]),                               # the board's width
+    (17, []),
+])
+def test_the_pieces_of_a_wide_product_in_dsps(lut_width, in_dsp):
+    """The normalizer's 25 x 25 products, elaborated for ECP5: the pieces that are not
+    `lut_built` are MULT18X18D instances, the others ``a * b`` for Yosys's LUTs."""
+    from amaranth.hdl import Fragment, Instance, Module
+
+    from attenio.hdl.formats.dsp import ECP5Target, Stages, lut_built, partial_products
+
+    m = Module()
+    parts, products = partial_products(Signal(25), Signal(25), name="p")
+    Stages(m).stage(products)
+    (inner, _, _), = Fragment.get(m, ECP5Target(lut_mul_width=lut_width)).subfragments
+    instances = [sub for sub, _, _ in inner.subfragments if isinstance(sub, Instance)]
+    assert len(parts) == 4 and len(instances) == len(in_dsp)
+    assert all(i.type == "MULT18X18D" for i in instances)
+    assert [(wa, wb) for wa in (17, 8) for wb in (17, 8)
+            if not lut_built(lut_width, wa, wb)] == in_dsp

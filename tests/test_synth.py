@@ -100,35 +100,38 @@ def test_synth_tiny_both_targets(tmp_path, capsys):
     assert all(p.get("RESETMODE", "SYNC") == "SYNC" for p in dsps)
 
 
-_THREE_PRODUCTS = """module attenio_top(clk, rst, a8, b8, a4, b18, c18, d18, p88, p418, p1818);
+_FOUR_PRODUCTS = """module attenio_top(clk, rst, a8, b8, a4, b16, b18, c18, d18, p88, p416, p418, p1818);
   input clk;
   input rst;
   input [7:0] a8;
   input [7:0] b8;
   input [3:0] a4;
+  input [15:0] b16;
   input [17:0] b18;
   input [17:0] c18;
   input [17:0] d18;
   output reg [15:0] p88;
+  output reg [19:0] p416;
   output reg [21:0] p418;
   output reg [35:0] p1818;
   always @(posedge clk) begin
-    p88 <= $signed(a8) * $signed(b8); p418 <= a4 * b18; p1818 <= c18 * d18;
+    p88 <= $signed(a8) * $signed(b8); p416 <= a4 * b16; p418 <= a4 * b18; p1818 <= c18 * d18;
   end
 endmodule
 """
 
 
 def test_lut_mul_width_moves_the_narrow_products_out_of_the_dsps(tmp_path):
-    """--lut-mul-width 8 builds 8x8 and 4x18 products from LUTs and leaves 18x18 to a DSP;
-    without it all three are MULT18X18D (Yosys synth_ecp5 on a three-product module)."""
+    """--lut-mul-width 8 builds the 8x8 and 4x16 products from LUTs and leaves 4x18 (its
+    long operand over twice the width) and 18x18 to DSPs; with 0 all four are MULT18X18D
+    (Yosys synth_ecp5 on a four-product module, the selection of `narrow_products`)."""
     from attenio.gen.synth import synthesize
     from attenio.errors import ConfigError
     config = preset("small")
     with pytest.raises(ConfigError, match="lut_mul_width must be an integer >= 0"):
         synthesize(config, tmp_path, target="ecp5", lut_mul_width=-1)
     verilog = tmp_path / "attenio_top.v"
-    verilog.write_text(_THREE_PRODUCTS)
+    verilog.write_text(_FOUR_PRODUCTS)
     dsps = {}
     for bits in (0, 8):
         report = synthesize(config, tmp_path / f"w{bits}", target="ecp5", verilog=verilog,
@@ -136,7 +139,7 @@ def test_lut_mul_width_moves_the_narrow_products_out_of_the_dsps(tmp_path):
         script = (tmp_path / f"w{bits}" / "synth_ecp5" / "synth.ys").read_text()
         assert ("booth" in script) == bool(bits)
         dsps[bits] = report["resources"]["DSP"]
-    assert dsps == {0: 3, 8: 1}
+    assert dsps == {0: 4, 8: 2}
 
 
 @pytest.mark.slow

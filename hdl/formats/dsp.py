@@ -20,19 +20,29 @@ from amaranth.hdl import (ClockSignal, Const, Elaboratable, Fragment, Instance, 
 import numpy as np
 
 __all__ = ["DSP_SIGNED_BITS", "DSP_UNSIGNED_BITS", "ECP5Target", "LUT_MUL_WIDTH",
-           "PartialProducts", "Stages", "comb", "dsp_lut_width", "np_mulshr",
+           "PartialProducts", "Stages", "comb", "dsp_lut_width", "lut_built", "np_mulshr",
            "np_round_shift_mul", "partial_products", "pieces", "round_shift", "sum_partials"]
 
 #: operand bits of one ECP5 MULT18X18D (18 x 18 signed) for an unsigned operand
 DSP_UNSIGNED_BITS = 17
 DSP_SIGNED_BITS = 18
 
-#: Products with an operand of at most this many bits are built from LUTs on ECP5 (the
-#: int8 q*k products, the narrow pieces of wide products): with every product in a DSP
-#: the small preset's netlist does not route (router2 does not converge beside the DSP
-#: rows, docs/synthesis.md). `attenio synth --lut-mul-width` and the board build default
-#: to it.
+#: The LUT width w on ECP5 (`lut_built`): products with an operand of at most w bits and
+#: the other of at most 2w are built from LUTs (the int8 q*k products, the narrowest
+#: pieces of wide products): with every product in a DSP the small preset's netlist does
+#: not route (router2 does not converge beside the DSP rows, docs/synthesis.md).
+#: `attenio synth --lut-mul-width` and the board build default to it.
 LUT_MUL_WIDTH = 8
+
+
+def lut_built(lut_width, a_bits, b_bits):
+    """Whether an `a_bits` x `b_bits` product is built from LUTs on ECP5 under LUT width
+    `lut_width`: its narrow operand has at most `lut_width` bits and its wide one at most
+    twice that. A Booth array with a long operand is as deep as a cycle by itself (the
+    17 x 8 pieces of round 13 and of the board took 9 ns after their operand's route,
+    docs/synthesis.md), so such a piece takes a DSP. `attenio.gen.synth.narrow_products`
+    selects the same products for Yosys."""
+    return 0 < min(a_bits, b_bits) <= lut_width and max(a_bits, b_bits) <= 2 * lut_width
 
 
 class Stages:
@@ -133,8 +143,8 @@ def pieces(value):
 class ECP5Target:
     """The platform `attenio synth --target ecp5` elaborates the design with: it asks for
     the MULT18X18D primitive (`dsp_lut_width`) and builds no I/O. `lut_mul_width`: the
-    products with an operand of at most this many bits stay ``a * b``, for Yosys to build
-    from LUTs (`attenio.gen.synth.prepare_script`)."""
+    products `lut_built` under it stay ``a * b``, for Yosys to build from LUTs
+    (`attenio.gen.synth.prepare_script`)."""
 
     def __init__(self, *, lut_mul_width=LUT_MUL_WIDTH):
         if not isinstance(lut_mul_width, int) or isinstance(lut_mul_width, bool) \
@@ -152,7 +162,7 @@ class ECP5Target:
 
 def dsp_lut_width(platform):
     """None if `platform` is no ECP5 target (the partial products are then ``a * b``);
-    else the operand width up to which a product stays ``a * b`` for the LUTs: an
+    else the LUT width of `lut_built`, under which a product stays ``a * b``: an
     `ECP5Target`'s, or for an Amaranth Lattice ECP5 platform (amaranth-boards' ULX3S)
     its ``lut_mul_width`` attribute, `LUT_MUL_WIDTH` if it has none."""
     if isinstance(platform, ECP5Target):
@@ -166,7 +176,7 @@ def dsp_lut_width(platform):
 
 def _in_dsp(lut_width, pa, pb):
     """Whether the piece product pa * pb is a MULT18X18D under `dsp_lut_width` `lut_width`."""
-    return lut_width is not None and min(len(pa), len(pb)) > max(lut_width, 0)
+    return lut_width is not None and not lut_built(lut_width, len(pa), len(pb))
 
 
 def _mult18x18d(m, pa, pb, p, *, domain, en, registered_inputs):
@@ -219,7 +229,7 @@ class PartialProducts(Elaboratable):
     which the products own: ``st.stage(pp.operands, ...)`` registers them in the stage
     right before (kept, so that Yosys merges no equal register elsewhere into them: the
     DSP inputs would then be long routes). On an ECP5 target (`dsp_lut_width`) a piece
-    with both operands wider than the LUT width is a MULT18X18D whose output register
+    that is not `lut_built` under the LUT width is a MULT18X18D whose output register
     (and input registers, if ``registered``) are those stages; the fabric then registers
     only the operand pieces the LUT-built products read. Elsewhere every piece is
     ``a * b`` in a register: the same bits on the same cycles, reset and stalls
