@@ -100,7 +100,8 @@ class RowReplay(wiring.Component):
         nxt = row.payload
         schedule_ok = Mux(nxt.is_u, self.lanes_ready.bit_select(nxt.bank, 1),
                           Mux(nxt.is_s & nxt.first, self.drain.ready, 1))
-        launch = (~active | last_word) & row.valid & schedule_ok
+        free = ~active | last_word               # the replay may take the next row
+        launch = free & row.valid & schedule_ok
         m.d.comb += [row.ready.eq(launch), self.release.eq(last_word)]
 
         word = Signal.like(self.word, name="entry")   # the entry word, but for its value
@@ -133,13 +134,18 @@ class RowReplay(wiring.Component):
             else:
                 next_element()
 
-        # A launch restarts the counters that the issue above advances.
+        # A free replay loads the next row and restarts the counters that the issue above
+        # advances, launched or not: they matter only while `active`, which only a launch
+        # sets. So the row's valid, which can arrive from the feed in this very cycle
+        # (`attenio.hdl.kv_buffer`), drives a few flags, not every bit of the row.
+        with m.If(free):
+            m.d.sync += [cur.eq(nxt), addr.eq(Mux(nxt.is_q, nxt.qbase, 0)), elem.eq(0),
+                         slot.eq(0)]
         c_launched = Signal.like(self.c)          # the c of the block whose S_0 launched
         mask_launched = Signal.like(self.mask)
         m.d.sync += [self.c.eq(c_launched), self.mask.eq(mask_launched)]
         with m.If(launch):
-            m.d.sync += [active.eq(1), cur.eq(nxt), addr.eq(Mux(nxt.is_q, nxt.qbase, 0)),
-                         elem.eq(0), slot.eq(0)]
+            m.d.sync += active.eq(1)
             with m.If(nxt.is_u):
                 m.d.comb += self.consume.eq(Mux(nxt.bank, 0b10, 0b01))
             with m.If(nxt.is_s & nxt.first):
