@@ -120,7 +120,8 @@ def test_board_build_prepared(tmp_path):
     lpf = (tmp_path / "attenio_ulx3s.lpf").read_text()
     assert 'FREQUENCY PORT "clk25_0__io" 25000000.0 HZ;' in lpf
     ys = [line.strip() for line in (tmp_path / "attenio_ulx3s.ys").read_text().splitlines()]
-    booth = ys.index("booth t:$mul r:A_WIDTH<=8 %i t:$mul r:B_WIDTH<=8 %i %u")
+    booth = ys.index("booth t:$mul r:A_WIDTH<=8 %i r:B_WIDTH<=16 %i "
+                     "t:$mul r:B_WIDTH<=8 %i r:A_WIDTH<=16 %i %u")
     synth = next(i for i, line in enumerate(ys) if line.startswith("synth_ecp5"))
     assert ys.index("read_rtlil attenio_ulx3s.il") < ys.index("wreduce") < booth < synth
     with pytest.raises(ConfigError, match="board: ecp5_pll: the ECP5 PLL cannot make 12 MHz"):
