@@ -8,11 +8,14 @@ so they cannot disagree with the hardware.
 Reading the low word of a 64-bit register latches its high word, which the next
 read of the high word returns, so a counter that carries between the two reads
 is still read coherently. Accesses to unmapped offsets answer SLVERR. A read
-answers two cycles after its AR, with read-only values from the cycle before (see
-`elaborate`: registers break the long routes from the counters to the bus).
+answers three cycles after its AR, with read-only values from the cycle before (see
+`elaborate`: registers break the long routes from the counters to the bus, and the
+read multiplexer in two).
+
+`READ_BANK` words share the first level of the read multiplexer.
 """
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -20,9 +23,13 @@ from attenio.regmap import Access
 
 from .axi import AXI4LiteSignature
 
-__all__ = ["CSRBlock"]
+__all__ = ["CSRBlock", "READ_BANK"]
 
 OKAY, SLVERR = 0b00, 0b10
+
+#: words per bank of the read multiplexer's first level (an 8:1 mux: two LUT4 and the
+#: slice's PFUMX / L6MUX on ECP5)
+READ_BANK = 8
 
 
 class CSRBlock(wiring.Component):
@@ -74,36 +81,61 @@ class CSRBlock(wiring.Component):
                 with m.Default():
                     pass
 
-        # -- reads: two cycles from AR to R -----------------------------------------
+        # -- reads: three cycles from AR to R ---------------------------------------
         # The read-only inputs (counters, status) come from all over the chip, so each is
         # first copied into a register here (a cycle old when read; both words of a
         # 64-bit counter from the same cycle), and the address is registered before it
         # selects: no path runs from a distant counter or from ARADDR through the
-        # read multiplexer in one cycle.
+        # read multiplexer in one cycle. The multiplexer itself is two levels with a
+        # register between: each bank of READ_BANK words selects by the word's low bits
+        # into its register (with whether the word is mapped), then the bank's high bits
+        # choose a bank. Its 43 words (the small preset) in one level were four LUTs deep
+        # and spread over the snapshots' placement: the worst path of two placements of
+        # the small preset (docs/synthesis.md, rounds 14 and 15).
         self._snap = {r.name: Signal(r.width, name=f"{r.name.lower()}_snap")
                       for r in self._regmap if r.access is Access.RO}
         m.d.sync += [self._snap[r.name].eq(getattr(self, r.name.lower()))
                      for r in self._regmap if r.access is Access.RO]
         shadows = {r.name: Signal(32, name=f"{r.name.lower()}_hi_latch")
                    for r in self._regmap if r.width == 64}
-        rd_pend = Signal()
+        banks = {}                               # bank -> [(word's index in it, r, word)]
+        for r in self._regmap:
+            for word in range(r.words):
+                index = r.offset // 4 + word
+                banks.setdefault(index // READ_BANK, []).append((index % READ_BANK, r, word))
+        low_bits = (READ_BANK - 1).bit_length()
+        rd_pend = Signal()                       # the address is registered
+        rd_banked = Signal()                     # the banks have selected
         rd_word = Signal(len(bus.araddr) - 2)
-        m.d.comb += bus.arready.eq(~rd_pend & ~bus.rvalid)
+        rd_bank = Signal(len(rd_word) - low_bits)
+        bank_data = {b: Signal(32, name=f"rd_bank{b}_data") for b in banks}
+        bank_ok = {b: Signal(name=f"rd_bank{b}_ok") for b in banks}
+        m.d.comb += bus.arready.eq(~rd_pend & ~rd_banked & ~bus.rvalid)
         with m.If(bus.rvalid & bus.rready):
             m.d.sync += bus.rvalid.eq(0)
         with m.If(bus.arvalid & bus.arready):
             m.d.sync += [rd_pend.eq(1), rd_word.eq(bus.araddr[2:])]
         with m.If(rd_pend):
-            m.d.sync += [rd_pend.eq(0), bus.rvalid.eq(1), bus.rresp.eq(SLVERR), bus.rdata.eq(0)]
-            with m.Switch(rd_word):
+            m.d.sync += [rd_pend.eq(0), rd_banked.eq(1), rd_bank.eq(rd_word[low_bits:])]
+            for b, entries in banks.items():
+                m.d.sync += [bank_data[b].eq(0), bank_ok[b].eq(0)]
+                with m.Switch(rd_word[:low_bits]):
+                    for low, r, word in entries:
+                        with m.Case(low):
+                            m.d.sync += [bank_data[b].eq(self._read(r, word, shadows)),
+                                         bank_ok[b].eq(1)]
+            with m.Switch(rd_word):                # reading a low word latches its high word
                 for r in self._regmap:
-                    for word in range(r.words):
-                        with m.Case(r.offset // 4 + word):
-                            m.d.sync += [bus.rresp.eq(OKAY), bus.rdata.eq(self._read(r, word, shadows))]
-                            if r.width == 64 and word == 0:
-                                m.d.sync += shadows[r.name].eq(self._value(r)[32:64])
-                with m.Default():
-                    pass
+                    if r.width == 64:
+                        with m.Case(r.offset // 4):
+                            m.d.sync += shadows[r.name].eq(self._value(r)[32:64])
+        with m.If(rd_banked):
+            m.d.sync += [rd_banked.eq(0), bus.rvalid.eq(1), bus.rresp.eq(SLVERR), bus.rdata.eq(0)]
+            with m.Switch(rd_bank):
+                for b in banks:
+                    with m.Case(b):
+                        m.d.sync += [bus.rdata.eq(bank_data[b]),
+                                     bus.rresp.eq(Mux(bank_ok[b], OKAY, SLVERR))]
         return m
 
     def _value(self, r):

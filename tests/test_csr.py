@@ -8,7 +8,7 @@ from amaranth.sim import Simulator
 
 from attenio import preset
 from attenio.gen.regmap import regmap_c_header, regmap_markdown, write_regmap
-from attenio.hdl.csr import CSRBlock
+from attenio.hdl.csr import READ_BANK, CSRBlock
 from attenio.plan import make_plan
 from attenio.regmap import Access, ErrorCode, register_map
 
@@ -84,6 +84,49 @@ def test_constants_counters_and_errors():
         assert await axil_write(ctx, bus, 0xFFC, 1) == 0b10
         assert await axil_write(ctx, bus, RMAP["HEAD_DIM"].offset, 3) == 0b10   # constant
         assert await axil_read(ctx, bus, RMAP["HEAD_DIM"].offset) == (16, 0)
+    run(tb)
+
+
+def test_every_word_reads_three_cycles_after_its_ar():
+    """Every mapped word through both levels of the read multiplexer (each READ_BANK bank,
+    every slot of it), written with a distinct value where it is RW, answers OKAY with that
+    value on the third cycle counting its AR's as the first; an unmapped word inside a mapped bank and one
+    past every bank answer SLVERR with zeros, on the same cycle."""
+    words = {r.offset // 4 + w: (r, w) for r in RMAP for w in range(r.words)}
+    assert len({i // READ_BANK for i in words}) > 1                 # several banks
+    gap = next(i for i in range(max(words)) if i not in words)      # unmapped, in a bank
+
+    async def read_timed(ctx, bus, addr):
+        ctx.set(bus.araddr, addr)
+        ctx.set(bus.arvalid, 1)
+        ctx.set(bus.rready, 1)
+        await ctx.tick().until(bus.arready)
+        ctx.set(bus.arvalid, 0)
+        cycles = 1                               # the AR handshake's cycle is the first
+        while not ctx.get(bus.rvalid):
+            await ctx.tick()
+            cycles += 1
+        value, resp = ctx.get(bus.rdata), ctx.get(bus.rresp)
+        await ctx.tick()
+        return cycles, value, resp
+
+    async def tb(ctx, dut):
+        bus = dut.s_axil
+        expect = {}
+        for i, (r, w) in words.items():
+            if r.access is Access.RW:
+                assert await axil_write(ctx, bus, 4 * i, 0x0101_0000 * i + 7) == 0
+                expect[i] = 0x0101_0000 * i + 7
+            elif r.access is Access.CONST:
+                expect[i] = (r.value >> (32 * w)) & 0xFFFF_FFFF
+        for i in words:
+            cycles, value, resp = await read_timed(ctx, bus, 4 * i)
+            assert (cycles, resp) == (3, 0), RMAP_NAMES[i]
+            if i in expect:
+                assert value == expect[i], RMAP_NAMES[i]
+        for i in (gap, (1 << (RMAP.addr_width - 2)) - 1):
+            assert await read_timed(ctx, bus, 4 * i) == (3, 0, 0b10)
+    RMAP_NAMES = {i: f"{r.name}[{w}]" for i, (r, w) in words.items()}
     run(tb)
 
 
