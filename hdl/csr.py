@@ -8,7 +8,7 @@ so they cannot disagree with the hardware.
 Reading the low word of a 64-bit register latches its high word, which the next
 read of the high word returns, so a counter that carries between the two reads
 is still read coherently. Accesses to unmapped offsets answer SLVERR. A read
-answers three cycles after its AR, with read-only values from the cycle before (see
+answers on the third cycle counting its AR handshake's as the first, with read-only values from the cycle before (see
 `elaborate`: registers break the long routes from the counters to the bus, and the
 read multiplexer in two).
 

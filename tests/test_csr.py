@@ -95,6 +95,7 @@ def test_every_word_reads_three_cycles_after_its_ar():
     words = {r.offset // 4 + w: (r, w) for r in RMAP for w in range(r.words)}
     assert len({i // READ_BANK for i in words}) > 1                 # several banks
     gap = next(i for i in range(max(words)) if i not in words)      # unmapped, in a bank
+    names = {i: f"{r.name}[{w}]" for i, (r, w) in words.items()}
 
     async def read_timed(ctx, bus, addr):
         ctx.set(bus.araddr, addr)
@@ -121,12 +122,11 @@ def test_every_word_reads_three_cycles_after_its_ar():
                 expect[i] = (r.value >> (32 * w)) & 0xFFFF_FFFF
         for i in words:
             cycles, value, resp = await read_timed(ctx, bus, 4 * i)
-            assert (cycles, resp) == (3, 0), RMAP_NAMES[i]
+            assert (cycles, resp) == (3, 0), names[i]
             if i in expect:
-                assert value == expect[i], RMAP_NAMES[i]
+                assert value == expect[i], names[i]
         for i in (gap, (1 << (RMAP.addr_width - 2)) - 1):
             assert await read_timed(ctx, bus, 4 * i) == (3, 0, 0b10)
-    RMAP_NAMES = {i: f"{r.name}[{w}]" for i, (r, w) in words.items()}
     run(tb)
 
 
