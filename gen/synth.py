@@ -337,10 +337,11 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
     whose nextpnr fails or runs past `pnr_timeout` seconds (router2 can diverge and run
     on without end) is listed with its `error` and counts as 0 MHz in `fmax_worst_mhz`;
     only when every seed fails does synthesize raise.
-    `lut_mul_width` (ecp5): multipliers with an operand of at most this many bits are
-    built from LUTs (Yosys ``booth``: one partial-product row per two bits of the
-    narrow operand) instead of MULT18X18D blocks. 8 moves the int8 q*k products
-    and the narrow pieces of the wide products out of the DSPs (0: none).
+    `lut_mul_width` (ecp5): the multipliers `attenio.hdl.formats.dsp.lut_built` under
+    this width (one operand of at most this many bits, the other of at most twice that)
+    are built from LUTs (Yosys ``booth``: one partial-product row per two bits of the
+    narrow operand) instead of MULT18X18D blocks. 8 moves the int8 q*k products and
+    the narrowest pieces of the wide products out of the DSPs (0: none).
     `generic_level`: "gate" (synth -flatten -noabc: Yosys gates) or "word" (the coarse
     part of synth only: word-level $mul/$alu/$dff cells, fast enough for large arrays).
     The report is also written as ``synth_report.json`` (``synth_<target>.json``
