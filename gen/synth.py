@@ -51,9 +51,9 @@ DEVICE = {"name": "LFE5U-85F-6CABGA381", "nextpnr": ["--85k", "--package", "CABG
 PNR_OPTIONS = ["--router", "router2"]
 
 #: The harness's constraints: the clock asked, and the clock on the ULX3S oscillator's pin
-#: G2, a dedicated clock input. Left to the placer, `clk` can land on a pin with no route
-#: to the global clock network (round 14's seeds 1 and 3: "Failed to route arc 0.0 of net
-#: 'clk$TRELLIS_IO_IN'"). The other harness pins go anywhere.
+#: G2, a dedicated clock input; not every pin the placer could choose reaches the global
+#: clock network, and nextpnr then fails on the clock's first arc. The other harness pins
+#: go anywhere.
 HARNESS_LPF = ('FREQUENCY PORT "clk" {mhz} MHZ;\n'
                'LOCATE COMP "clk" SITE "G2";\n'
                'IOBUF PORT "clk" IO_TYPE=LVCMOS33;\n')

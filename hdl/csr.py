@@ -89,9 +89,8 @@ class CSRBlock(wiring.Component):
         # read multiplexer in one cycle. The multiplexer itself is two levels with a
         # register between: each bank of READ_BANK words selects by the word's low bits
         # into its register (with whether the word is mapped), then the bank's high bits
-        # choose a bank. Its 43 words (the small preset) in one level were four LUTs deep
-        # and spread over the snapshots' placement: the worst path of two placements of
-        # the small preset (docs/synthesis.md, rounds 14 and 15).
+        # choose a bank. In one level the small preset's 43 words are four LUTs deep,
+        # spread over the snapshots' placement: one cycle is not enough for them.
         self._snap = {r.name: Signal(r.width, name=f"{r.name.lower()}_snap")
                       for r in self._regmap if r.access is Access.RO}
         m.d.sync += [self._snap[r.name].eq(getattr(self, r.name.lower()))

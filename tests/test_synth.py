@@ -256,8 +256,8 @@ endmodule
 def test_the_harness_clock_is_on_a_clock_pin_and_routes(tmp_path):
     """The real nextpnr-ecp5 on a four-bit counter in the harness's ports (a few seconds):
     `HARNESS_LPF` puts clk on the oscillator's pin G2, whose route to the global clock
-    network exists on every placement (left to the placer, round 14's seeds 1 and 3 put
-    it on a pin without one, and nextpnr failed on the clock's first arc)."""
+    network exists on every placement (a pin the placer chooses may have none, and
+    nextpnr then fails on the clock's first arc)."""
     from attenio.gen.synth import HARNESS_LPF, _place_and_route, run_tool
 
     assert 'LOCATE COMP "clk" SITE "G2"' in HARNESS_LPF

@@ -38,9 +38,8 @@ LUT_MUL_WIDTH = 8
 def lut_built(lut_width, a_bits, b_bits):
     """Whether an `a_bits` x `b_bits` product is built from LUTs on ECP5 under LUT width
     `lut_width`: its narrow operand has at most `lut_width` bits and its wide one at most
-    twice that. A Booth array with a long operand is as deep as a cycle by itself (the
-    17 x 8 pieces of round 13 and of the board took 9 ns after their operand's route,
-    docs/synthesis.md), so such a piece takes a DSP. `attenio.gen.synth.narrow_products`
+    twice that. A Booth array with a long operand is about as deep as a cycle by itself
+    (a 17 x 8 piece: about 9 ns after its operand's route), so such a piece takes a DSP. `attenio.gen.synth.narrow_products`
     selects the same products for Yosys."""
     return 0 < min(a_bits, b_bits) <= lut_width and max(a_bits, b_bits) <= 2 * lut_width
 
