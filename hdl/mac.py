@@ -115,10 +115,10 @@ class MAC(wiring.Component):
     Ports: `line_id` the index of its line (an input, so that every line is the same
     module), `wi` the word from the previous MAC (or the line entry), `wo` the
     word one cycle later, `score` the two banks of r scores (bank * r + slot; written
-    by the group's last MAC only), `chain_in` /
-    `chain_out` the adder chain of the partial scores (s > 1), `pa` the lane's
-    write bus, `drain_addr` / `o_rd` the drain read port of O (data one cycle after
-    the address; used only while no V word is present).
+    by the group's last MAC only), `chain_in` / `chain_out` the adder chain of the
+    partial scores (s > 1), `pa` the lane's write bus (registered here, `pa_layout`),
+    `drain_addr` / `o_rd` the drain read port of O (data one cycle after the address;
+    used only while no V word is present).
     """
 
     def __init__(self, *, arith, mac_lines, macs_per_line, rows_per_mac, head_dim,
@@ -195,9 +195,13 @@ class MAC(wiring.Component):
         m.submodules.q_mem = q_mem = Memory(shape=A.element_shape, depth=r * d, init=[])
         m.submodules.o_mem = o_mem = Memory(shape=A.o_shape, depth=r * d, init=[])
         q_wr = q_mem.write_port()
-        q_rd = q_mem.read_port(transparent_for=(q_wr,))
+        # Both are read combinationally at an address in a register of this MAC: the same
+        # as a synchronous read of the address a cycle ahead, but the address register is
+        # this MAC's own (kept), where a read port's would be merged by synthesis between
+        # the lines' MAC 0, which all take the one entry word.
+        q_rd = q_mem.read_port(domain="comb")
         o_wr = o_mem.write_port()
-        o_rd = o_mem.read_port(transparent_for=(o_wr,))
+        o_rd = o_mem.read_port(domain="comb")
 
         value = w.value[self.position]             # this MAC's element of the chunk
 
@@ -205,7 +209,7 @@ class MAC(wiring.Component):
         m.d.comb += [
             q_wr.addr.eq(w.addr), q_wr.data.eq(value),
             q_wr.en.eq(w.valid & w.is_q & (w.line == self.line_id) & (w.mac == self.group)),
-            q_rd.addr.eq(wi.addr),                 # read one cycle ahead: data arrives with w
+            q_rd.addr.eq(w.addr),
         ]
 
         if isinstance(A, FloatArith):
@@ -220,13 +224,19 @@ class MAC(wiring.Component):
                   for b in range(2) for t in range(r)]
         up_regs = [Signal(name=f"up_{b}_{t}", attrs={"keep": 1})
                    for b in range(2) for t in range(r)]
+        # The bus arrives unregistered and is registered here, kept per MAC, so its wire
+        # from the lane is all of its cycle; the register's write enables, one per (bank,
+        # slot), are decoded before it, so each drives its pair's enables from beside them.
         pa = self.pa
-        pa_mine = pa.valid & (pa.mac == self._lane_index)
-        with m.If(pa_mine):
-            for b in range(2):
-                for t in range(r):
-                    with m.If((pa.bank == b) & (pa.slot == t)):
-                        m.d.sync += [e_regs[b * r + t].eq(pa.e), up_regs[b * r + t].eq(pa.up)]
+        pa_up = Signal(name="pa_up", attrs={"keep": 1})
+        pa_e = Signal(A.factor_shape, name="pa_e", attrs={"keep": 1})
+        pa_we = Signal(2 * r, name="pa_we", attrs={"keep": 1})
+        mine = pa.valid & (pa.mac == self._lane_index)
+        m.d.sync += [pa_up.eq(pa.up), pa_e.eq(pa.e), pa_we.eq(Cat(
+            mine & (pa.bank == b) & (pa.slot == t) for b in range(2) for t in range(r)))]
+        for k in range(2 * r):
+            with m.If(pa_we[k]):
+                m.d.sync += [e_regs[k].eq(pa_e), up_regs[k].eq(pa_up)]
 
         # Update, pipelined (`Int8Arith.update`): O is read one cycle ahead (or at the
         # drain's address when no V word comes), and the sum is written
@@ -239,16 +249,18 @@ class MAC(wiring.Component):
         m.d.sync += [addr[k].eq(addr[k - 1]) for k in range(1, len(addr))]
         m.d.sync += [en[k].eq(en[k - 1]) for k in range(1, len(en))]
         # The word's (up, e), selected a cycle ahead from `wi` (as O is read) so that the
-        # update's multiplier takes them from registers; a lane write to that same (bank,
-        # slot) in that cycle is what the registers hold when the word arrives.
+        # update's multiplier takes them from registers; a bus register holding that same
+        # (bank, slot) in that cycle is what the registers hold when the word arrives.
         up_w = Signal(name="up_w")
         e_w = Signal(A.factor_shape, name="e_w")
-        ahead = pa_mine & (pa.bank == wi.bank) & (pa.slot == wi.slot)
-        m.d.sync += [up_w.eq(Mux(ahead, pa.up, pick(up_regs, wi.bank, wi.slot))),
-                     e_w.eq(Mux(ahead, pa.e, pick(e_regs, wi.bank, wi.slot)))]
+        ahead = pick(pa_we, wi.bank, wi.slot)
+        m.d.sync += [up_w.eq(Mux(ahead, pa_up, pick(up_regs, wi.bank, wi.slot))),
+                     e_w.eq(Mux(ahead, pa_e, pick(e_regs, wi.bank, wi.slot)))]
         o_new = A.update(m, up_w, e_w, Mux(w.first, 0, o_rd.data), value)
+        o_rd_addr = Signal.like(w.addr, name="o_rd_addr", attrs={"keep": 1})
+        m.d.sync += o_rd_addr.eq(Mux(wi.valid & wi.is_u, wi.addr, self.drain_addr))
         m.d.comb += [
-            o_rd.addr.eq(Mux(wi.valid & wi.is_u, wi.addr, self.drain_addr)),
+            o_rd.addr.eq(o_rd_addr),
             self.o_rd.eq(o_rd.data),
             o_wr.addr.eq(addr[-1]),
             o_wr.data.eq(o_new),

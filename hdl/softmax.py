@@ -13,9 +13,9 @@ start pulse from the line makes each lane stream over its rows, one per cycle:
     stage 3-5    z = scale(d, c)     (`Int8Arith.scale`: products, sum, clamp)
     stage 6-10   e = exp2(z)         (`Int8Arith.exp2`: table, its register, product,
                                       sum, shift)
-    stage 11-13  put (up, e) on the line-local bus to the MACs: (alpha, P) = (e, 1)
-                 if up else (1, e) (stage 11); l = update(up, e, l) (`Int8Arith.update`:
-                 operand, products, sum)
+    stage 11-13  (up, e) onto the line-local bus, registered in each MAC (stage 11):
+                 (alpha, P) = (e, 1) if up else (1, e); l = update(up, e, l)
+                 (`Int8Arith.update`: operand, products, sum)
     stage 14     write m and l
 
 Every multiply has a register before and after it (ECP5 MULT18X18D blocks with
@@ -80,7 +80,8 @@ __all__ = ["pa_layout", "start_layout", "SoftmaxLane"]
 
 def pa_layout(*, arith, macs_per_lane, rows_per_mac):
     """The lane's write bus to its MACs: (P, alpha) of row (`mac`, `slot`) in bank `bank`,
-    as (`up`, `e`): (alpha, P) = (e, 1) if up else (1, e)."""
+    as (`up`, `e`): (alpha, P) = (e, 1) if up else (1, e). The lane drives it from its
+    pipeline's last stage without a register; each MAC registers it on arrival (`MAC`)."""
     return data.StructLayout({
         "valid": 1, "mac": range(macs_per_lane), "slot": range(rows_per_mac), "bank": 1,
         "up": 1, "e": arith.factor_shape,
@@ -98,7 +99,7 @@ class SoftmaxLane(wiring.Component):
     Ports: `scores` the MACs' score registers (index (mac * 2 + bank) * r + slot);
     `start` the line's pulse; `c` the softmax constant; `mask` the block's causal mask
     and `row_base` the block row of the lane's first row (slot 0 of its first MAC group),
-    whose slot s rows lie `slot_stride` * s further; `pa` the write bus;
+    whose slot s rows lie `slot_stride` * s further; `pa` the write bus (unregistered: `pa_layout`);
     `ready`/`consume` the per-bank done flags; `active` a row is in flight
     (issued and not yet written back: r*q/L + `stages` cycles per pass);
     `drain_u`/`l_rd` the drain's read of l (one cycle latency, only while the lane is idle),
@@ -160,7 +161,7 @@ class SoftmaxLane(wiring.Component):
 
     @staticmethod
     def bus_stage(arith):
-        """The stage at which a row's (up, e) is on the bus to the MACs (cycles after
+        """The stage at which a row's (up, e) is in the MACs' bus registers (cycles after
         issue): to exp2, a float format's conversion to fp32, the bus register."""
         extra = arith.to_float_latency if isinstance(arith, FloatArith) else 0
         return SoftmaxLane._e_stage(arith) + extra + 1
@@ -272,9 +273,10 @@ class SoftmaxLane(wiring.Component):
         return m
 
     def _bus(self, m, valid, ctrl, up, e):
-        """(up, e) of the row with `ctrl` onto the bus (registered); what `ready` watches."""
+        """(up, e) of the row with `ctrl` onto the bus, which the MACs register; `ready`
+        rises with their registers."""
         u, mac, slot, bank = ctrl
-        m.d.sync += [self.pa.valid.eq(valid), self.pa.mac.eq(mac), self.pa.slot.eq(slot),
+        m.d.comb += [self.pa.valid.eq(valid), self.pa.mac.eq(mac), self.pa.slot.eq(slot),
                      self.pa.bank.eq(bank), self.pa.up.eq(up), self.pa.e.eq(e)]
         return valid, u, bank
 

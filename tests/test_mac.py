@@ -1,8 +1,9 @@
 """One MAC's O update against the (P, alpha) the lane writes in the same cycle.
 
 The MAC selects a word's (up, e) a cycle ahead, from `wi`, into registers; a lane write
-to that (bank, slot) in that very cycle must be what the update uses, as it is when the
-registers are read in the word's own cycle (hdl/mac.py).
+in its bus register for that (bank, slot) in that very cycle must be what the update uses,
+as it is when the registers are read in the word's own cycle (hdl/mac.py). The bus is
+registered in the MAC: a write the lane drives in one cycle is in the register the next.
 """
 
 import numpy as np
@@ -17,8 +18,9 @@ ARITH = Int8Arith(max_seq_len=64, head_dim=D)
 
 
 def run(case, seed):
-    """O after one V word for (bank, slot) of value v, with a lane write in the word's
-    `wi` cycle as `case` says; returns (O element, e written before, e written then, v)."""
+    """O after one V word for (bank, slot) of value v, with a lane write in the bus
+    register in the word's `wi` cycle as `case` says; returns (O element, e written before,
+    e written then, v)."""
     rng = np.random.default_rng(seed)
     print(f"seed {seed}")
     dut = MAC(arith=ARITH, mac_lines=1, macs_per_line=2, rows_per_mac=R, head_dim=D,
@@ -36,17 +38,19 @@ def run(case, seed):
         await ctx.tick()
         ctx.set(dut.pa.valid, 0)
         await ctx.tick()
-        # the cycle the word is on wi: the lane writes again, as `case` says
+        # the cycle before the word is on wi: the lane writes again, as `case` says, so
+        # that the write is in the MAC's bus register in the word's wi cycle
         if case == "same":
             write(LANE_INDEX, bank, slot, e_new)
         elif case == "other_mac":
             write(1 - LANE_INDEX, bank, slot, e_new)
         elif case == "other_slot":
             write(LANE_INDEX, bank, (slot + 1) % R, e_new)
+        await ctx.tick()
+        ctx.set(dut.pa.valid, 0)
         ctx.set(dut.wi, {"valid": 1, "is_u": 1, "addr": addr, "slot": slot, "bank": bank,
                          "first": 1, "value": [v]})
         await ctx.tick()
-        ctx.set(dut.pa.valid, 0)
         ctx.set(dut.wi.valid, 0)
         ctx.set(dut.drain_addr, addr)
         for _ in range(MAC.update_latency(ARITH) + 2):
