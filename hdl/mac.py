@@ -159,14 +159,15 @@ class MAC(wiring.Component):
     @staticmethod
     def score_latency(arith, split):
         """Cycles from the last K word at a group's last MAC to the row's score in its
-        bank. int8: the q*k product register (a DSP's output register, or LUTs) before
-        the accumulator's, and with s > 1 the adder chain's stage. Float: the product
+        bank. int8: the operand registers and the q*k product register (a DSP's input
+        and output registers, or LUTs) before the accumulator's, and with s > 1 the adder
+        chain's stage. Float: the product
         and the accumulator's pipelines, and with s > 1 one addition per MAC of the
         chain plus the registers between them (see the module docstring)."""
         if isinstance(arith, FloatArith):
             Lm, La = arith.product_latency, arith.accumulate_latency
             return Lm + La if split == 1 else Lm + La * split + 1
-        return 1 if split == 1 else 2
+        return 2 if split == 1 else 3
 
     @property
     def index(self):
@@ -284,11 +285,18 @@ class MAC(wiring.Component):
         """Exact integer scores: one accumulator, restarted at k = 0 and copied to its bank
         at k = d/s - 1 (`score_latency`); with s > 1 the chain in lockstep."""
         A, s = self._arith, self._s
+        st = Stages(m)
+        # The operands registered, then the product: Q's read and a LUT-built product
+        # (`attenio.hdl.formats.dsp.lut_built`) are one cycle each.
+        q_op, k_op = st.delay(q, 1, "q_op"), st.delay(value, 1, "k_op")
+        ctrl = [st.delay(x, 1, n) for x, n in ((w.valid & w.is_s, "k_en"), (w.kfirst, "k_first"),
+                                              (w.klast, "k_last"), (w.bank, "k_bank"),
+                                              (w.slot, "k_slot"))]
         prod = Signal(signed(16), name="qk")
         s_en, s_first, s_last = Signal(name="s_en"), Signal(name="s_first"), Signal(name="s_last")
         s_bank, s_slot = Signal.like(w.bank, name="s_bank"), Signal.like(w.slot, name="s_slot")
-        m.d.sync += [prod.eq(q * value), s_en.eq(w.valid & w.is_s),
-                     s_first.eq(w.kfirst), s_last.eq(w.klast), s_bank.eq(w.bank), s_slot.eq(w.slot)]
+        m.d.sync += [prod.eq(q_op.as_signed() * k_op.as_signed()),
+                     Cat(s_en, s_first, s_last, s_bank, s_slot).eq(Cat(*ctrl))]
         acc = Signal(A.score_shape)
         acc_next = Signal(A.score_shape, name="acc_next")
         m.d.comb += acc_next.eq(Mux(s_first, 0, acc) + prod)
