@@ -62,7 +62,7 @@ from .formats import FloatArith, Int8Arith
 from .formats.dsp import Stages
 from .softmax import pa_layout
 
-__all__ = ["word_layout", "chain_layout", "check_arith", "score_period", "MAC"]
+__all__ = ["word_layout", "chain_layout", "pick_layout", "check_arith", "score_period", "MAC"]
 
 
 def word_layout(*, mac_lines, macs_per_line, rows_per_mac, head_dim, split=1,
@@ -91,6 +91,12 @@ def chain_layout(*, arith, rows_per_mac):
                               "value": arith.score_shape})
 
 
+def pick_layout(*, rows_per_mac):
+    """The (bank, slot) of a word at a MAC's input, from a register of its own: what
+    selects the word's (up, e) (`MAC`)."""
+    return data.StructLayout({"bank": 1, "slot": range(rows_per_mac)})
+
+
 def check_arith(owner, arith):
     if not isinstance(arith, (Int8Arith, FloatArith)):
         raise TypeError(f"{owner}: arith must be an Int8Arith or a FloatArith, not {arith!r}")
@@ -114,7 +120,8 @@ class MAC(wiring.Component):
     (P, alpha) bus address).
     Ports: `line_id` the index of its line (an input, so that every line is the same
     module), `wi` the word from the previous MAC (or the line entry), `wo` the
-    word one cycle later, `score` the two banks of r scores (bank * r + slot; written
+    word one cycle later, `pick_in` the (bank, slot) of `wi` (the previous MAC's
+    `pick_out`, a copy of its `wo`'s; the line entry's for MAC 0), `score` the two banks of r scores (bank * r + slot; written
     by the group's last MAC only), `chain_in` / `chain_out` the adder chain of the
     partial scores (s > 1), `pa` the lane's write bus (registered here, `pa_layout`),
     `drain_addr` / `o_rd` the drain read port of O (data one cycle after the address;
@@ -132,7 +139,7 @@ class MAC(wiring.Component):
         validate.index("MAC", "lane_index", lane_index, macs_per_lane // split)
         self._arith = arith
         self._r, self._d, self._s = rows_per_mac, head_dim // split, split
-        self._index, self._lane_index = index, lane_index
+        self._q, self._index, self._lane_index = macs_per_line, index, lane_index
         word = word_layout(mac_lines=mac_lines, macs_per_line=macs_per_line,
                            rows_per_mac=rows_per_mac, head_dim=head_dim, split=split,
                            element=arith.element_shape)
@@ -146,6 +153,8 @@ class MAC(wiring.Component):
             "chain_out": Out(chain),
             "pa": In(pa_layout(arith=arith, macs_per_lane=macs_per_lane // split,
                                rows_per_mac=rows_per_mac)),
+            "pick_in": In(pick_layout(rows_per_mac=rows_per_mac)),
+            "pick_out": Out(pick_layout(rows_per_mac=rows_per_mac)),
             "drain_addr": In(range(rows_per_mac * self._d)),
             "o_rd": Out(arith.o_shape),
         })
@@ -192,6 +201,13 @@ class MAC(wiring.Component):
         w = Signal.like(self.wi, name="w", attrs={"keep": 1})
         m.d.sync += w.eq(wi)
         m.d.comb += self.wo.eq(w)
+        # A second copy of the word's (bank, slot), kept, for the next MAC's (up, e)
+        # selection alone: `w`'s bits also serve this MAC, and the selection's
+        # multiplexers, 2r wide for every bit of e, are the next MAC's.
+        if self._index < self._q - 1:
+            pick_r = Signal.like(self.pick_out, name="pick", attrs={"keep": 1})
+            m.d.sync += pick_r.eq(Cat(wi.bank, wi.slot))
+            m.d.comb += self.pick_out.eq(pick_r)
 
         m.submodules.q_mem = q_mem = Memory(shape=A.element_shape, depth=r * d, init=[])
         m.submodules.o_mem = o_mem = Memory(shape=A.o_shape, depth=r * d, init=[])
@@ -254,9 +270,10 @@ class MAC(wiring.Component):
         # (bank, slot) in that cycle is what the registers hold when the word arrives.
         up_w = Signal(name="up_w")
         e_w = Signal(A.factor_shape, name="e_w")
-        ahead = pick(pa_we, wi.bank, wi.slot)
-        m.d.sync += [up_w.eq(Mux(ahead, pa_up, pick(up_regs, wi.bank, wi.slot))),
-                     e_w.eq(Mux(ahead, pa_e, pick(e_regs, wi.bank, wi.slot)))]
+        bank, slot = self.pick_in.bank, self.pick_in.slot    # wi's, from a register
+        ahead = pick(pa_we, bank, slot)
+        m.d.sync += [up_w.eq(Mux(ahead, pa_up, pick(up_regs, bank, slot))),
+                     e_w.eq(Mux(ahead, pa_e, pick(e_regs, bank, slot)))]
         o_new = A.update(m, up_w, e_w, Mux(w.first, 0, o_rd.data), value)
         o_rd_addr = Signal.like(w.addr, name="o_rd_addr", attrs={"keep": 1})
         m.d.sync += o_rd_addr.eq(Mux(wi.valid & wi.is_u, wi.addr, self.drain_addr))

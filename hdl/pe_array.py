@@ -13,7 +13,7 @@ group (one chunk of s elements of a row) and the lanes' running sums l for the
 normalizer's drain (`drain_signature`).
 """
 
-from amaranth.hdl import Array, Module, Signal
+from amaranth.hdl import Array, Cat, Module, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -128,7 +128,9 @@ class MacLine(wiring.Component):
                       split=s)
             m.submodules[f"mac{c}"] = mac
             m.d.comb += [mac.line_id.eq(self.line_id),
-                         mac.wi.eq(self.wi if c == 0 else macs[-1].wo)]
+                         mac.wi.eq(self.wi if c == 0 else macs[-1].wo),
+                         mac.pick_in.eq(Cat(self.wi.bank, self.wi.slot) if c == 0
+                                        else macs[-1].pick_out)]
             if mac.position:
                 m.d.comb += mac.chain_in.eq(macs[-1].chain_out)
             m.d.comb += mac.drain_addr.eq(drain.addr)

@@ -50,6 +50,7 @@ def run(case, seed):
         ctx.set(dut.pa.valid, 0)
         ctx.set(dut.wi, {"valid": 1, "is_u": 1, "addr": addr, "slot": slot, "bank": bank,
                          "first": 1, "value": [v]})
+        ctx.set(dut.pick_in, {"bank": bank, "slot": slot})     # wi's, as the line wires it
         await ctx.tick()
         ctx.set(dut.wi.valid, 0)
         ctx.set(dut.drain_addr, addr)
