@@ -6,7 +6,7 @@ its line and keeps the running max m and sum l of their r*q/L rows in two small
 lane-local memories. After the scores of K_j are in the MACs' bank j mod 2, a
 start pulse from the line makes each lane stream over its rows, one per cycle:
 
-    stage 0      read the score through a q/L*r:1 multiplexer; read m, l
+    stage 0      select the score (one-hot, from the bank's q/L*r); read m, l
     stage 1      up = x > m, and both x - m and m - x (three carry chains side by side)
     stage 2      d = min(m, x) - max(m, x) (m - x if up else x - m), selected into
                  the scale's operand registers; m_new = max(m, x)
@@ -63,7 +63,10 @@ A float format (`FloatArith`) keeps m in fp32 and runs the row as
 and the drain also reads m (`m_rd`): a row whose max ends NaN or +inf outputs NaN.
 """
 
-from amaranth.hdl import Array, Module, Mux, Signal
+import functools
+import operator
+
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -236,11 +239,26 @@ class SoftmaxLane(wiring.Component):
         m.d.comb += self.active.eq(busy)         # a row in flight, issue to write-back
 
         # -- stage 0: score multiplexer, m/l read ----------------------------------------
-        # Nested arrays, not an index computed with "*": Yosys maps a multiply by a
-        # constant to a MULT18X18D (a 2x2 array's worst routed path went through one).
-        scores = Array([Array([Array([self.scores[(k * 2 + b) * r + t] for t in range(r)])
-                               for b in range(2)]) for k in range(ql)])
-        x0 = scores[mac][bank][slot]
+        # The score of row u is selected by a one-hot register of its own, kept, that
+        # steps with the counters: the counters also serve the pipeline, and the selection
+        # is 2R wide for each of a score's bits. One AND-OR per bit, no decode before it.
+        def at(k, b, t):                         # the index of `scores`
+            return (k * 2 + b) * r + t
+        sel = Signal(2 * R, name="score_sel", attrs={"keep": 1})
+        step = [0] * (2 * R)                     # row u's bit moves to row u + 1's
+        for k in range(ql):
+            for b in range(2):
+                for t in range(r):
+                    k2, t2 = (k + 1, t) if k < ql - 1 else (0, t + 1)
+                    if t2 < r:
+                        step[at(k2, b, t2)] = sel[at(k, b, t)]
+        with m.If(go):
+            m.d.sync += sel.eq(Mux(Mux(pend, pend_bank, self.start.bank),
+                                   1 << at(0, 1, 0), 1 << at(0, 0, 0)))
+        with m.Elif(run):
+            m.d.sync += sel.eq(Cat(*step))
+        x0 = functools.reduce(operator.or_, (Mux(sel[i], self.scores[i], 0)
+                                             for i in range(2 * R)))
         drain_addr = Mux(run, u, self.drain_u)
         m.d.comb += [l_rd.addr.eq(drain_addr), self.l_rd.eq(l_rd.data)]
         if isinstance(A, FloatArith):
