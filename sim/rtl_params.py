@@ -24,8 +24,9 @@ class RtlParams:
 
     lane_latency        U_j may enter line_skew + r*q/L + lane_latency cycles after
                         the cycle following S_j's last word at the array's entry (the
-                        score's product register, the lane's stages to its bus, the
-                        replay's reaction and entry register)
+                        score's operand and product registers, the lane's stages to
+                        the MACs' bus registers, the replay's reaction and entry
+                        register)
     lane_busy_tail      cycles a lane still has a row in flight after issuing its last
                         one (what `exp_busy` counts)
     lane_start          cycles from the lanes' earliest read of S_j's scores (the model's
@@ -67,16 +68,16 @@ class RtlParams:
                         r (int8's slot-by-slot replay), max(r, L_acc) for a float format
     """
 
-    lane_latency: int = 15
+    lane_latency: int = 16
     lane_busy_tail: int = 14
     line_skew: int | None = None
     drain_start: int = 4
-    normalizer_latency: int = 24
+    normalizer_latency: int = 26
     read_start: int = 10
     feed_start: int = 3
     write_tail: int = 9
     feed_pad_rows: bool = False
-    lane_start: int = 2
+    lane_start: int = 3
     row_issue: int = 2
     room_issue: int = 5
     beat_leave: int = 3

@@ -391,7 +391,7 @@ class Int8Arith:
 
     def reciprocal(self, m, l, *, en=None, domain="sync"):
         """(y, e) with 1/l = y * 2**-e, y in recip_shape, for l in l_shape (l < 1 reads as 1);
-        valid `reciprocal_latency` cycles after l: three stages for the seed, then six per
+        valid `reciprocal_latency` cycles after l: three stages for the seed, then seven per
         Newton step (each of its two multiplies: partial products, their sum, what follows)."""
         return self._reciprocal(Stages(m, domain, en), l)
 
@@ -434,20 +434,21 @@ class Int8Arith:
         y, mnt_k, e_k = y3, mnt3, e3
         one2 = 1 << (F + 1)
         for k in range(cfg.recip_iters):
-            # y <- y * (2 - mnt*y), six stages: products, sum, 2 - round(sum) (one
+            # y <- y * (2 - mnt*y), seven stages: products, sum, 2 - round(sum) (one
             # subtraction: one2 - floor((t + h) / 2**F) = floor((K - t) / 2**F) with
             # K = one2 * 2**F - h + 2**F - 1) into the operand registers, products, sum,
-            # round and clamp; y, mnt and e are carried along.
+            # round, clamp (one carry chain each: the clamp's result goes on to the next
+            # step's multipliers); y, mnt and e are carried along.
             names = (f"y{k}", f"mnt{k}", f"e{k}")
             regs = [[y, mnt_k, e_k]]
-            for stage in range(6):
+            for stage in range(7):
                 regs.append([Signal.like(v, name=f"recip_{n}_{stage}") for v, n in zip(regs[-1], names)])
-            carry = [[new.eq(old) for new, old in zip(regs[i + 1], regs[i])] for i in range(6)]
+            carry = [[new.eq(old) for new, old in zip(regs[i + 1], regs[i])] for i in range(7)]
             tp = Signal(2 * F + 2, name=f"recip_tp{k}")
             yp = Signal(2 * F + 4, name=f"recip_yp{k}")
             yb = Signal(F + 1, name=f"recip_y{k}")
             K = (one2 << F) - (1 << (F - 1)) + (1 << F) - 1
-            ynew = round_shift(yp, F)
+            ynew = Signal(round_shift(yp, F).shape(), name=f"recip_yr{k}")
             two_t = comb(m, (K - tp) >> F, unsigned(F + 3), f"recip_2t{k}")
             pp2, products2 = partial_products(regs[2][0], two_t, name=f"recip_y{k}",
                                               registered=True)
@@ -456,13 +457,14 @@ class Int8Arith:
             st.stage(carry[2], products2.operands)
             st.stage(carry[3], products2)
             st.stage(carry[4], yp.eq(sum_partials(pp2)))
+            st.stage(carry[5], ynew.eq(round_shift(yp, F)))
             y_next = comb(m, Mux(ynew > (1 << F), 1 << F, ynew), unsigned(F + 1), f"recip_yn{k}")
             if k + 1 < cfg.recip_iters:
-                pp1, products1 = newton_t(k + 1, regs[5][1], y_next)
-                st.stage(carry[5], yb.eq(y_next), products1.operands)
+                pp1, products1 = newton_t(k + 1, regs[6][1], y_next)
+                st.stage(carry[6], yb.eq(y_next), products1.operands)
             else:
-                st.stage(carry[5], yb.eq(y_next))
-            y, mnt_k, e_k = yb, regs[6][1], regs[6][2]
+                st.stage(carry[6], yb.eq(y_next))
+            y, mnt_k, e_k = yb, regs[7][1], regs[7][2]
         return y, e_k
 
     # -- NumPy twins --------------------------------------------------------------------
