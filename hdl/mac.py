@@ -121,11 +121,12 @@ class MAC(wiring.Component):
     Ports: `line_id` the index of its line (an input, so that every line is the same
     module), `wi` the word from the previous MAC (or the line entry), `wo` the
     word one cycle later, `pick_in` the (bank, slot) of `wi` (the previous MAC's
-    `pick_out`, a copy of its `wo`'s; the line entry's for MAC 0), `score` the two banks of r scores (bank * r + slot; written
-    by the group's last MAC only), `chain_in` / `chain_out` the adder chain of the
-    partial scores (s > 1), `pa` the lane's write bus (registered here, `pa_layout`),
-    `drain_addr` / `o_rd` the drain read port of O (data one cycle after the address;
-    used only while no V word is present).
+    `pick_out`, a copy of its `wo`'s; the line entry's for MAC 0), `score` the two
+    banks of r scores (bank * r + slot; written by the group's last MAC only),
+    `chain_in` / `chain_out` the adder chain of the partial scores (s > 1), `pa` the
+    lane's write bus (registered here, `pa_layout`), `drain_addr` / `o_rd` the drain
+    read port of O (data one cycle after the address; used only while no V word is
+    present).
     """
 
     def __init__(self, *, arith, mac_lines, macs_per_line, rows_per_mac, head_dim,
@@ -170,9 +171,9 @@ class MAC(wiring.Component):
         """Cycles from the last K word at a group's last MAC to the row's score in its
         bank. int8: the operand registers and the q*k product register (a DSP's input
         and output registers, or LUTs) before the accumulator's, and with s > 1 the adder
-        chain's stage. Float: the product
-        and the accumulator's pipelines, and with s > 1 one addition per MAC of the
-        chain plus the registers between them (see the module docstring)."""
+        chain's stage. Float: the product and the accumulator's pipelines, and with
+        s > 1 one addition per MAC of the chain plus the registers between them (see
+        the module docstring)."""
         if isinstance(arith, FloatArith):
             Lm, La = arith.product_latency, arith.accumulate_latency
             return Lm + La if split == 1 else Lm + La * split + 1
