@@ -21,6 +21,7 @@ from attenio import validate
 
 from . import hierarchy
 from .formats import FloatArith
+from .formats.dsp import and_all, or_all
 from .kv_buffer import mask_layout
 from .mac import MAC, check_arith, word_layout
 from .softmax import SoftmaxLane, start_layout
@@ -64,20 +65,6 @@ def _line_signature(*, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, 
                                     rows_per_mac=rows_per_mac, head_dim=head_dim, lanes=lanes,
                                     split=split)),
     }
-
-
-def _and_all(values):
-    out = 1
-    for v in values:
-        out = out & v
-    return out
-
-
-def _or_all(values):
-    out = 0
-    for v in values:
-        out = out | v
-    return out
 
 
 class MacLine(wiring.Component):
@@ -161,8 +148,8 @@ class MacLine(wiring.Component):
                          lane.row_base.eq(self.row_base + g * gl),
                          lane.consume.eq(self.consume), lane.drain_u.eq(drain.u)]
             lanes.append(lane)
-        m.d.comb += [self.ready[b].eq(_and_all(lane.ready[b] for lane in lanes)) for b in range(2)]
-        m.d.comb += self.exp_active.eq(_or_all(lane.active for lane in lanes))
+        m.d.comb += [self.ready[b].eq(and_all(lane.ready[b] for lane in lanes)) for b in range(2)]
+        m.d.comb += self.exp_active.eq(or_all(lane.active for lane in lanes))
 
         # Drain: memories answer one cycle after the address; select the group, then register.
         mac_sel = Signal.like(drain.mac)
@@ -236,8 +223,8 @@ class PEArray(wiring.Component):
                          line.drain.mac.eq(drain.mac), line.drain.lane.eq(drain.lane)]
             lines.append(line)
         m.d.comb += self.tail.eq(lines[0].tail)
-        m.d.comb += [self.ready[b].eq(_and_all(line.ready[b] for line in lines)) for b in range(2)]
-        m.d.comb += self.exp_active.eq(_or_all(line.exp_active for line in lines))
+        m.d.comb += [self.ready[b].eq(and_all(line.ready[b] for line in lines)) for b in range(2)]
+        m.d.comb += self.exp_active.eq(or_all(line.exp_active for line in lines))
         # The line select follows the data through the line's registers, then one more here.
         line_sel = [Signal.like(drain.line, name=f"drain_line_{k}")
                     for k in range(MacLine.drain_read_latency)]

@@ -63,9 +63,6 @@ A float format (`FloatArith`) keeps m in fp32 and runs the row as
 and the drain also reads m (`m_rd`): a row whose max ends NaN or +inf outputs NaN.
 """
 
-import functools
-import operator
-
 from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
@@ -75,7 +72,7 @@ from attenio import validate
 from attenio.regmap import MAX_HEAD_GROUP
 
 from .formats import FloatArith, Int8Arith
-from .formats.dsp import Stages
+from .formats.dsp import Stages, or_all
 from .kv_buffer import mask_layout
 
 __all__ = ["pa_layout", "start_layout", "SoftmaxLane"]
@@ -102,8 +99,8 @@ class SoftmaxLane(wiring.Component):
     Ports: `scores` the MACs' score registers (index (mac * 2 + bank) * r + slot);
     `start` the line's pulse; `c` the softmax constant; `mask` the block's causal mask
     and `row_base` the block row of the lane's first row (slot 0 of its first MAC group),
-    whose slot s rows lie `slot_stride` * s further; `pa` the write bus (unregistered: `pa_layout`);
-    `ready`/`consume` the per-bank done flags; `active` a row is in flight
+    whose slot s rows lie `slot_stride` * s further; `pa` the write bus (unregistered,
+    `pa_layout`); `ready`/`consume` the per-bank done flags; `active` a row is in flight
     (issued and not yet written back: r*q/L + `stages` cycles per pass);
     `drain_u`/`l_rd` the drain's read of l (one cycle latency, only while the lane is idle),
     and with a float format `m_rd` its read of m.
@@ -257,8 +254,7 @@ class SoftmaxLane(wiring.Component):
                                    1 << at(0, 1, 0), 1 << at(0, 0, 0)))
         with m.Elif(run):
             m.d.sync += sel.eq(Cat(*step))
-        x0 = functools.reduce(operator.or_, (Mux(sel[i], self.scores[i], 0)
-                                             for i in range(2 * R)))
+        x0 = or_all(Mux(sel[i], self.scores[i], 0) for i in range(2 * R))
         drain_addr = Mux(run, u, self.drain_u)
         m.d.comb += [l_rd.addr.eq(drain_addr), self.l_rd.eq(l_rd.data)]
         if isinstance(A, FloatArith):

@@ -13,6 +13,8 @@
   int64 products through `np_mulshr`).
 * `Stages`: a builder registers its pipeline one stage at a time through it, so
   the stage count it reads at the end is the builder's latency by construction.
+* `and_all` / `or_all`: the reductions of a list of values (an AND-OR selection by a
+  one-hot register is `or_all` of the guarded values).
 """
 
 from amaranth.hdl import (ClockSignal, Const, Elaboratable, Fragment, Instance, Module,
@@ -20,8 +22,9 @@ from amaranth.hdl import (ClockSignal, Const, Elaboratable, Fragment, Instance, 
 import numpy as np
 
 __all__ = ["DSP_SIGNED_BITS", "DSP_UNSIGNED_BITS", "ECP5Target", "LUT_MUL_WIDTH",
-           "PartialProducts", "Stages", "comb", "dsp_lut_width", "lut_built", "np_mulshr",
-           "np_round_shift_mul", "partial_products", "pieces", "round_shift", "sum_partials"]
+           "PartialProducts", "Stages", "and_all", "comb", "dsp_lut_width", "lut_built",
+           "np_mulshr", "np_round_shift_mul", "or_all", "partial_products", "pieces",
+           "round_shift", "sum_partials"]
 
 #: operand bits of one ECP5 MULT18X18D (18 x 18 signed) for an unsigned operand
 DSP_UNSIGNED_BITS = 17
@@ -39,8 +42,8 @@ def lut_built(lut_width, a_bits, b_bits):
     """Whether an `a_bits` x `b_bits` product is built from LUTs on ECP5 under LUT width
     `lut_width`: its narrow operand has at most `lut_width` bits and its wide one at most
     twice that. A Booth array with a long operand is about as deep as a cycle by itself
-    (a 17 x 8 piece: about 9 ns after its operand's route), so such a piece takes a DSP. `attenio.gen.synth.narrow_products`
-    selects the same products for Yosys."""
+    (a 17 x 8 piece: about 9 ns after its operand's route), so such a piece takes a DSP.
+    `attenio.gen.synth.narrow_products` selects the same products for Yosys."""
     return 0 < min(a_bits, b_bits) <= lut_width and max(a_bits, b_bits) <= 2 * lut_width
 
 
@@ -332,6 +335,22 @@ def partial_products(a, b, *, name, registered=False):
 
 def sum_partials(parts):
     return sum(prod << offset for offset, prod in parts)
+
+
+def and_all(values):
+    """The AND of `values` (1 for none)."""
+    out = 1
+    for v in values:
+        out = out & v
+    return out
+
+
+def or_all(values):
+    """The OR of `values` (0 for none): with one-hot guards, a selection."""
+    out = 0
+    for v in values:
+        out = out | v
+    return out
 
 
 def comb(m, value, shape, name):
