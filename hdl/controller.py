@@ -131,16 +131,20 @@ class Controller(wiring.Component):
         # 64-bit counters are far apart on a chip, too far for one cycle.
         code = self.check(m, self.seq_run)
         m.d.comb += self.dma_clear.eq(0)
+        # the start pulse is a register, high in LAUNCH: it enables the sequencers' copies
+        # of the run, some 300 flip-flops each, across the chip
+        m.d.sync += self.seq_start.eq(0)
         run, setup = self.seq_run, self.seq_run.setup
         a = self._block_rows
         na, nn = a.bit_length(), self._max_seq_len.bit_length()
         nw = max(na, nn)
         # restoring division, MSB of `num` first: one comparison (and its subtraction) a cycle;
         # the divisor (gb or a_g) has at most nw bits, the dividend (a, N or HEADS) up to 32
-        num, rem, quo, divisor = Signal(32), Signal(nw + 1), Signal(nw), Signal(nw)
+        # (the quotient has 32 bits: HEADS div gb is the number of passes)
+        num, rem, quo, divisor = Signal(32), Signal(nw + 1), Signal(32), Signal(nw)
         div_i = Signal(range(33))
         shifted = Signal(nw + 1)
-        rem_next, quo_next = Signal(nw + 1), Signal(nw)
+        rem_next, quo_next = Signal(nw + 1), Signal(32)
         m.d.comb += [shifted.eq((rem << 1) | num[-1]),
                      rem_next.eq(Mux(shifted >= divisor, shifted - divisor, shifted)),
                      quo_next.eq((quo << 1) | (shifted >= divisor))]
@@ -199,9 +203,10 @@ class Controller(wiring.Component):
                     m.d.sync += [setup.short_h.eq(rem_next), num.eq(run.heads), rem.eq(0),
                                  quo.eq(0), div_i.eq(32), divisor.eq(setup.gb)]
                     m.next = "DIV_H"
-            with m.State("DIV_H"):      # HEADS mod gb
+            with m.State("DIV_H"):      # passes = HEADS div gb, and HEADS mod gb
                 divide()
                 with m.If(div_i == 1):
+                    m.d.sync += setup.passes.eq(quo_next)
                     m.next = "HEADS"
             with m.State("HEADS"):      # grouped: HEADS a multiple of gb
                 with m.If(run.grouped & (rem != 0)):
@@ -222,9 +227,9 @@ class Controller(wiring.Component):
                     with m.If(mul_b[0]):
                         m.d.sync += acc.eq(acc + x)
                 with m.If(div_i == 1):
+                    m.d.sync += self.seq_start.eq(1)
                     m.next = "LAUNCH"
             with m.State("LAUNCH"):
-                m.d.comb += self.seq_start.eq(1)
                 m.d.sync += self.cycles.eq(self.cycles + 1)
                 m.next = "RUN"
             with m.State("RUN"):

@@ -37,6 +37,7 @@ from attenio import validate
 from attenio.analysis import block_keys
 from attenio.regmap import MAX_HEAD_GROUP
 
+from .counter import DownCounter
 from .kv_buffer import Kind, start_layout   # the core's feed and block command: one definition
 from .dma import command_layout, write_done_layout
 
@@ -50,6 +51,7 @@ def setup_layout(addr_width):
     group with MODE.GROUPED, else 1), and the block sizes and strides scaled by it."""
     return data.StructLayout({
         "gb": unsigned(8),
+        "passes": unsigned(32),     # HEADS div gb
         "kv_every": unsigned(32),   # query-head passes per K/V head: 1 grouped, else g
         "a_g": unsigned(32),        # rows of each head in a full block, a div gb
         "a_full": unsigned(32),     # a full block's rows, gb * a_g
@@ -73,7 +75,7 @@ def run_layout(addr_width):
                               "setup": setup_layout(addr_width)})
 
 
-def run_setup(*, seq_len, block_rows, causal=False, kv_len=None, group=1, grouped=False,
+def run_setup(*, seq_len, heads, block_rows, causal=False, kv_len=None, group=1, grouped=False,
               q_head_stride=0, o_head_stride=0):
     """The Python twin of the controller's setup: `setup_layout`'s fields as a dict."""
     n_kv = seq_len if kv_len is None else kv_len
@@ -81,7 +83,7 @@ def run_setup(*, seq_len, block_rows, causal=False, kv_len=None, group=1, groupe
     a_g = block_rows // gb
     short_h = seq_len % a_g
     skip = (n_kv - seq_len) % 2 ** 32
-    return {"gb": gb, "kv_every": 1 if grouped else group, "a_g": a_g, "a_full": gb * a_g,
+    return {"gb": gb, "passes": heads // gb, "kv_every": 1 if grouped else group, "a_g": a_g, "a_full": gb * a_g,
             "short_h": short_h, "short": gb * short_h, "gn": gb * seq_len, "skip": skip,
             "gskip": gb * skip % 2 ** 32, "q_group_stride": gb * q_head_stride % 2 ** 32,
             "o_group_stride": gb * o_head_stride % 2 ** 32}
@@ -165,37 +167,36 @@ class ReadSequencer(wiring.Component):
         m.d.comb += [self.kind.valid.eq(tags.r_rdy), self.kind.payload.eq(tags.r_data),
                      tags.r_en.eq(self.kind.ready)]
 
-        # Loop ends are tested on down-counters (`== 1` is a few LUTs), never on a count
-        # plus one compared with a run parameter (two carry chains in the handshake path).
-        # A pass serves gb query heads (`setup_layout`): its blocks hold rows_h rows of each,
-        # row-major, rows_valid = gb * rows_h block rows. Both are kept, so nothing divides.
+        # Loop ends are tested on down-counters whose `last` is a register (`DownCounter`),
+        # never on a count plus one compared with a run parameter (two carry chains in the
+        # handshake path). A pass serves gb query heads (`setup_layout`): its blocks hold
+        # rows_h rows of each, row-major, rows_valid = gb * rows_h block rows. Both are
+        # kept, so nothing divides.
         su = run.setup
-        heads_left = Signal(32)     # query heads not yet finished, this pass's included
+        n = self._max_seq_len
+        m.submodules.passes_left = passes_left = DownCounter(32)  # this one included
+        m.submodules.group_left = group_left = DownCounter(32)    # passes to read this K/V head
+        m.submodules.q_left = q_left = DownCounter(a.bit_length())  # this block's Q rows to issue
+        m.submodules.q_heads = q_heads = DownCounter(8)           # this Q row's heads to issue
+        m.submodules.kv_left = kv_left = DownCounter(n.bit_length())  # K/V pairs to issue after K_0
         rows_left = Signal(32)      # block rows of this pass not yet in a block
         rows_left_h = Signal(32)    # the same, rows of each head
         rows_valid = Signal(range(a + 1))  # the next block's rows, min(rows_left, a_full)
         rows_h = Signal(range(a + 1))      # of each head, rows_valid / gb
-        q_left = Signal(range(a + 1))      # Q rows of this block not yet issued
-        q_heads = Signal(8)                # heads of this Q row not yet issued
-        kv_left = Signal(32)        # K/V pairs of this block not yet issued, after K_0
-        group_left = Signal(32)     # passes still to read this K/V head, this one included
-        n = self._max_seq_len
         # causal: the last key of the rows already in blocks, rows_done + N_kv - N, kept
         # running so that a block's keys are one addition (the controller refused N_kv < N);
         # gb times it beside, the lanes' scaled diagonal of the next block
         keys_end = Signal(range(n + 1))
         gkeys_end = Signal(range(MAX_HEAD_GROUP * n + 1))
-        block_keys = Signal(range(n + 1))  # this block's K/V rows
+        block_pairs = Signal(range(n + 1)) # this block's K/V rows less one, kv_left's start
+        one_key = Signal()                 # this block reads one K/V row
         size_keys = Signal(range(n + 1))   # the next block's K/V rows, sized in SIZE
         head_first = Signal()              # the next block is its pass's first
-        # V_LAST's decisions, registered every cycle: their counters change only on leaving
-        # V_LAST (heads_left, group_left) or BLOCK (rows_left), and Q and K_FIRST take a
-        # cycle each before the next V_LAST, so the flags are current there; a 32-bit
-        # comparison stays out of the handshake that enables the head pointers (the 4x4's
-        # worst routed path, docs/synthesis.md)
-        more_rows, last_pass, group_end = Signal(), Signal(), Signal()
-        m.d.sync += [more_rows.eq(rows_left != 0), last_pass.eq(heads_left <= su.gb),
-                     group_end.eq(group_left == 1)]
+        # V_LAST's decision on rows, registered every cycle: rows_left changes only on
+        # leaving BLOCK, and Q and K_FIRST take a cycle each before the next V_LAST, so the
+        # flag is current there
+        more_rows = Signal()
+        m.d.sync += more_rows.eq(rows_left != 0)
         q_head, k_head, v_head = (Signal(aw, name=f"{t}_head") for t in "qkv")
         q_ptr, k_ptr, v_ptr = (Signal(aw, name=f"{t}_ptr") for t in "qkv")
         q_row = Signal(aw)                 # this Q row of the pass's first head
@@ -211,6 +212,7 @@ class ReadSequencer(wiring.Component):
             tags.w_data.eq(issue_kind),
             tags.w_en.eq(self.cmd.valid & self.cmd.ready),
             issued.eq(self.cmd.valid & self.cmd.ready),
+            q_heads.init.eq(su.gb),
         ]
 
         def issue_row(kind, ptr, tensor=None):
@@ -225,19 +227,21 @@ class ReadSequencer(wiring.Component):
             """Once the command is taken, `counter` counts it; the one taken at 1 moves to
             `state` (a later `m.next` in the same state yields to this one)."""
             with m.If(issued):
-                m.d.sync += counter.eq(counter - 1)
-                with m.If(counter == 1):
+                m.d.comb += counter.step.eq(1)
+                with m.If(counter.last):
                     m.next = state
 
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start):
                     su_in = self.run.setup
-                    m.d.sync += [run.eq(self.run), heads_left.eq(self.run.heads),
+                    m.d.comb += [passes_left.load.eq(1), passes_left.init.eq(su_in.passes),
+                                 group_left.load.eq(1), group_left.init.eq(su_in.kv_every)]
+                    m.d.sync += [run.eq(self.run),
                                  rows_left.eq(su_in.gn), rows_left_h.eq(self.run.seq_len),
                                  q_head.eq(self.run.q.base), k_head.eq(self.run.k.base),
                                  v_head.eq(self.run.v.base), q_ptr.eq(self.run.q.base),
-                                 q_row.eq(self.run.q.base), group_left.eq(su_in.kv_every),
+                                 q_row.eq(self.run.q.base),
                                  keys_end.eq(su_in.skip), gkeys_end.eq(su_in.gskip),
                                  head_first.eq(1)]
                     m.next = "SIZE"
@@ -265,26 +269,29 @@ class ReadSequencer(wiring.Component):
                              self.block.payload.gdiag.eq(Mux(run.causal, gkeys_end, 0)),
                              self.block.payload.step.eq(su.gb)]
                 with m.If(self.block.ready):
-                    m.d.sync += [k_ptr.eq(k_head), v_ptr.eq(v_head), q_left.eq(rows_valid),
-                                 q_heads.eq(su.gb),
+                    m.d.comb += [q_left.load.eq(1), q_left.init.eq(rows_valid),
+                                 q_heads.load.eq(1)]
+                    m.d.sync += [k_ptr.eq(k_head), v_ptr.eq(v_head),
                                  rows_left.eq(rows_left - rows_valid),
-                                 rows_left_h.eq(rows_left_h - rows_h), block_keys.eq(size_keys),
+                                 rows_left_h.eq(rows_left_h - rows_h),
+                                 block_pairs.eq(size_keys - 1), one_key.eq(size_keys == 1),
                                  keys_end.eq(size_keys), gkeys_end.eq(gkeys_end + rows_valid),
                                  head_first.eq(0)]
                     m.next = "Q"
             with m.State("Q"):              # row t of each of the pass's heads, then t + 1
                 issue_row(Kind.Q, q_ptr)
                 with m.If(issued):
-                    m.d.sync += [q_heads.eq(q_heads - 1), q_ptr.eq(q_ptr + run.q.head_stride)]
-                    with m.If(q_heads == 1):
-                        m.d.sync += [q_heads.eq(su.gb), q_row.eq(q_row + run.q.row_stride),
+                    m.d.comb += [q_heads.step.eq(1), q_heads.load.eq(q_heads.last)]
+                    m.d.sync += q_ptr.eq(q_ptr + run.q.head_stride)
+                    with m.If(q_heads.last):
+                        m.d.sync += [q_row.eq(q_row + run.q.row_stride),
                                      q_ptr.eq(q_row + run.q.row_stride)]
                 count_down(q_left, "K_FIRST")
             with m.State("K_FIRST"):
                 issue_row(Kind.K, k_ptr, run.k)
                 with m.If(issued):
-                    m.d.sync += kv_left.eq(block_keys - 1)
-                    with m.If(block_keys == 1):
+                    m.d.comb += [kv_left.load.eq(1), kv_left.init.eq(block_pairs)]
+                    with m.If(one_key):
                         m.next = "V_LAST"
                     with m.Else():
                         m.next = "KV_K"
@@ -302,20 +309,21 @@ class ReadSequencer(wiring.Component):
                 with m.If(issued):
                     with m.If(more_rows):
                         m.next = "SIZE"
-                    with m.Elif(last_pass):     # the controller refused HEADS mod gb
+                    with m.Elif(passes_left.last):
                         m.next = "IDLE"
                     with m.Else():
-                        m.d.sync += [heads_left.eq(heads_left - su.gb), rows_left.eq(su.gn),
+                        m.d.comb += [passes_left.step.eq(1), group_left.step.eq(1),
+                                     group_left.load.eq(group_left.last),
+                                     group_left.init.eq(su.kv_every)]
+                        m.d.sync += [rows_left.eq(su.gn),
                                      rows_left_h.eq(run.seq_len),
                                      keys_end.eq(su.skip), gkeys_end.eq(su.gskip),
                                      head_first.eq(1),
                                      q_head.eq(q_head + su.q_group_stride),
                                      q_row.eq(q_head + su.q_group_stride),
-                                     q_ptr.eq(q_head + su.q_group_stride),
-                                     group_left.eq(group_left - 1)]
-                        with m.If(group_end):           # the next K/V head
-                            m.d.sync += [group_left.eq(su.kv_every),
-                                         k_head.eq(k_head + run.k.head_stride),
+                                     q_ptr.eq(q_head + su.q_group_stride)]
+                        with m.If(group_left.last):     # the next K/V head
+                            m.d.sync += [k_head.eq(k_head + run.k.head_stride),
                                          v_head.eq(v_head + run.v.head_stride)]
                         m.next = "SIZE"
         return m
@@ -351,8 +359,11 @@ class WriteSequencer(wiring.Component):
         aw = self._addr_width
         run = Signal(run_layout(aw))
         su = run.setup
-        # down-counters (ends are `== 1`): a pass of gb heads writes row t of each in turn
-        heads_left, rows_left, o_heads = Signal(32), Signal(32), Signal(8)
+        # a pass of gb heads writes row t of each in turn; the ends are registers
+        # (`DownCounter`), since the DMA's `ready` enables everything they decide
+        m.submodules.o_heads = o_heads = DownCounter(8)         # this row's heads to issue
+        m.submodules.rows_left = rows_left = DownCounter(32)    # this pass's rows to finish
+        m.submodules.passes_left = passes_left = DownCounter(32)
         o_head, o_row, o_ptr = Signal(aw), Signal(aw), Signal(aw)
         issuing = Signal()
         started = Signal()
@@ -360,12 +371,21 @@ class WriteSequencer(wiring.Component):
 
         issued = self.cmd.valid & self.cmd.ready
         acked = self.done.valid & self.done.ready
+        row_end = issued & o_heads.last
+        pass_end = row_end & rows_left.last
         m.d.comb += [
             self.cmd.valid.eq(issuing),
             self.cmd.payload.addr.eq(o_ptr),
             self.cmd.payload.length.eq(self._row_bytes),
             self.done.ready.eq(1),
             self.busy.eq(issuing | (outstanding != 0)),
+            # a start (which the controller gives only between runs) loads all three
+            o_heads.load.eq(self.start | row_end), o_heads.step.eq(issued),
+            o_heads.init.eq(Mux(self.start, self.run.setup.gb, su.gb)),
+            rows_left.load.eq(self.start | pass_end), rows_left.step.eq(row_end),
+            rows_left.init.eq(Mux(self.start, self.run.seq_len, run.seq_len)),
+            passes_left.load.eq(self.start), passes_left.step.eq(pass_end),
+            passes_left.init.eq(self.run.setup.passes),
         ]
         with m.If(issued & ~acked):
             m.d.sync += outstanding.eq(outstanding + 1)
@@ -374,21 +394,18 @@ class WriteSequencer(wiring.Component):
         with m.If(acked & self.done.payload.error):
             m.d.sync += self.error.eq(1)
         with m.If(issued):
-            m.d.sync += [o_heads.eq(o_heads - 1), o_ptr.eq(o_ptr + run.o.head_stride)]
-            with m.If(o_heads == 1):
-                m.d.sync += [o_heads.eq(su.gb), rows_left.eq(rows_left - 1),
-                             o_row.eq(o_row + run.o.row_stride),
+            m.d.sync += o_ptr.eq(o_ptr + run.o.head_stride)
+            with m.If(o_heads.last):
+                m.d.sync += [o_row.eq(o_row + run.o.row_stride),
                              o_ptr.eq(o_row + run.o.row_stride)]
-                with m.If(rows_left == 1):
-                    m.d.sync += [rows_left.eq(run.seq_len), heads_left.eq(heads_left - su.gb),
-                                 o_head.eq(o_head + su.o_group_stride),
+                with m.If(rows_left.last):
+                    m.d.sync += [o_head.eq(o_head + su.o_group_stride),
                                  o_row.eq(o_head + su.o_group_stride),
                                  o_ptr.eq(o_head + su.o_group_stride)]
-                    with m.If(heads_left <= su.gb):
+                    with m.If(passes_left.last):
                         m.d.sync += issuing.eq(0)
         with m.If(self.start):
-            m.d.sync += [run.eq(self.run), heads_left.eq(self.run.heads),
-                         rows_left.eq(self.run.seq_len), o_heads.eq(self.run.setup.gb),
+            m.d.sync += [run.eq(self.run),
                          o_head.eq(self.run.o.base), o_row.eq(self.run.o.base),
                          o_ptr.eq(self.run.o.base), issuing.eq(1), started.eq(1),
                          self.error.eq(0), self.finished.eq(0)]

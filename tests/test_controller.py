@@ -142,7 +142,8 @@ def test_setup_derives_the_passes_blocks_and_strides(a, n, kv_len, group, groupe
     run = {**GOOD, "heads": 2 * group, "seq_len": n, "kv_len": kv_len, "group": group,
            "grouped": grouped, "causal": causal, "q_head_stride": 1024 * 3,
            "o_head_stride": 1024 * 5}
-    expect = run_setup(seq_len=n, block_rows=a, causal=bool(causal), kv_len=kv_len or n,
+    expect = run_setup(seq_len=n, heads=run["heads"], block_rows=a, causal=bool(causal),
+                       kv_len=kv_len or n,
                        group=group, grouped=bool(grouped), q_head_stride=1024 * 3,
                        o_head_stride=1024 * 5)
     if grouped:
@@ -155,3 +156,15 @@ def test_setup_derives_the_passes_blocks_and_strides(a, n, kv_len, group, groupe
         got = {name: ctx.get(getattr(dut.seq_run.setup, name)) for name in expect}
         assert got == expect
     simulate(run, body, block_rows=a)
+
+
+@pytest.mark.parametrize("heads, group, grouped", [
+    (4_000_000_011, 1, 0), (4_000_000_028, 4, 1), (4_000_000_011, 7, 0)])
+def test_setup_passes_are_heads_div_gb_in_full(heads, group, grouped):
+    """The sequencers count passes, HEADS div gb: a quotient of 32 bits, wider than the
+    block-sized ones the same divider makes."""
+    async def body(ctx, dut):
+        await until_launch(ctx, dut)
+        assert ctx.get(dut.seq_start) and ctx.get(dut.error) == 0
+        assert ctx.get(dut.seq_run.setup.passes) == heads // (group if grouped else 1)
+    simulate({**GOOD, "heads": heads, "group": group, "grouped": grouped}, body)

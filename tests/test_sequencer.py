@@ -29,8 +29,8 @@ def set_run(ctx, port, seq_len, heads, t, causal=False, kv_len=None, group=1, gr
     ctx.set(port.kv_len, seq_len if kv_len is None else kv_len)
     ctx.set(port.group, group)
     ctx.set(port.grouped, int(grouped))
-    setup = run_setup(seq_len=seq_len, block_rows=block_rows, causal=causal, kv_len=kv_len,
-                      group=group, grouped=grouped, q_head_stride=t["q"][1],
+    setup = run_setup(seq_len=seq_len, heads=heads, block_rows=block_rows, causal=causal,
+                      kv_len=kv_len, group=group, grouped=grouped, q_head_stride=t["q"][1],
                       o_head_stride=t["o"][1])
     for name, value in setup.items():
         ctx.set(getattr(port.setup, name), value)
