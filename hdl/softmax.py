@@ -35,9 +35,11 @@ pass of K_j masks block row i when i < step * (j - diag): a block holds the same
 rows of `step` query heads row-major, and step * diag (`gdiag`) comes with the mask,
 so nothing multiplies. A row's block index is slot*G + `row_base` + mac (G =
 `slot_stride`, the array's groups), so each lane counts a threshold per pass,
--(gdiag + row_base) on the block's first, `step` more on each next, and compares it
-with the row's offset slot*G + mac at stage 0 (one comparison). A masked row enters
-stage 1 with the score m_init (-inf for a float format), so its max does not move
+-(gdiag + row_base) on the block's first, `step` more on each next. Beside its
+counters it steps the threshold less the row's offset slot*G + mac and compares it a
+row ahead, so that the row's mask is a register at stage 0 (one subtraction or
+comparison a cycle). A masked row enters stage 1 with the score m_init (-inf for a
+float format), so its max does not move
 (up = 0, m unchanged), and its e is forced to 0 where it leaves exp2: P = 0,
 alpha = 1, l and O add zero.
 
@@ -207,27 +209,36 @@ class SoftmaxLane(wiring.Component):
             with m.If(u == R - 1):
                 m.d.sync += run.eq(0)
         go = (~run | (u == R - 1)) & (hold == 0) & (pend | self.start.valid)
-        # The causal threshold: pass j masks the rows whose offset is below it.
+        # The causal threshold: pass j masks the rows whose offset slot*G + mac is below
+        # it. `gap` is the threshold less row u's offset, stepped beside the counters (-1
+        # along a slot, -G to the next: `slot_gap` is the threshold less slot*G), and
+        # `below` is the comparison for the row the counters hold next, registered: row
+        # u's mask is a flip-flop, not a comparison before the score register.
         G = self._stride
         n = A.max_seq_len
         block = G * r
         g = MAX_HEAD_GROUP
         thr = Signal(range(-(g * n + block), g * n + 1))
+        thr_step = Signal.like(thr)                # thr + step: the next pass's threshold
         base = Signal(range(g * n + block))
-        row_off = Signal(range(block + G))         # slot * G + mac of row u
-        slot_off = Signal(range(block + G))        # slot * G
-        m.d.sync += base.eq(self.mask.gdiag + self.row_base)
+        gap = Signal(range(-(g * n + 2 * block + G), g * n + 1))
+        slot_gap = Signal.like(gap)
+        below = Signal()                           # row u's offset is below the threshold
+        m.d.sync += [base.eq(self.mask.gdiag + self.row_base), thr_step.eq(thr + self.mask.step)]
         with m.If(run):
             with m.If(mac == ql - 1):
-                m.d.sync += [slot_off.eq(slot_off + G), row_off.eq(slot_off + G)]
+                m.d.sync += [slot_gap.eq(slot_gap - G), gap.eq(slot_gap - G),
+                             below.eq(slot_gap > G)]
             with m.Else():
-                m.d.sync += row_off.eq(row_off + 1)
+                m.d.sync += [gap.eq(gap - 1), below.eq(gap > 1)]
         pass_first = Mux(pend, pend_first, self.start.first)
         with m.If(go):
+            # a block's first threshold is -base <= 0: no row is below it
+            thr_new = Mux(pass_first, -base, thr_step)
             m.d.sync += [run.eq(1), u.eq(0), mac.eq(0), slot.eq(0), hold.eq(S),
                          bank.eq(Mux(pend, pend_bank, self.start.bank)),
-                         first.eq(pass_first), row_off.eq(0), slot_off.eq(0),
-                         thr.eq(Mux(pass_first, -base, thr + self.mask.step))]
+                         first.eq(pass_first), thr.eq(thr_new), gap.eq(thr_new),
+                         slot_gap.eq(thr_new), below.eq(~pass_first & (thr_step > 0))]
             m.d.sync += pend.eq(pend & self.start.valid)
         with m.Elif(self.start.valid):
             m.d.sync += pend.eq(1)
@@ -264,7 +275,7 @@ class SoftmaxLane(wiring.Component):
         x1 = Signal(A.score_shape)
         u1, mac1, slot1 = Signal.like(u), Signal.like(mac), Signal.like(slot)
         bank1, first1 = Signal(), Signal()      # passes overlap: each row carries its own
-        masked = self.mask.causal & (row_off < thr)
+        masked = self.mask.causal & below
         mask1 = Signal()
         m.d.sync += [v[0].eq(run), x1.eq(Mux(masked, A.m_init, x0)), u1.eq(u), mac1.eq(mac),
                      slot1.eq(slot), bank1.eq(bank), first1.eq(first), mask1.eq(masked)]
