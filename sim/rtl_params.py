@@ -72,7 +72,7 @@ class RtlParams:
     lane_busy_tail: int = 14
     line_skew: int | None = None
     drain_start: int = 4
-    normalizer_latency: int = 26
+    normalizer_latency: int = 27
     read_start: int = 10
     feed_start: int = 3
     write_tail: int = 9

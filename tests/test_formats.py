@@ -313,9 +313,9 @@ def test_published_latency_is_measured(op, arith):
     assert _measured_latency(arith, op) == getattr(arith, f"{op}_latency")
 
 
-@pytest.mark.parametrize("iters, known", [(0, 3), (1, 10), (2, 17), (3, 24)])
+@pytest.mark.parametrize("iters, known", [(0, 3), (1, 11), (2, 18), (3, 25)])
 def test_published_reciprocal_latency_is_measured(iters, known):
-    # `known`: the drain of hdl/core.py measures 12, 19, 26, 33 cycles for 0..3 Newton steps,
+    # `known`: the drain of hdl/core.py measures 12, 20, 27, 34 cycles for 0..3 Newton steps,
     # of which 9 are not the reciprocal's
     arith = Int8Arith(Int8Format(recip_iters=iters), max_seq_len=N_MAX, head_dim=D)
     assert _measured_latency(arith, "reciprocal") == arith.reciprocal_latency == known

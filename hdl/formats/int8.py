@@ -391,8 +391,9 @@ class Int8Arith:
 
     def reciprocal(self, m, l, *, en=None, domain="sync"):
         """(y, e) with 1/l = y * 2**-e, y in recip_shape, for l in l_shape (l < 1 reads as 1);
-        valid `reciprocal_latency` cycles after l: three stages for the seed, then seven per
-        Newton step (each of its two multiplies: partial products, their sum, what follows)."""
+        valid `reciprocal_latency` cycles after l: three stages for the seed, then, with
+        Newton steps, the first step's operand registers and seven stages per step (each
+        of its two multiplies: partial products, their sum, what follows)."""
         return self._reciprocal(Stages(m, domain, en), l)
 
     def _reciprocal(self, st, l):
@@ -426,12 +427,15 @@ class Int8Arith:
         # ECP5, and no operand shared with a far multiplier.
         def newton_t(k, mnt_d, y_d):
             return partial_products(mnt_d, y_d, name=f"recip_t{k}", registered=True)
-        first_t = []
-        if cfg.recip_iters:
-            pp1, products1 = newton_t(0, mnt2, rd.data)
-            first_t.append(products1.operands)
-        st.stage(y3.eq(rd.data), mnt3.eq(mnt2), e3.eq(e2), *first_t)  # its output registered
+        # the ROM's output registered in the fabric beside it: a block RAM's output is
+        # slow (5.6 ns on ECP5) and the first multiplier may be far
+        st.stage(y3.eq(rd.data), mnt3.eq(mnt2), e3.eq(e2))
         y, mnt_k, e_k = y3, mnt3, e3
+        if cfg.recip_iters:
+            pp1, products1 = newton_t(0, mnt3, y3)
+            y, mnt_k, e_k = (Signal.like(v, name=f"recip_{n}4") for v, n in
+                             ((y3, "seed"), (mnt3, "mnt"), (e3, "e")))
+            st.stage(y.eq(y3), mnt_k.eq(mnt3), e_k.eq(e3), products1.operands)
         one2 = 1 << (F + 1)
         for k in range(cfg.recip_iters):
             # y <- y * (2 - mnt*y), seven stages: products, sum, 2 - round(sum) (one
