@@ -324,6 +324,7 @@ class AttentionCore(wiring.Component):
             kv.rd_addr.eq(replay.rd_addr),
             replay.rd_data.eq(kv.rd_data),
             array.wi.eq(replay.word),
+            array.pick_next.eq(replay.pick_next),
             array.c.eq(replay.c),
             array.mask.eq(replay.mask),
             replay.lanes_ready.eq(array.ready),

@@ -59,10 +59,11 @@ from amaranth.lib.wiring import In, Out
 from attenio import validate
 
 from .formats import FloatArith, Int8Arith
-from .formats.dsp import Stages
+from .formats.dsp import Stages, or_all
 from .softmax import pa_layout
 
-__all__ = ["word_layout", "chain_layout", "pick_layout", "check_arith", "score_period", "MAC"]
+__all__ = ["word_layout", "chain_layout", "pick_layout", "pick_onehot", "check_arith", "score_period",
+           "MAC"]
 
 
 def word_layout(*, mac_lines, macs_per_line, rows_per_mac, head_dim, split=1,
@@ -92,9 +93,15 @@ def chain_layout(*, arith, rows_per_mac):
 
 
 def pick_layout(*, rows_per_mac):
-    """The (bank, slot) of a word at a MAC's input, from a register of its own: what
-    selects the word's (up, e) (`MAC`)."""
-    return data.StructLayout({"bank": 1, "slot": range(rows_per_mac)})
+    """The (bank, slot) of a word at a MAC's input, one-hot (bit bank * r + slot), from a
+    register of its own: what selects the word's (up, e) (`MAC`)."""
+    return data.StructLayout({"onehot": 2 * rows_per_mac})
+
+
+def pick_onehot(bank, slot, *, rows_per_mac):
+    """`pick_layout`'s one-hot of (bank, slot)."""
+    r = rows_per_mac
+    return Cat((bank == b) & (slot == t) for b in range(2) for t in range(r))
 
 
 def check_arith(owner, arith):
@@ -120,8 +127,8 @@ class MAC(wiring.Component):
     (P, alpha) bus address).
     Ports: `line_id` the index of its line (an input, so that every line is the same
     module), `wi` the word from the previous MAC (or the line entry), `wo` the
-    word one cycle later, `pick_in` the (bank, slot) of `wi` (the previous MAC's
-    `pick_out`, a copy of its `wo`'s; the line entry's for MAC 0), `score` the two
+    word one cycle later, `pick_in` the one-hot (bank, slot) of `wi` (the previous MAC's
+    `pick_out`, a copy of its `wo`'s; for MAC 0 the line's, registered beside it), `score` the two
     banks of r scores (bank * r + slot; written by the group's last MAC only),
     `chain_in` / `chain_out` the adder chain of the partial scores (s > 1), `pa` the
     lane's write bus (registered here, `pa_layout`), `drain_addr` / `o_rd` the drain
@@ -207,7 +214,7 @@ class MAC(wiring.Component):
         # multiplexers, 2r wide for every bit of e, are the next MAC's.
         if self._index < self._q - 1:
             pick_r = Signal.like(self.pick_out, name="pick", attrs={"keep": 1})
-            m.d.sync += pick_r.eq(Cat(wi.bank, wi.slot))
+            m.d.sync += pick_r.onehot.eq(pick_onehot(wi.bank, wi.slot, rows_per_mac=r))
             m.d.comb += self.pick_out.eq(pick_r)
 
         m.submodules.q_mem = q_mem = Memory(shape=A.element_shape, depth=r * d, init=[])
@@ -259,8 +266,6 @@ class MAC(wiring.Component):
         # Update, pipelined (`Int8Arith.update`): O is read one cycle ahead (or at the
         # drain's address when no V word comes), and the sum is written
         # `update_latency` cycles after the word.
-        def pick(regs, bank, slot):  # regs[bank * r + slot], as muxes (no "*": see softmax.py)
-            return Array([Array([regs[b * r + t] for t in range(r)]) for b in range(2)])[bank][slot]
         addr = [Signal.like(w.addr, name=f"addr_{k}") for k in range(A.update_latency)]
         en = [Signal(name=f"en_{k}") for k in range(A.update_latency)]
         m.d.sync += [addr[0].eq(w.addr), en[0].eq(w.valid & w.is_u)]
@@ -269,12 +274,15 @@ class MAC(wiring.Component):
         # The word's (up, e), selected a cycle ahead from `wi` (as O is read) so that the
         # update's multiplier takes them from registers; a bus register holding that same
         # (bank, slot) in that cycle is what the registers hold when the word arrives.
+        # The selection is one-hot (wi's, from a register): per (bank, slot) one LUT of
+        # its select, its write enable and the two values, then an OR.
         up_w = Signal(name="up_w")
         e_w = Signal(A.factor_shape, name="e_w")
-        bank, slot = self.pick_in.bank, self.pick_in.slot    # wi's, from a register
-        ahead = pick(pa_we, bank, slot)
-        m.d.sync += [up_w.eq(Mux(ahead, pa_up, pick(up_regs, bank, slot))),
-                     e_w.eq(Mux(ahead, pa_e, pick(e_regs, bank, slot)))]
+        sel = self.pick_in.onehot
+        m.d.sync += [
+            up_w.eq(or_all(sel[k] & Mux(pa_we[k], pa_up, up_regs[k]) for k in range(2 * r))),
+            e_w.eq(or_all(Mux(sel[k], Mux(pa_we[k], pa_e, e_regs[k]), 0)
+                          for k in range(2 * r)))]
         o_new = A.update(m, up_w, e_w, Mux(w.first, 0, o_rd.data), value)
         o_rd_addr = Signal.like(w.addr, name="o_rd_addr", attrs={"keep": 1})
         m.d.sync += o_rd_addr.eq(Mux(wi.valid & wi.is_u, wi.addr, self.drain_addr))

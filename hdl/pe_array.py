@@ -13,7 +13,7 @@ group (one chunk of s elements of a row) and the lanes' running sums l for the
 normalizer's drain (`drain_signature`).
 """
 
-from amaranth.hdl import Array, Cat, Module, Signal
+from amaranth.hdl import Array, Module, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -23,7 +23,7 @@ from . import hierarchy
 from .formats import FloatArith
 from .formats.dsp import and_all, or_all
 from .kv_buffer import mask_layout
-from .mac import MAC, check_arith, word_layout
+from .mac import MAC, check_arith, pick_layout, word_layout
 from .softmax import SoftmaxLane, start_layout
 
 __all__ = ["drain_signature", "MacLine", "PEArray"]
@@ -55,6 +55,7 @@ def _line_signature(*, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, 
                        element=arith.element_shape)
     return {
         "wi": In(word),
+        "pick_next": In(pick_layout(rows_per_mac=rows_per_mac)),
         "tail": Out(word),
         "c": In(arith.c_shape),
         "mask": In(mask_layout(max_seq_len=arith.max_seq_len)),
@@ -73,7 +74,8 @@ class MacLine(wiring.Component):
 
     Ports: `line_id` the line's index (Q words are addressed by it); `row_base` the block
     row of its first group's slot 0 (line_id * q/s); `wi` the entry
-    word; `tail` the word leaving the last MAC; `c` the softmax constant and `mask` the
+    word, and `pick_next` its (bank, slot) a cycle ahead (`RowReplay`), which the line
+    registers for MAC 0's (up, e) selection; `tail` the word leaving the last MAC; `c` the softmax constant and `mask` the
     block's causal mask for the lanes; `ready`/`consume` the lanes' per-bank
     "(P, alpha) written" flags, ANDed, and their clear strobes; `exp_active`
     some lane has a row in flight; `drain` the read port of the normalizer (its
@@ -108,6 +110,10 @@ class MacLine(wiring.Component):
         ql = q // L
         gl = ql // s                             # groups per lane
         drain = self.drain
+        # MAC 0's selection, from a register of this line's own: the entry word's fields
+        # are one register for every line, and the selection's multiplexers are MAC 0's
+        entry_pick = Signal.like(self.pick_next, name="entry_pick", attrs={"keep": 1})
+        m.d.sync += entry_pick.eq(self.pick_next)
         macs = []
         for c in range(q):
             mac = MAC(arith=A, mac_lines=self._p, macs_per_line=q, rows_per_mac=r,
@@ -116,8 +122,7 @@ class MacLine(wiring.Component):
             m.submodules[f"mac{c}"] = mac
             m.d.comb += [mac.line_id.eq(self.line_id),
                          mac.wi.eq(self.wi if c == 0 else macs[-1].wo),
-                         mac.pick_in.eq(Cat(self.wi.bank, self.wi.slot) if c == 0
-                                        else macs[-1].pick_out)]
+                         mac.pick_in.eq(entry_pick if c == 0 else macs[-1].pick_out)]
             if mac.position:
                 m.d.comb += mac.chain_in.eq(macs[-1].chain_out)
             m.d.comb += mac.drain_addr.eq(drain.addr)
@@ -217,7 +222,8 @@ class PEArray(wiring.Component):
                 line = proto if i == 0 else new_line()
                 m.submodules[f"line{i}"] = line
             m.d.comb += [line.line_id.eq(i), line.row_base.eq(i * (self._q // self._s)),
-                         line.wi.eq(self.wi), line.c.eq(self.c), line.mask.eq(self.mask),
+                         line.wi.eq(self.wi), line.pick_next.eq(self.pick_next),
+                         line.c.eq(self.c), line.mask.eq(self.mask),
                          line.consume.eq(self.consume),
                          line.drain.addr.eq(drain.addr), line.drain.u.eq(drain.u),
                          line.drain.mac.eq(drain.mac), line.drain.lane.eq(drain.lane)]

@@ -26,7 +26,7 @@ from amaranth.lib.wiring import In, Out
 
 from attenio import validate
 
-from .mac import word_layout
+from .mac import pick_layout, pick_onehot, word_layout
 
 __all__ = ["drain_layout", "RowReplay"]
 
@@ -47,7 +47,9 @@ class RowReplay(wiring.Component):
     `lanes_ready` / `consume` the array's interlock flags and their clears;
     `drain` the normalizer's block command (its `ready`: the normalizer is idle);
     `c` the softmax constant and `mask` the causal mask (`attenio.hdl.kv_buffer.mask_layout`)
-    for the lanes; `pe_active` a word for S or U entered
+    for the lanes; `pick_next` the next entry word's one-hot (bank, slot), which each line
+    registers for its MAC 0 (`attenio.hdl.mac.pick_layout`: while the word is valid);
+    `pe_active` a word for S or U entered
     the array; `starved` idle with no row to replay; `busy`.
     """
 
@@ -73,6 +75,7 @@ class RowReplay(wiring.Component):
             "drain": Out(stream.Signature(drain_layout(rows=block_rows))),
             "c": Out(c_shape),
             "mask": Out(row_layout["mask"].shape),
+            "pick_next": Out(pick_layout(rows_per_mac=rows_per_mac)),
             "pe_active": Out(1),
             "starved": Out(1),
             "busy": Out(1),
@@ -106,6 +109,8 @@ class RowReplay(wiring.Component):
 
         word = Signal.like(self.word, name="entry")   # the entry word, but for its value
         m.d.comb += self.rd_addr.eq(cur.half * d + elem)
+        # the (bank, slot) the word register takes at this edge, for each line's copy
+        m.d.comb += self.pick_next.onehot.eq(pick_onehot(cur.bank, slot, rows_per_mac=r))
         if P and P > r:                          # the idle cycles of a chunk
             m.d.sync += word.valid.eq(active & ~(chunk_major & (slot >= r)))
         else:

@@ -50,7 +50,7 @@ def run(case, seed):
         ctx.set(dut.pa.valid, 0)
         ctx.set(dut.wi, {"valid": 1, "is_u": 1, "addr": addr, "slot": slot, "bank": bank,
                          "first": 1, "value": [v]})
-        ctx.set(dut.pick_in, {"bank": bank, "slot": slot})     # wi's, as the line wires it
+        ctx.set(dut.pick_in.onehot, 1 << (bank * R + slot))   # wi's, as the line decodes it
         await ctx.tick()
         ctx.set(dut.wi.valid, 0)
         ctx.set(dut.drain_addr, addr)
