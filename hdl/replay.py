@@ -82,9 +82,9 @@ class RowReplay(wiring.Component):
         })
 
     #: cycles from a row's launch (taken off `row`) to its first word at the array's
-    #: entry: the issue counters start, then the word register (whose value is the
-    #: buffer's synchronous read of the same address)
-    issue_latency = 2
+    #: entry: the issue counters start, the word register (beside the buffer's
+    #: synchronous read of the same address), then both in the entry register
+    issue_latency = 3
 
     def elaborate(self, platform):
         m = Module()
@@ -109,8 +109,6 @@ class RowReplay(wiring.Component):
 
         word = Signal.like(self.word, name="entry")   # the entry word, but for its value
         m.d.comb += self.rd_addr.eq(cur.half * d + elem)
-        # the (bank, slot) the word register takes at this edge, for each line's copy
-        m.d.comb += self.pick_next.onehot.eq(pick_onehot(cur.bank, slot, rows_per_mac=r))
         if P and P > r:                          # the idle cycles of a chunk
             m.d.sync += word.valid.eq(active & ~(chunk_major & (slot >= r)))
         else:
@@ -159,8 +157,15 @@ class RowReplay(wiring.Component):
             m.d.sync += active.eq(0)
         m.d.comb += [self.drain.valid.eq(launch & nxt.is_u & nxt.last),
                      self.drain.payload.rows_valid.eq(nxt.rows_valid)]
-        m.d.comb += [self.word.eq(word), self.word.value.eq(self.rd_data)]
+        # The entry register: the word with the buffer's read, which leaves a block RAM
+        # late in its cycle (5.6 ns on ECP5), so it is registered beside the RAM before
+        # it travels to every line; the (bank, slot) it takes at the next edge go to each
+        # line's copy.
+        entry = Signal.like(self.word, name="entry_out")
+        m.d.sync += [entry.eq(word), entry.value.eq(self.rd_data)]
+        m.d.comb += [self.word.eq(entry),
+                     self.pick_next.onehot.eq(pick_onehot(word.bank, word.slot, rows_per_mac=r))]
         m.d.comb += [self.starved.eq(~active & ~row.valid),
-                     self.pe_active.eq(word.valid & (word.is_s | word.is_u)),
-                     self.busy.eq(active | word.valid)]
+                     self.pe_active.eq(entry.valid & (entry.is_s | entry.is_u)),
+                     self.busy.eq(active | word.valid | entry.valid)]
         return m

@@ -68,20 +68,20 @@ class RtlParams:
                         r (int8's slot-by-slot replay), max(r, L_acc) for a float format
     """
 
-    lane_latency: int = 16
+    lane_latency: int = 17
     lane_busy_tail: int = 14
     line_skew: int | None = None
     drain_start: int = 4
     normalizer_latency: int = 27
-    read_start: int = 10
+    read_start: int = 11
     feed_start: int = 3
     write_tail: int = 9
     feed_pad_rows: bool = False
     lane_start: int = 3
-    row_issue: int = 2
-    room_issue: int = 5
-    beat_leave: int = 3
-    block_command: int = 8
+    row_issue: int = 3
+    room_issue: int = 6
+    beat_leave: int = 4
+    block_command: int = 9
     block_fill: int = 1
     block_gap: int = 0
     burst_overhead: int = 0
