@@ -274,15 +274,16 @@ class MAC(wiring.Component):
         # The word's (up, e), selected a cycle ahead from `wi` (as O is read) so that the
         # update's multiplier takes them from registers; a bus register holding that same
         # (bank, slot) in that cycle is what the registers hold when the word arrives.
-        # The selection is one-hot (wi's, from a register): per (bank, slot) one LUT of
-        # its select, its write enable and the two values, then an OR.
+        # The selection is one-hot (wi's, from a register), an AND-OR: two (bank, slot)
+        # pairs a LUT. Whether the bus register holds the word's pair is one bit for
+        # all of e, decided beside the selection and applied after it.
         up_w = Signal(name="up_w")
         e_w = Signal(A.factor_shape, name="e_w")
         sel = self.pick_in.onehot
+        ahead = or_all(sel[k] & pa_we[k] for k in range(2 * r))
         m.d.sync += [
-            up_w.eq(or_all(sel[k] & Mux(pa_we[k], pa_up, up_regs[k]) for k in range(2 * r))),
-            e_w.eq(or_all(Mux(sel[k], Mux(pa_we[k], pa_e, e_regs[k]), 0)
-                          for k in range(2 * r)))]
+            up_w.eq(Mux(ahead, pa_up, or_all(sel[k] & up_regs[k] for k in range(2 * r)))),
+            e_w.eq(Mux(ahead, pa_e, or_all(Mux(sel[k], e_regs[k], 0) for k in range(2 * r))))]
         o_new = A.update(m, up_w, e_w, Mux(w.first, 0, o_rd.data), value)
         o_rd_addr = Signal.like(w.addr, name="o_rd_addr", attrs={"keep": 1})
         m.d.sync += o_rd_addr.eq(Mux(wi.valid & wi.is_u, wi.addr, self.drain_addr))

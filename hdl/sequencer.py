@@ -175,7 +175,8 @@ class ReadSequencer(wiring.Component):
         su = run.setup
         n = self._max_seq_len
         m.submodules.passes_left = passes_left = DownCounter(32)  # this one included
-        m.submodules.group_left = group_left = DownCounter(32)    # passes to read this K/V head
+        # passes to read this K/V head: kv_every, 1 or the group (at most MAX_HEAD_GROUP)
+        m.submodules.group_left = group_left = DownCounter(MAX_HEAD_GROUP.bit_length())
         m.submodules.q_left = q_left = DownCounter(a.bit_length())  # this block's Q rows to issue
         m.submodules.q_heads = q_heads = DownCounter(8)           # this Q row's heads to issue
         m.submodules.kv_left = kv_left = DownCounter(n.bit_length())  # K/V pairs to issue after K_0
