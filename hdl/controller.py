@@ -157,6 +157,18 @@ class Controller(wiring.Component):
         pe_active, exp_active, stalled = Signal(), Signal(), Signal()
         m.d.sync += [pe_active.eq(self.pe_active), exp_active.eq(self.exp_active),
                      stalled.eq(self.starved & ~self.pe_active & ~self.exp_active)]
+        # The counters' enables are registers of their own (LAUNCH or RUN, and RUN), set
+        # and cleared with the state: a state decode would drive the 256 enables from
+        # wherever the state machine is placed.
+        counting, running = Signal(), Signal()
+        with m.If(counting):
+            m.d.sync += self.cycles.eq(self.cycles + 1)
+        with m.If(running):
+            m.d.sync += [
+                self.pe_busy.eq(self.pe_busy + pe_active),
+                self.exp_busy.eq(self.exp_busy + exp_active),
+                self.mem_stall.eq(self.mem_stall + stalled),
+            ]
 
         mul_b = Signal(self.group_bits)     # gb, shifted out LSB first
         a_mod = Signal(nw + 1)              # a mod gb
@@ -227,20 +239,14 @@ class Controller(wiring.Component):
                     with m.If(mul_b[0]):
                         m.d.sync += acc.eq(acc + x)
                 with m.If(div_i == 1):
-                    m.d.sync += self.seq_start.eq(1)
+                    m.d.sync += [self.seq_start.eq(1), counting.eq(1)]
                     m.next = "LAUNCH"
             with m.State("LAUNCH"):
-                m.d.sync += self.cycles.eq(self.cycles + 1)
+                m.d.sync += running.eq(1)
                 m.next = "RUN"
             with m.State("RUN"):
-                m.d.sync += [
-                    self.cycles.eq(self.cycles + 1),
-                    self.pe_busy.eq(self.pe_busy + pe_active),
-                    self.exp_busy.eq(self.exp_busy + exp_active),
-                    self.mem_stall.eq(self.mem_stall + stalled),
-                ]
                 with m.If(self.finished & ~self.readers_busy & ~self.core_busy):
-                    m.d.sync += [self.busy.eq(0), self.done.eq(1)]
+                    m.d.sync += [self.busy.eq(0), self.done.eq(1), counting.eq(0), running.eq(0)]
                     with m.If(self.dma_error.read):
                         m.d.sync += self.error.eq(ErrorCode.AXI_READ)
                     with m.Elif(self.dma_error.write):
