@@ -314,8 +314,11 @@ class MAC(wiring.Component):
         A, s = self._arith, self._s
         st = Stages(m)
         # The operands registered, then the product: Q's read and a LUT-built product
-        # (`attenio.hdl.formats.dsp.lut_built`) are one cycle each.
-        q_op, k_op = st.delay(q, 1, "q_op"), st.delay(value, 1, "k_op")
+        # (`attenio.hdl.formats.dsp.lut_built`) are one cycle each. Kept: K's operand
+        # register holds the bits of the next MAC's word register, and merged into it the
+        # product would read its operand from the next MAC.
+        q_op = st.delay(q, 1, "q_op", keep=True)
+        k_op = st.delay(value, 1, "k_op", keep=True)
         ctrl = [st.delay(x, 1, n) for x, n in ((w.valid & w.is_s, "k_en"), (w.kfirst, "k_first"),
                                               (w.klast, "k_last"), (w.bank, "k_bank"),
                                               (w.slot, "k_slot"))]

@@ -101,12 +101,15 @@ class Stages:
             with m.If(self._en):
                 m.d[self._domain] += statements
 
-    def delay(self, value, cycles, name):
+    def delay(self, value, cycles, name, *, keep=False):
         """`value` `cycles` later, held while the pipeline stalls, counting no stage: what
-        rides alongside stages a nested builder counts on this same `Stages`."""
+        rides alongside stages a nested builder counts on this same `Stages`. `keep`: the
+        registers are kept (`attenio.gen.synth.KEPT_REGISTERS`), never merged with an equal
+        register elsewhere."""
         cur = Value.cast(value)
+        attrs = {"keep": 1} if keep else {}
         for k in range(cycles):
-            nxt = Signal(cur.shape(), name=f"{name}_d{k}")
+            nxt = Signal(cur.shape(), name=f"{name}_d{k}", attrs=attrs)
             self.register(self._m, [nxt.eq(cur)])
             cur = nxt
         return cur
