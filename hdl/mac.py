@@ -62,8 +62,8 @@ from .formats import FloatArith, Int8Arith
 from .formats.dsp import Stages, or_all
 from .softmax import pa_layout
 
-__all__ = ["word_layout", "chain_layout", "pick_layout", "pick_onehot", "check_arith", "score_period",
-           "MAC"]
+__all__ = ["word_layout", "chain_layout", "pick_layout", "pick_onehot", "check_arith",
+           "score_period", "MAC"]
 
 
 def word_layout(*, mac_lines, macs_per_line, rows_per_mac, head_dim, split=1,
@@ -127,13 +127,13 @@ class MAC(wiring.Component):
     (P, alpha) bus address).
     Ports: `line_id` the index of its line (an input, so that every line is the same
     module), `wi` the word from the previous MAC (or the line entry), `wo` the
-    word one cycle later, `pick_in` the one-hot (bank, slot) of `wi` (the previous MAC's
-    `pick_out`, a copy of its `wo`'s; for MAC 0 the line's, registered beside it), `score` the two
-    banks of r scores (bank * r + slot; written by the group's last MAC only),
-    `chain_in` / `chain_out` the adder chain of the partial scores (s > 1), `pa` the
-    lane's write bus (registered here, `pa_layout`), `drain_addr` / `o_rd` the drain
-    read port of O (data one cycle after the address; used only while no V word is
-    present).
+    word one cycle later, `pick_in` the one-hot (bank, slot) of `wi` (the previous
+    MAC's `pick_out`, a copy of its `wo`'s; for MAC 0 the line's, registered beside
+    it), `score` the two banks of r scores (bank * r + slot; written by the group's
+    last MAC only), `chain_in` / `chain_out` the adder chain of the partial scores
+    (s > 1), `pa` the lane's write bus (registered here, `pa_layout`), `drain_addr` /
+    `o_rd` the drain read port of O (data one cycle after the address; used only while
+    no V word is present).
     """
 
     def __init__(self, *, arith, mac_lines, macs_per_line, rows_per_mac, head_dim,

@@ -73,13 +73,13 @@ class MacLine(wiring.Component):
     q/(L s) groups each). Every line is the same module: its index is an input.
 
     Ports: `line_id` the line's index (Q words are addressed by it); `row_base` the block
-    row of its first group's slot 0 (line_id * q/s); `wi` the entry
-    word, and `pick_next` its (bank, slot) a cycle ahead (`RowReplay`), which the line
-    registers for MAC 0's (up, e) selection; `tail` the word leaving the last MAC; `c` the softmax constant and `mask` the
-    block's causal mask for the lanes; `ready`/`consume` the lanes' per-bank
-    "(P, alpha) written" flags, ANDed, and their clear strobes; `exp_active`
-    some lane has a row in flight; `drain` the read port of the normalizer (its
-    `line` is ignored here).
+    row of its first group's slot 0 (line_id * q/s); `wi` the entry word, and `pick_next`
+    its one-hot (bank, slot) a cycle ahead (`RowReplay`), which the line registers for
+    MAC 0's (up, e) selection; `tail` the word leaving the last MAC; `c` the softmax
+    constant and `mask` the block's causal mask for the lanes; `ready`/`consume` the
+    lanes' per-bank "(P, alpha) written" flags, ANDed, and their clear strobes;
+    `exp_active` some lane has a row in flight; `drain` the read port of the normalizer
+    (its `line` is ignored here).
     """
 
     def __init__(self, *, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, lanes,

@@ -83,9 +83,10 @@ def run_setup(*, seq_len, heads, block_rows, causal=False, kv_len=None, group=1,
     a_g = block_rows // gb
     short_h = seq_len % a_g
     skip = (n_kv - seq_len) % 2 ** 32
-    return {"gb": gb, "passes": heads // gb, "kv_every": 1 if grouped else group, "a_g": a_g, "a_full": gb * a_g,
-            "short_h": short_h, "short": gb * short_h, "gn": gb * seq_len, "skip": skip,
-            "gskip": gb * skip % 2 ** 32, "q_group_stride": gb * q_head_stride % 2 ** 32,
+    return {"gb": gb, "passes": heads // gb, "kv_every": 1 if grouped else group, "a_g": a_g,
+            "a_full": gb * a_g, "short_h": short_h, "short": gb * short_h, "gn": gb * seq_len,
+            "skip": skip, "gskip": gb * skip % 2 ** 32,
+            "q_group_stride": gb * q_head_stride % 2 ** 32,
             "o_group_stride": gb * o_head_stride % 2 ** 32}
 
 

@@ -219,7 +219,9 @@ class SoftmaxLane(wiring.Component):
         block = G * r
         g = MAX_HEAD_GROUP
         thr = Signal(range(-(g * n + block), g * n + 1))
-        thr_step = Signal.like(thr)                # thr + step: the next pass's threshold
+        # thr + step, the next pass's threshold, a cycle behind thr and the mask: passes
+        # start S + 1 cycles apart at least, and a block's mask before its first pass
+        thr_step = Signal.like(thr)
         base = Signal(range(g * n + block))
         gap = Signal(range(-(g * n + 2 * block + G), g * n + 1))
         slot_gap = Signal.like(gap)
