@@ -106,6 +106,7 @@ class CoreTiming:
     row_issue         a row's launch to its first word at the array (the replay's issue):
                       also the cycle after the drain's last issue to the earliest entry
                       of the next block's first K word
+    row_ready         a row's last element into the KV buffer to its earliest launch
     score_period      cycles per chunk of a K row: r (slot by slot, int8) or
                       max(r, L_acc) (chunk by chunk, the float formats' accumulator loop);
                       a K row costs score_period*d/s cycles, a V row r*d/s
@@ -120,6 +121,7 @@ class CoreTiming:
     drain_start: int
     normalizer_latency: int
     row_issue: int
+    row_ready: int
     score_period: int
 
     @property
@@ -144,6 +146,7 @@ class CoreTiming:
             drain_start=Normalizer.trigger_latency(arith),
             normalizer_latency=Normalizer.latency(arith),
             row_issue=issue,
+            row_ready=KVBuffer.row_latency,
             score_period=score_period(arith, rows_per_mac) or rows_per_mac,
         )
 

@@ -19,10 +19,11 @@ array needs to know of it (`row_layout`). A row's half of the buffer stays
 reserved until the replay pulses `release` after its last read; the halves are
 used alternately, so `row` and `release` both follow the same order.
 
-A row is offered on `row` in the very cycle its last element arrives (the
-stream's payload then comes from the fill counters rather than from the stored
-tag), so with one pass per row (r = 1) and an unbroken feed the array sees no
-bubble between rows.
+A row is offered on `row` the cycle after its last element arrives, from the
+stored tag and the half's `full` flag: registers, since the replay's launch
+fans out from `row.valid` and the feed's handshake is already a few LUTs deep.
+A half may be refilled from the cycle of its `release`, so with one pass per
+row (r = 1) and an unbroken feed the array still sees no bubble between rows.
 """
 
 from amaranth.hdl import Module, Mux, Signal, signed
@@ -133,6 +134,8 @@ class KVBuffer(wiring.Component):
 
     #: cycles from a block accepted on `start` to `filling` (a register)
     start_latency = 1
+    #: cycles from a row's last element taken off `feed` to the row offered on `row`
+    row_latency = 1
 
     @property
     def rows(self):
@@ -200,7 +203,10 @@ class KVBuffer(wiring.Component):
             filled.rows_valid.eq(block_rows), filled.c.eq(block_c), filled.mask.eq(block_mask),
         ]
         feed = self.feed
-        m.d.comb += feed.ready.eq(filling & ~full.bit_select(fill_half, 1))
+        # A full half is the oldest (halves fill and release in turn): the feed may refill
+        # it in the cycle its release comes, the replay reading its last chunk (the read
+        # port returns the old value when the addresses meet, d/s = 1)
+        m.d.comb += feed.ready.eq(filling & (~full.bit_select(fill_half, 1) | self.release))
         take = feed.valid & feed.ready
         row_in = take & (elem == d - 1)          # the row completes this cycle
         m.d.comb += [wr.addr.eq(fill_half * d + elem), wr.data.eq(feed.payload.value),
@@ -233,18 +239,14 @@ class KVBuffer(wiring.Component):
                 with m.If(v_left == 1):
                     m.d.sync += filling.eq(0)
 
-        # The next row: stored, or completing this cycle.
-        arriving = row_in & (fill_half == head)
-        m.d.comb += [
-            self.row.valid.eq(full.bit_select(head, 1) | arriving),
-            self.row.payload.eq(Mux(full.bit_select(head, 1), tags[head].as_value(),
-                                    filled.as_value())),
-        ]
+        # The next row, stored
+        m.d.comb += [self.row.valid.eq(full.bit_select(head, 1)),
+                     self.row.payload.eq(tags[head].as_value())]
         with m.If(self.row.valid & self.row.ready):
             m.d.sync += head.eq(~head)
         with m.If(self.release):
             m.d.sync += [full.bit_select(oldest, 1).eq(0), oldest.eq(~oldest)]
-        with m.If(row_in):                      # never the half being released
+        with m.If(row_in):                      # after a release of the same half (d/s = 1)
             m.d.sync += full.bit_select(fill_half, 1).eq(1)
 
         m.d.comb += self.busy.eq(filling | full.any())

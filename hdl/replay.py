@@ -26,6 +26,7 @@ from amaranth.lib.wiring import In, Out
 
 from attenio import validate
 
+from .counter import DownCounter
 from .mac import pick_layout, pick_onehot, word_layout
 
 __all__ = ["drain_layout", "RowReplay"]
@@ -96,16 +97,20 @@ class RowReplay(wiring.Component):
         elem = Signal(range(d))                  # the chunk of the row
         slot = Signal(range(P or r))             # t, the pass (or the slot of the chunk)
         chunk_major = cur.is_s                   # with a score period: chunk by chunk
-        last_pass = addr == r * d - 1
-        if P:
-            last_pass = Mux(chunk_major, (elem == d - 1) & (slot == P - 1), last_pass)
-        last_word = active & Mux(cur.is_q, elem == d - 1, last_pass)
         nxt = row.payload
+        # The words left of the row, whose end is a register (`DownCounter`): the last word
+        # frees the replay for the next row and releases the row's half of the buffer,
+        # which the feed refills in that very cycle.
+        k_words = P * d if P else r * d
+        m.submodules.words_left = left = DownCounter(max(d, k_words, r * d).bit_length())
+        m.d.comb += [left.init.eq(Mux(nxt.is_q, d, Mux(nxt.is_s, k_words, r * d))),
+                     left.step.eq(active)]
+        last_word = active & left.last
         schedule_ok = Mux(nxt.is_u, self.lanes_ready.bit_select(nxt.bank, 1),
                           Mux(nxt.is_s & nxt.first, self.drain.ready, 1))
         free = ~active | last_word               # the replay may take the next row
         launch = free & row.valid & schedule_ok
-        m.d.comb += [row.ready.eq(launch), self.release.eq(last_word)]
+        m.d.comb += [row.ready.eq(launch), self.release.eq(last_word), left.load.eq(launch)]
 
         word = Signal.like(self.word, name="entry")   # the entry word, but for its value
         m.d.comb += self.rd_addr.eq(cur.half * d + elem)
@@ -139,8 +144,8 @@ class RowReplay(wiring.Component):
 
         # A free replay loads the next row and restarts the counters that the issue above
         # advances, launched or not: they matter only while `active`, which only a launch
-        # sets. So the row's valid, which can arrive from the feed in this very cycle
-        # (`attenio.hdl.kv_buffer`), drives a few flags, not every bit of the row.
+        # sets. So the row's valid and the schedule drive a few flags (`active`, the
+        # consume pulses, the block's c and mask), not every bit of the row.
         with m.If(free):
             m.d.sync += [cur.eq(nxt), addr.eq(Mux(nxt.is_q, nxt.qbase, 0)), elem.eq(0),
                          slot.eq(0)]

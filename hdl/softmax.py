@@ -196,19 +196,23 @@ class SoftmaxLane(wiring.Component):
             busy = busy | vk
         # A pass may start in the cycle the previous one issues its last row, and S + 1
         # cycles after the previous start at the earliest: its row u then reads m and l
-        # after the previous pass wrote them (`hold` counts that down).
+        # after the previous pass wrote them (`hold` counts that down). `go` is a gate of
+        # flags: the ends of u and of hold are registered as the counters step, since `go`
+        # restarts every counter and the score selection across the lane.
         hold = Signal(range(S + 1))
-        with m.If(hold != 0):
-            m.d.sync += hold.eq(hold - 1)
+        held = Signal(init=1)                    # hold == 0
+        u_last = Signal()                        # u == R - 1, while `run`
+        with m.If(~held):
+            m.d.sync += [hold.eq(hold - 1), held.eq(hold == 1)]
         with m.If(run):
-            m.d.sync += u.eq(u + 1)
+            m.d.sync += [u.eq(u + 1), u_last.eq(u == R - 2 if R > 1 else 1)]
             with m.If(mac == ql - 1):
                 m.d.sync += [mac.eq(0), slot.eq(slot + 1)]
             with m.Else():
                 m.d.sync += mac.eq(mac + 1)
-            with m.If(u == R - 1):
+            with m.If(u_last):
                 m.d.sync += run.eq(0)
-        go = (~run | (u == R - 1)) & (hold == 0) & (pend | self.start.valid)
+        go = (~run | u_last) & held & (pend | self.start.valid)
         # The causal threshold: pass j masks the rows whose offset slot*G + mac is below
         # it. `gap` is the threshold less row u's offset, stepped beside the counters (-1
         # along a slot, -G to the next: `slot_gap` is the threshold less slot*G), and
@@ -237,7 +241,8 @@ class SoftmaxLane(wiring.Component):
         with m.If(go):
             # a block's first threshold is -base <= 0: no row is below it
             thr_new = Mux(pass_first, -base, thr_step)
-            m.d.sync += [run.eq(1), u.eq(0), mac.eq(0), slot.eq(0), hold.eq(S),
+            m.d.sync += [run.eq(1), u.eq(0), u_last.eq(R == 1), mac.eq(0), slot.eq(0),
+                         hold.eq(S), held.eq(0),
                          bank.eq(Mux(pend, pend_bank, self.start.bank)),
                          first.eq(pass_first), thr.eq(thr_new), gap.eq(thr_new),
                          slot_gap.eq(thr_new), below.eq(~pass_first & (thr_step > 0))]

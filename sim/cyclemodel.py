@@ -231,9 +231,9 @@ class _Machine:
         hands the core a block's command before its reads, and the core takes it when
         the previous block's feed is complete). The row fills the KV buffer one
         element a cycle once its first beat is through and its half of the buffer is
-        free (the row two before it has been replayed), and it is usable `row_issue`
-        cycles after its last element (the replay may launch it in that very cycle).
-        Times: the model's clock, on which a read issued at t has its last byte at
+        free (the row two before it has been replayed); the replay may launch it
+        `row_ready` cycles after its last element, and its first word is at the array
+        `row_issue` cycles after the launch. Times: the model's clock, on which a read issued at t has its last byte at
         the link's arrival time (`attenio.sim.memmodel.Link`)."""
         p, fill = self.params, self.m.feed_row
         issue = self.cmd[0] if self.cmd[1] else 0
@@ -244,11 +244,13 @@ class _Machine:
         arrival = self.link.read(issue, self.row_bytes)
         self.c["bytes_read"] += self.row_bytes
         first_elem = arrival - self.xfer + self.first_beat - p.row_issue
-        start = max(first_elem, self.ends[0] - p.row_issue + 1, self.fill_free)
+        # the half is free from the cycle of the last word's issue of the row two before
+        start = max(first_elem, self.ends[0] - p.row_issue, self.fill_free)
         self.fill_free = start + fill
         self.pops.append(max(start + (self.beats - 1) * self.beat_fill - 1,
                              arrival - p.beat_leave))
-        return max(start + fill - 1, arrival + self.beat_fill - p.row_issue - 1) + p.row_issue
+        last_elem = max(start + fill - 1, arrival + self.beat_fill - p.row_issue - 1)
+        return last_elem + p.row_ready + p.row_issue
 
     def _new_block(self):
         """A block's last V row is in the KV buffer: the core takes the next block's

@@ -47,9 +47,10 @@ class RtlParams:
                         zeros (Qload always a*d cycles); the core feeds only the valid
                         rows (rows_valid*d cycles), hence False
     row_issue           cycles from a row's launch to its first word at the array (the
-                        replay's); a row may launch in the cycle its last element
-                        enters the KV buffer, and the next block's first K row in the
+                        replay's); the next block's first K row may launch in the
                         cycle after the drain's last read of O and l
+    row_ready           cycles from a row's last element entering the KV buffer to its
+                        launch at the earliest (the buffer's `row` from registers)
     room_issue          cycles from a row's last beat leaving the read FIFO to the model's
                         issue of the row `depth` later (the reader's room register, then
                         the read path's offset: `TopTiming.read_offset`)
@@ -79,6 +80,7 @@ class RtlParams:
     feed_pad_rows: bool = False
     lane_start: int = 3
     row_issue: int = 3
+    row_ready: int = 1
     room_issue: int = 6
     beat_leave: int = 4
     block_command: int = 9

@@ -98,8 +98,9 @@ def test_compute_bound_blocks_take_2rdN_plus_qload():
     res = simulate(plan)
     blocks = plan.q_blocks
     bw, lat = plan.budget.bw_bytes_per_cycle, plan.budget.latency_cycles
-    # the first Q row: its first byte after the latency, then d cycles into the KV buffer
-    first = max(lat + ceil(d / bw), lat + 1 + d - 1)
+    # the first Q row: its first byte after the latency, then d cycles into the KV buffer,
+    # offered to the replay row_ready cycles after its last element
+    first = max(lat + ceil(d / bw), lat + 1 + d - 1) + p.row_ready
     start = p.read_start                        # the RTL's own pipeline on the first access
     last_rows = n - (blocks - 1) * a
     # the last block's drain: its reads, the normalizer, the write's response, the tail
