@@ -272,18 +272,16 @@ class MAC(wiring.Component):
         m.d.sync += [addr[k].eq(addr[k - 1]) for k in range(1, len(addr))]
         m.d.sync += [en[k].eq(en[k - 1]) for k in range(1, len(en))]
         # The word's (up, e), selected a cycle ahead from `wi` (as O is read) so that the
-        # update's multiplier takes them from registers; a bus register holding that same
-        # (bank, slot) in that cycle is what the registers hold when the word arrives.
-        # The selection is one-hot (wi's, from a register), an AND-OR: two (bank, slot)
-        # pairs a LUT. Whether the bus register holds the word's pair is one bit for
-        # all of e, decided beside the selection and applied after it.
+        # update's multiplier takes them from registers. The selection is one-hot (wi's,
+        # from a register), an AND-OR: two (bank, slot) pairs a LUT. It reads the (bank,
+        # slot) registers alone: the lane's `ready` rises the cycle after the last of them
+        # is written (`SoftmaxLane.ready_stage`), so no V word meets its pair still in
+        # the bus register.
         up_w = Signal(name="up_w")
         e_w = Signal(A.factor_shape, name="e_w")
         sel = self.pick_in.onehot
-        ahead = or_all(sel[k] & pa_we[k] for k in range(2 * r))
-        m.d.sync += [
-            up_w.eq(Mux(ahead, pa_up, or_all(sel[k] & up_regs[k] for k in range(2 * r)))),
-            e_w.eq(Mux(ahead, pa_e, or_all(Mux(sel[k], e_regs[k], 0) for k in range(2 * r))))]
+        m.d.sync += [up_w.eq(or_all(sel[k] & up_regs[k] for k in range(2 * r))),
+                     e_w.eq(or_all(Mux(sel[k], e_regs[k], 0) for k in range(2 * r)))]
         o_new = A.update(m, up_w, e_w, Mux(w.first, 0, o_rd.data), value)
         o_rd_addr = Signal.like(w.addr, name="o_rd_addr", attrs={"keep": 1})
         m.d.sync += o_rd_addr.eq(Mux(wi.valid & wi.is_u, wi.addr, self.drain_addr))

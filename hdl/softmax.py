@@ -43,8 +43,11 @@ float format), so its max does not move
 (up = 0, m unchanged), and its e is forced to 0 where it leaves exp2: P = 0,
 alpha = 1, l and O add zero.
 
-A pass on bank b ends with `ready[b]` set; the core clears it (`consume[b]`) as
-V_j enters the array, the single interlock of the schedule. A pass starts when
+A pass on bank b ends with `ready[b]` set as its last row's (up, e) reach the
+MACs' (bank, slot) registers, a cycle after their bus registers
+(`SoftmaxLane.ready_stage`), so a MAC selects a V word's pair from those
+registers alone; the core clears it
+(`consume[b]`) as V_j enters the array, the single interlock of the schedule. A pass starts when
 the previous one has issued its last row and at least S + 1 cycles after the
 previous start (S = `SoftmaxLane.stages`), so each row reads m and l after the previous
 pass wrote them; a start pulse arriving earlier waits in a one-deep pending
@@ -167,6 +170,12 @@ class SoftmaxLane(wiring.Component):
         issue): to exp2, a float format's conversion to fp32, the bus register."""
         extra = arith.to_float_latency if isinstance(arith, FloatArith) else 0
         return SoftmaxLane._e_stage(arith) + extra + 1
+
+    @staticmethod
+    def ready_stage(arith):
+        """The stage at which `ready` shows a pass's last row: with its (up, e) in the
+        MACs' (bank, slot) registers, a cycle after their bus registers."""
+        return SoftmaxLane.bus_stage(arith) + 1
 
     def elaborate(self, platform):
         m = Module()
@@ -297,16 +306,19 @@ class SoftmaxLane(wiring.Component):
             m_wr.addr.eq(u_w), m_wr.data.eq(m_new_w), m_wr.en.eq(v[S - 1]),
             l_wr.addr.eq(u_w), l_wr.data.eq(l_new), l_wr.en.eq(v[S - 1]),
         ]
+        # The pass's last row on the bus, registered beside the MACs' bus registers; `ready`
+        # rises as their (bank, slot) registers hold it
+        bus_last, bus_last_bank = Signal(), Signal()
+        m.d.sync += [bus_last.eq(bus_valid & (bus_u == R - 1)), bus_last_bank.eq(bus_bank)]
         for b in range(2):
-            with m.If(bus_valid & (bus_u == R - 1) & (bus_bank == b)):
+            with m.If(bus_last & (bus_last_bank == b)):
                 m.d.sync += self.ready[b].eq(1)
             with m.Elif(self.consume[b]):
                 m.d.sync += self.ready[b].eq(0)
         return m
 
     def _bus(self, m, valid, ctrl, up, e):
-        """(up, e) of the row with `ctrl` onto the bus, which the MACs register; `ready`
-        rises with their registers."""
+        """(up, e) of the row with `ctrl` onto the bus, which the MACs register."""
         u, mac, slot, bank = ctrl
         m.d.comb += [self.pa.valid.eq(valid), self.pa.mac.eq(mac), self.pa.slot.eq(slot),
                      self.pa.bank.eq(bank), self.pa.up.eq(up), self.pa.e.eq(e)]

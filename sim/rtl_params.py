@@ -69,7 +69,7 @@ class RtlParams:
                         r (int8's slot-by-slot replay), max(r, L_acc) for a float format
     """
 
-    lane_latency: int = 17
+    lane_latency: int = 18
     lane_busy_tail: int = 14
     line_skew: int | None = None
     drain_start: int = 4

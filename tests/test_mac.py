@@ -1,9 +1,11 @@
-"""One MAC's O update against the (P, alpha) the lane writes in the same cycle.
+"""One MAC's O update against the (P, alpha) the lane wrote last.
 
-The MAC selects a word's (up, e) a cycle ahead, from `wi`, into registers; a lane write
-in its bus register for that (bank, slot) in that very cycle must be what the update uses,
-as it is when the registers are read in the word's own cycle (hdl/mac.py). The bus is
-registered in the MAC: a write the lane drives in one cycle is in the register the next.
+The bus is registered in the MAC, and its (bank, slot) registers take the bus register
+a cycle later: a write the lane drives in cycle t is in the bus register in t + 1 and in
+the pair's registers from t + 2. The MAC selects a word's (up, e) a cycle ahead, from
+`wi`, from the pair's registers alone (hdl/mac.py); the lane's `ready` rises only when
+they hold its pass's last row (hdl/softmax.py). So the latest write the update must use
+is one in the bus register the cycle before the word's wi cycle.
 """
 
 import numpy as np
@@ -19,8 +21,8 @@ ARITH = Int8Arith(max_seq_len=64, head_dim=D)
 
 def run(case, seed):
     """O after one V word for (bank, slot) of value v, with a lane write in the bus
-    register in the word's `wi` cycle as `case` says; returns (O element, e written before,
-    e written then, v)."""
+    register the cycle before the word's `wi` cycle as `case` says; returns (O element,
+    e written before, e written then, v)."""
     rng = np.random.default_rng(seed)
     print(f"seed {seed}")
     dut = MAC(arith=ARITH, mac_lines=1, macs_per_line=2, rows_per_mac=R, head_dim=D,
@@ -38,8 +40,8 @@ def run(case, seed):
         await ctx.tick()
         ctx.set(dut.pa.valid, 0)
         await ctx.tick()
-        # the cycle before the word is on wi: the lane writes again, as `case` says, so
-        # that the write is in the MAC's bus register in the word's wi cycle
+        # two cycles before the word is on wi: the lane writes again, as `case` says, so
+        # that the write is in the MAC's bus register the cycle before the word's wi cycle
         if case == "same":
             write(LANE_INDEX, bank, slot, e_new)
         elif case == "other_mac":
@@ -48,6 +50,7 @@ def run(case, seed):
             write(LANE_INDEX, bank, (slot + 1) % R, e_new)
         await ctx.tick()
         ctx.set(dut.pa.valid, 0)
+        await ctx.tick()
         ctx.set(dut.wi, {"valid": 1, "is_u": 1, "addr": addr, "slot": slot, "bank": bank,
                          "first": 1, "value": [v]})
         ctx.set(dut.pick_in.onehot, 1 << (bank * R + slot))   # wi's, as the line decodes it
@@ -71,7 +74,7 @@ def expected(p, v):
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_a_lane_write_in_the_words_wi_cycle_is_the_one_the_update_uses(seed):
+def test_a_lane_write_just_before_the_words_wi_cycle_is_the_one_the_update_uses(seed):
     o, _, e_new, v = run("same", seed)
     assert o == expected(e_new, v)
 
