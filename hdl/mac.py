@@ -59,7 +59,7 @@ from amaranth.lib.wiring import In, Out
 from attenio import validate
 
 from .formats import FloatArith, Int8Arith
-from .formats.dsp import Stages, or_all
+from .formats.dsp import Stages, dsp_lut_width, lut_built, or_all
 from .softmax import pa_layout
 
 __all__ = ["word_layout", "chain_layout", "pick_layout", "pick_onehot", "check_arith",
@@ -176,15 +176,14 @@ class MAC(wiring.Component):
     @staticmethod
     def score_latency(arith, split):
         """Cycles from the last K word at a group's last MAC to the row's score in its
-        bank. int8: the operand registers and the q*k product register (a DSP's input
-        and output registers, or LUTs) before the accumulator's, and with s > 1 the adder
-        chain's stage. Float: the product and the accumulator's pipelines, and with
+        bank. int8: the operand registers and q*k's two stages (`MAC._qk`) before the
+        accumulator's, and with s > 1 the adder chain's stage. Float: the product and the accumulator's pipelines, and with
         s > 1 one addition per MAC of the chain plus the registers between them (see
         the module docstring)."""
         if isinstance(arith, FloatArith):
             Lm, La = arith.product_latency, arith.accumulate_latency
             return Lm + La if split == 1 else Lm + La * split + 1
-        return 2 if split == 1 else 3
+        return 3 if split == 1 else 4
 
     @property
     def index(self):
@@ -240,7 +239,7 @@ class MAC(wiring.Component):
         if isinstance(A, FloatArith):
             self._float_scores(m, w, q_rd.data, value)
         else:
-            self._int8_scores(m, w, q_rd.data, value)
+            self._int8_scores(m, w, q_rd.data, value, dsp_lut_width(platform))
 
         # (up, e) registers, written by the lane over its line-local bus (to the whole group).
         # The MACs of a group hold the same values: kept, each MAC selects from its own copy
@@ -306,25 +305,45 @@ class MAC(wiring.Component):
                     with m.If((bank == b) & (slot == t)):
                         m.d.sync += regs[b * r + t].eq(value)
 
-    def _int8_scores(self, m, w, q, value):
+    @staticmethod
+    def _qk(m, q, k, lut_width):
+        """q * k two cycles after q and k (signed elements). Built from LUTs (ECP5 under
+        `lut_width`, `attenio.hdl.formats.dsp.lut_built`, or any other target), it is two
+        narrow products, q times each half of k, registered, then their sum: a Booth
+        array and one carry chain a cycle, where the whole product was a Booth array
+        and its summing tree. A product that takes a DSP has its output registered
+        twice."""
+        n = len(q) + len(k)
+        qk = Signal(signed(n), name="qk")
+        if lut_width is not None and not lut_built(lut_width, len(q), len(k) - len(k) // 2):
+            qk_p = Signal(signed(n), name="qk_p")
+            m.d.sync += [qk_p.eq(q.as_signed() * k.as_signed()), qk.eq(qk_p)]
+            return qk
+        h = len(k) // 2
+        lo = Signal(signed(len(q) + h + 1), name="qk_lo")   # q * k[:h], k[:h] unsigned
+        hi = Signal(signed(n - h), name="qk_hi")            # q * k[h:], signed
+        m.d.sync += [lo.eq(q.as_signed() * k[:h].as_unsigned()),
+                     hi.eq(q.as_signed() * k[h:].as_signed()),
+                     qk.eq(lo + (hi << h))]
+        return qk
+
+    def _int8_scores(self, m, w, q, value, lut_width):
         """Exact integer scores: one accumulator, restarted at k = 0 and copied to its bank
         at k = d/s - 1 (`score_latency`); with s > 1 the chain in lockstep."""
         A, s = self._arith, self._s
         st = Stages(m)
-        # The operands registered, then the product: Q's read and a LUT-built product
-        # (`attenio.hdl.formats.dsp.lut_built`) are one cycle each. Kept: K's operand
+        # The operands registered, then the product (`_qk`, two cycles). Kept: K's operand
         # register holds the bits of the next MAC's word register, and merged into it the
         # product would read its operand from the next MAC.
         q_op = st.delay(q, 1, "q_op", keep=True)
         k_op = st.delay(value, 1, "k_op", keep=True)
-        ctrl = [st.delay(x, 1, n) for x, n in ((w.valid & w.is_s, "k_en"), (w.kfirst, "k_first"),
+        ctrl = [st.delay(x, 3, n) for x, n in ((w.valid & w.is_s, "k_en"), (w.kfirst, "k_first"),
                                               (w.klast, "k_last"), (w.bank, "k_bank"),
                                               (w.slot, "k_slot"))]
-        prod = Signal(signed(16), name="qk")
+        prod = self._qk(m, q_op, k_op, lut_width)
         s_en, s_first, s_last = Signal(name="s_en"), Signal(name="s_first"), Signal(name="s_last")
         s_bank, s_slot = Signal.like(w.bank, name="s_bank"), Signal.like(w.slot, name="s_slot")
-        m.d.sync += [prod.eq(q_op.as_signed() * k_op.as_signed()),
-                     Cat(s_en, s_first, s_last, s_bank, s_slot).eq(Cat(*ctrl))]
+        m.d.comb += Cat(s_en, s_first, s_last, s_bank, s_slot).eq(Cat(*ctrl))
         acc = Signal(A.score_shape)
         acc_next = Signal(A.score_shape, name="acc_next")
         m.d.comb += acc_next.eq(Mux(s_first, 0, acc) + prod)

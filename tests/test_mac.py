@@ -10,6 +10,7 @@ is one in the bus register the cycle before the word's wi cycle.
 
 import numpy as np
 import pytest
+from amaranth.hdl import Module, Signal, signed
 from amaranth.sim import Simulator
 
 from attenio.hdl.formats import Int8Arith
@@ -83,3 +84,31 @@ def test_a_lane_write_just_before_the_words_wi_cycle_is_the_one_the_update_uses(
 def test_other_writes_in_that_cycle_leave_the_words_pair_alone(case):
     o, e_old, _, v = run(case, 7)
     assert o == expected(e_old, v)
+
+
+@pytest.mark.parametrize("lut_width", [None, 8, 0], ids=["generic", "ecp5-luts", "ecp5-dsp"])
+def test_qk_is_the_signed_product_two_cycles_later_for_every_pair(lut_width):
+    """`MAC._qk` on every pair of int8 operands, a new pair each cycle: the two halves of
+    k (LUT-built, or generic) or the DSP's product registered twice."""
+    m = Module()
+    q, k = Signal(signed(8)), Signal(signed(8))
+    qk = MAC._qk(m, q, k, lut_width)
+    pairs = [(a, b) for a in range(-128, 128) for b in range(-128, 128)]
+    bad = []
+
+    async def tb(ctx):
+        for i in range(len(pairs) + 2):
+            if i < len(pairs):
+                ctx.set(q, pairs[i][0])
+                ctx.set(k, pairs[i][1])
+            if i >= 2:
+                a, b = pairs[i - 2]
+                if ctx.get(qk) != a * b:
+                    bad.append((a, b, ctx.get(qk)))
+            await ctx.tick()
+
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    assert not bad, bad[:5]
