@@ -176,6 +176,9 @@ class KVBuffer(wiring.Component):
 
         start = self.start
         m.d.comb += start.ready.eq(~filling)
+        # The block's registers load on the handshake alone; the command's check decides
+        # only `filling` and `error` (they matter only while filling), so it is not in the
+        # enable of every block register.
         with m.If(start.valid & start.ready):
             cmd = start.payload
             bad = ((cmd.rows_valid == 0) | (cmd.rows_valid > self.rows) |
@@ -183,13 +186,14 @@ class KVBuffer(wiring.Component):
             with m.If(bad):
                 m.d.sync += self.error.eq(1)
             with m.Else():
-                m.d.sync += [filling.eq(1), in_q.eq(1), block_rows.eq(cmd.rows_valid),
-                             block_c.eq(self.c), elem.eq(0), q_left.eq(cmd.rows_valid),
-                             block_mask.causal.eq(cmd.causal),
-                             block_mask.gdiag.eq(cmd.gdiag), block_mask.step.eq(cmd.step),
-                             q_mac.eq(0), q_line.eq(0), q_base.eq(0),
-                             k_left.eq(cmd.n_keys), v_left.eq(cmd.n_keys), lead.eq(0),
-                             k_bank.eq(0), v_bank.eq(0), k_first.eq(1), v_first.eq(1)]
+                m.d.sync += filling.eq(1)
+            m.d.sync += [in_q.eq(1), block_rows.eq(cmd.rows_valid),
+                         block_c.eq(self.c), elem.eq(0), q_left.eq(cmd.rows_valid),
+                         block_mask.causal.eq(cmd.causal),
+                         block_mask.gdiag.eq(cmd.gdiag), block_mask.step.eq(cmd.step),
+                         q_mac.eq(0), q_line.eq(0), q_base.eq(0),
+                         k_left.eq(cmd.n_keys), v_left.eq(cmd.n_keys), lead.eq(0),
+                         k_bank.eq(0), v_bank.eq(0), k_first.eq(1), v_first.eq(1)]
 
         want_k = ~in_q & (k_left != 0) & (lead != 2)
         filled = Signal(self._row_layout)        # the tag of the row being filled
