@@ -73,7 +73,7 @@ class RtlParams:
     lane_busy_tail: int = 14
     line_skew: int | None = None
     drain_start: int = 4
-    normalizer_latency: int = 27
+    normalizer_latency: int = 28
     read_start: int = 11
     feed_start: int = 3
     write_tail: int = 9

@@ -24,7 +24,7 @@ import numpy as np
 __all__ = ["DSP_SIGNED_BITS", "DSP_UNSIGNED_BITS", "ECP5Target", "LUT_MUL_WIDTH",
            "PartialProducts", "Stages", "and_all", "comb", "dsp_lut_width", "lut_built",
            "np_mulshr", "np_round_shift_mul", "or_all", "partial_products", "pieces",
-           "round_shift", "sum_partials"]
+           "round_shift", "sum_pairs", "sum_partials"]
 
 #: operand bits of one ECP5 MULT18X18D (18 x 18 signed) for an unsigned operand
 DSP_UNSIGNED_BITS = 17
@@ -338,6 +338,22 @@ def partial_products(a, b, *, name, registered=False):
 
 def sum_partials(parts):
     return sum(prod << offset for offset, prod in parts)
+
+
+def sum_pairs(parts, name):
+    """One level of a tree of additions over `parts` [(offset, value)]: ([(offset, sum)],
+    statements) with the parts added in pairs (an odd last one passed on) into new
+    signals, which the statements drive; the caller registers them in a stage of their
+    own (`Stages.stage`), one adder a stage. The new parts sum to what `parts` sum to."""
+    out, statements = [], []
+    for i in range(0, len(parts), 2):
+        pair = sorted(parts[i:i + 2], key=lambda p: p[0])
+        lo = pair[0][0]
+        value = sum(v << (o - lo) for o, v in pair)
+        s = Signal(value.shape(), name=f"{name}{i // 2}")
+        out.append((lo, s))
+        statements.append(s.eq(value))
+    return out, statements
 
 
 def and_all(values):

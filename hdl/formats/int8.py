@@ -94,7 +94,7 @@ import numpy as np
 from attenio.formats import Int8Format
 
 from .dsp import (Stages, comb, np_mulshr, np_round_shift_mul, partial_products, round_shift,
-                  sum_partials)
+                  sum_pairs, sum_partials)
 
 __all__ = ["Int8Arith"]
 
@@ -342,14 +342,23 @@ class Int8Arith:
         # The operands registered first, by the products themselves: o and y come from
         # registers that serve every element of a chunk, far from some of the multipliers.
         parts, products = partial_products(o, y, name="finalize", registered=True)
-        es = [Signal(self.recip_exp_shape, name=f"finalize_e{k}") for k in range(3)]
-        st.stage(products.operands, es[0].eq(e))
-        st.stage(products, es[1].eq(es[0]))
+        e_k = Signal(self.recip_exp_shape, name="finalize_e0")
+        st.stage(products.operands, e_k.eq(e))
+        e_next = Signal.like(e_k, name="finalize_e1")
+        st.stage(products, e_next.eq(e_k))
+        # the pieces summed in pairs, one adder a stage, the last pair into `prod`
+        level = 0
+        while len(parts) > 2:
+            e_k, e_next = e_next, Signal.like(e_k, name=f"finalize_e{level + 2}")
+            parts, sums = sum_pairs(parts, f"finalize_sum{level}_")
+            st.stage(sums, e_next.eq(e_k))
+            level += 1
         prod = Signal(signed(o.shape().width + y.shape().width + 1), name="finalize_prod")
-        st.stage(prod.eq(sum_partials(parts)), es[2].eq(es[1]))
+        e_last = Signal.like(e_k, name="finalize_e_last")
+        st.stage(prod.eq(sum_partials(parts)), e_last.eq(e_next))
         wide = signed(self.o_shape.width + self.recip_shape.width + 3 - shift)
         half = Signal(wide, name="finalize_half")       # value / 2**(shift - 1 + e)
-        st.stage(half.eq((prod >> (shift - 1)) >> es[2]))
+        st.stage(half.eq((prod >> (shift - 1)) >> e_last))
         v = comb(st.m, half + 1 >> 1, wide, "finalize_wide")
         return comb(st.m, Mux(v > 127, 127, Mux(v < -128, -128, v)), self.out_shape, "finalize")
 
