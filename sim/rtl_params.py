@@ -69,8 +69,8 @@ class RtlParams:
                         r (int8's slot-by-slot replay), max(r, L_acc) for a float format
     """
 
-    lane_latency: int = 19
-    lane_busy_tail: int = 14
+    lane_latency: int = 21
+    lane_busy_tail: int = 16
     line_skew: int | None = None
     drain_start: int = 4
     normalizer_latency: int = 28

@@ -319,3 +319,56 @@ def test_published_reciprocal_latency_is_measured(iters, known):
     # of which 9 are not the reciprocal's
     arith = Int8Arith(Int8Format(recip_iters=iters), max_seq_len=N_MAX, head_dim=D)
     assert _measured_latency(arith, "reciprocal") == arith.reciprocal_latency == known
+
+
+@pytest.mark.parametrize("seed", [5])
+def test_scale_rounds_and_clamps_exactly_at_its_bounds(arith, seed):
+    """`scale` compares its clamp bounds on the product's sum beside the rounding: every
+    difference within 48 of where the twin's result leaves x_min or reaches 0, for a few
+    softmax constants, and (difference, constant) pairs whose product is each bound's sum
+    and its neighbours (the bound above 0 is a guard: the lane's differences are <= 0),
+    one a cycle through the pipeline."""
+    rng = np.random.default_rng(seed)
+    print(f"seed {seed}")
+    lo, hi = -(1 << (arith.diff_shape.width - 1)), 1 << (arith.diff_shape.width - 1)
+    diffs_all = np.arange(lo, 1, dtype=np.int64)
+    cs = [1, 3, 1 << 18, int(rng.integers(1, 1 << 20))]
+    cases = []
+    for c in cs:
+        z = arith.np_scale(diffs_all, np.full(diffs_all.shape, c))
+        edges = [int(np.argmax(z > arith.x_min)), int(np.argmax(z == 0))]
+        for edge in edges:
+            for i in range(max(0, edge - 48), min(len(diffs_all), edge + 48)):
+                cases.append((int(diffs_all[i]), c))
+    k = arith.cfg.c_frac - arith.cfg.x_frac    # the sums on which the result leaves x_min, 0
+    c_max = 1 << arith.c_shape.width
+    divisors = np.arange(1, hi, dtype=np.int64)
+    for bound in ((arith.x_min << k) - (1 << (k - 1)), (1 << k) - (1 << (k - 1))):
+        for total in (bound - 1, bound, bound + 1):
+            fits = divisors[(total % divisors == 0) & (abs(total) // divisors < c_max)]
+            assert len(fits), total
+            d = int(fits[0]) * (1 if total > 0 else -1)
+            cases.append((d, total // d))
+    assert all(lo <= d < hi for d, _ in cases)
+    m = Module()
+    d_in, c_in = Signal(arith.diff_shape), Signal(arith.c_shape)
+    z_out = arith.scale(m, d_in, c_in)
+    L = arith.scale_latency
+    got = []
+
+    async def bench(ctx):
+        for i in range(len(cases) + L):
+            if i < len(cases):
+                ctx.set(d_in, cases[i][0])
+                ctx.set(c_in, cases[i][1])
+            await ctx.tick()
+            if i + 1 >= L:
+                got.append(ctx.get(z_out))
+
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    want = [int(arith.np_scale(np.int64(d), np.int64(c))) for d, c in cases]
+    bad = [(d, c, g, w) for (d, c), g, w in zip(cases, got, want) if g != w]
+    assert not bad, bad[:5]

@@ -296,11 +296,23 @@ class Int8Arith:
         parts, products = partial_products(diff, c, name="scale", registered=True)
         st.stage(products.operands)
         st.stage(products)
+        level = 0                        # the pieces summed in pairs, one adder a stage
+        while len(parts) > 2:
+            parts, sums = sum_pairs(parts, f"scale_sum{level}_")
+            st.stage(sums)
+            level += 1
         total = Signal(wide, name="scale_sum")
-        st.stage(total.eq(sum_partials(parts) + (1 << (k - 1))))
+        st.stage(total.eq(sum_partials(parts)))
+        # v = floor((total + h) / 2**k) clamped to [x_min, 0]: the bounds are compared on
+        # total beside the rounding's adder (v < x_min iff total < x_min * 2**k - h, v > 0
+        # iff total >= 2**k - h), then selected
+        h = 1 << (k - 1)
+        rounded = (total + h) >> k
+        v = Signal(rounded.shape(), name="scale_round")
+        low, high = Signal(name="scale_low"), Signal(name="scale_high")
+        st.stage(v.eq(rounded), low.eq(total < (self.x_min << k) - h), high.eq(total >= (1 << k) - h))
         x = Signal(self.x_shape, name="scale")
-        v = total >> k
-        st.stage(x.eq(Mux(v < self.x_min, self.x_min, Mux(v > 0, 0, v))))        # shift and clamp
+        st.stage(x.eq(Mux(low, self.x_min, Mux(high, 0, v))))
         return x
 
     def update(self, m, up, e, acc, v, *, domain="sync"):
