@@ -107,6 +107,9 @@ class CSRBlock(wiring.Component):
         rd_banked = Signal()                     # the banks have selected
         rd_word = Signal(len(bus.araddr) - 2)
         rd_bank = Signal(len(rd_word) - low_bits)
+        # each bank selects by a copy of the word's low bits of its own, kept: one register
+        # would drive every bank's multiplexers across the snapshots' placement
+        rd_low = {b: Signal(low_bits, name=f"rd_bank{b}_low", attrs={"keep": 1}) for b in banks}
         bank_data = {b: Signal(32, name=f"rd_bank{b}_data") for b in banks}
         bank_ok = {b: Signal(name=f"rd_bank{b}_ok") for b in banks}
         m.d.comb += bus.arready.eq(~rd_pend & ~rd_banked & ~bus.rvalid)
@@ -114,11 +117,12 @@ class CSRBlock(wiring.Component):
             m.d.sync += bus.rvalid.eq(0)
         with m.If(bus.arvalid & bus.arready):
             m.d.sync += [rd_pend.eq(1), rd_word.eq(bus.araddr[2:])]
+            m.d.sync += [rd_low[b].eq(bus.araddr[2:2 + low_bits]) for b in banks]
         with m.If(rd_pend):
             m.d.sync += [rd_pend.eq(0), rd_banked.eq(1), rd_bank.eq(rd_word[low_bits:])]
             for b, entries in banks.items():
                 m.d.sync += [bank_data[b].eq(0), bank_ok[b].eq(0)]
-                with m.Switch(rd_word[:low_bits]):
+                with m.Switch(rd_low[b]):
                     for low, r, word in entries:
                         with m.Case(low):
                             m.d.sync += [bank_data[b].eq(self._read(r, word, shadows)),
