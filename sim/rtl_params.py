@@ -69,11 +69,11 @@ class RtlParams:
                         r (int8's slot-by-slot replay), max(r, L_acc) for a float format
     """
 
-    lane_latency: int = 21
-    lane_busy_tail: int = 16
+    lane_latency: int = 22
+    lane_busy_tail: int = 18
     line_skew: int | None = None
-    drain_start: int = 4
-    normalizer_latency: int = 28
+    drain_start: int = 5
+    normalizer_latency: int = 33
     read_start: int = 11
     feed_start: int = 3
     write_tail: int = 9

@@ -40,7 +40,9 @@ def test_the_pieces_of_a_wide_product_in_dsps(lut_width, in_dsp):
 
     m = Module()
     parts, products = partial_products(Signal(25), Signal(25), name="p")
-    Stages(m).stage(products)
+    st = Stages(m)
+    st.stage(products)
+    st.stage(products.relay)
     (inner, _, _), = Fragment.get(m, ECP5Target(lut_mul_width=lut_width)).subfragments
     instances = [sub for sub, _, _ in inner.subfragments if isinstance(sub, Instance)]
     assert len(parts) == 4 and len(instances) == len(in_dsp)

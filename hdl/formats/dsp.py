@@ -1,9 +1,10 @@
 """Datapath pieces every format family builds with, and the stage count of its pipelines.
 
 * Multiplies split into partial products that fit one ECP5 MULT18X18D each
-  (`partial_products`), registered right after the DSP and summed in a stage of
-  their own (`sum_partials`), so that no logic sits between a DSP and its
-  output register (docs/synthesis.md). Elaborated for an ECP5 target
+  (`partial_products`), registered right after the DSP, then again in the fabric
+  (the relay: a DSP's output leaves it slowly and its sum's adder may be placed
+  far away), and summed in stages of their own (`sum_pairs`, `sum_partials`), so
+  that no logic sits between a DSP and its output register (docs/synthesis.md). Elaborated for an ECP5 target
   (`ECP5Target`, or an amaranth-boards ECP5 platform), each wide piece is a
   MULT18X18D instance whose own registers are those stages, so nextpnr times them
   as DSP registers; elsewhere (simulation, `attenio gen`) it is ``a * b`` in a
@@ -85,7 +86,7 @@ class Stages:
         operands) in this stage, in a submodule of its own."""
         plain = []
         for item in statements:
-            if isinstance(item, (PartialProducts, _Operands)):
+            if isinstance(item, (PartialProducts, _Operands, _Relay)):
                 item._place(self)
             else:
                 plain.append(item)
@@ -224,13 +225,33 @@ class _Operands:
         self._stage = (st, st.count)
 
 
+class _Relay:
+    """The fabric registers of a `PartialProducts`' parts: staged one stage after the
+    products (`Stages.stage`)."""
+
+    def __init__(self, owner):
+        self._owner = owner
+        self._staged = False
+
+    def _place(self, st):
+        owner = self._owner
+        if self._staged:
+            raise ValueError(f"{owner.name}: its relay is already staged")
+        if owner._stage is not st or owner._stage_count != st.count - 1:
+            raise ValueError(f"{owner.name}: its relay must be staged on the same Stages in "
+                             f"the stage right after its products")
+        self._staged = True
+        st.register(st.m, [p.eq(raw) for (_, p), raw in zip(owner._parts, owner._raw)])
+
+
 class PartialProducts(Elaboratable):
     """a * b as partial products of at most 18 x 18 bits (`pieces`), each registered:
     `parts` [(offset, Signal)] with a * b = sum(p << offset) one stage after the
     operands (`sum_partials` adds them).
 
-    A `Stages` places it: ``st.stage(pp, ...)`` registers the products in that stage.
-    With ``registered=True``, `a` and `b` are the values *before* the operand registers,
+    A `Stages` places it: ``st.stage(pp, ...)`` registers the products in that stage
+    and ``st.stage(pp.relay, ...)`` registers them again in the next, in the fabric;
+    `parts` are those. With ``registered=True``, `a` and `b` are the values *before* the operand registers,
     which the products own: ``st.stage(pp.operands, ...)`` registers them in the stage
     right before (kept, so that Yosys merges no equal register elsewhere into them: the
     DSP inputs would then be long routes). On an ECP5 target (`dsp_lut_width`) a piece
@@ -246,13 +267,16 @@ class PartialProducts(Elaboratable):
         self._name = name
         self._registered = bool(registered)
         self._operands = _Operands(self) if registered else None
+        self._relay = _Relay(self)
         self._stage = None
-        self._parts = []
+        self._stage_count = None
+        self._parts, self._raw = [], []
         for i, (oa, pa) in enumerate(pieces(self._a)):
             for j, (ob, pb) in enumerate(pieces(self._b)):
                 signed_ = pa.shape().signed or pb.shape().signed
                 shape = signed(len(pa) + len(pb) + 1) if signed_ else unsigned(len(pa) + len(pb))
-                self._parts.append((oa + ob, Signal(shape, name=f"{name}_pp{i}{j}")))
+                self._raw.append(Signal(shape, name=f"{name}_pp{i}{j}"))
+                self._parts.append((oa + ob, Signal(shape, name=f"{name}_pr{i}{j}")))
 
     @property
     def name(self):
@@ -260,8 +284,13 @@ class PartialProducts(Elaboratable):
 
     @property
     def parts(self):
-        """[(offset, Signal)]: the registered partial products."""
+        """[(offset, Signal)]: the partial products in their relay registers."""
         return list(self._parts)
+
+    @property
+    def relay(self):
+        """What ``st.stage`` takes to register the products again, in the fabric."""
+        return self._relay
 
     @property
     def operands(self):
@@ -280,6 +309,7 @@ class PartialProducts(Elaboratable):
                 raise ValueError(f"{self._name}: its operands must be staged on the same Stages "
                                  f"in the stage right before its products")
         self._stage = st
+        self._stage_count = st.count
         m, k = st.m, 0
         while True:
             try:
@@ -291,6 +321,8 @@ class PartialProducts(Elaboratable):
     def elaborate(self, platform):
         if self._stage is None:
             raise ValueError(f"{self._name}: never staged (Stages.stage)")
+        if not self._relay._staged:
+            raise ValueError(f"{self._name}: its relay never staged (Stages.stage)")
         m = Module()
         domain, en = self._stage.domain, self._stage.en
         lut_width = dsp_lut_width(platform)
@@ -315,7 +347,7 @@ class PartialProducts(Elaboratable):
         products = []
         for i, (_, pa) in enumerate(qa):
             for j, (_, pb) in enumerate(qb):
-                p = self._parts[i * len(qb) + j][1]
+                p = self._raw[i * len(qb) + j]
                 if in_dsp[i][j]:
                     d_a, d_b = (pa_list[i][1], pb_list[j][1]) if self._registered else (pa, pb)
                     _mult18x18d(m, d_a, d_b, p, domain=domain, en=en,
@@ -331,7 +363,8 @@ def partial_products(a, b, *, name, registered=False):
     [(offset, Signal)], a * b = sum(p << offset), and `products` the `PartialProducts`
     the caller registers as one stage (``st.stage(products, ...)``: nothing between a
     DSP and its output register), after ``st.stage(products.operands, ...)`` if
-    `registered`. The caller adds the parts with `sum_partials` in a stage of its own."""
+    `registered`, and then their relay (``st.stage(products.relay, ...)``). The caller
+    adds the parts with `sum_pairs` and `sum_partials` in stages of their own."""
     products = PartialProducts(a, b, name=name, registered=registered)
     return products.parts, products
 

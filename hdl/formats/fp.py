@@ -296,10 +296,14 @@ def _mul(st, a, b, src_a, src_b, name):
     e2 = Signal(_EXP, name=f"{name}_e2")
     s2, nan2, inf2 = (Signal(name=f"{name}_{k}2") for k in ("sign", "nan", "inf"))
     st.stage(products, e2.eq(e1a + e1b), s2.eq(s1), nan2.eq(nan1), inf2.eq(inf1))
+    e2r = Signal(_EXP, name=f"{name}_e2r")
+    s2r, nan2r, inf2r = (Signal(name=f"{name}_{k}2r") for k in ("sign", "nan", "inf"))
+    st.stage(products.relay, e2r.eq(e2), s2r.eq(s2), nan2r.eq(nan2), inf2r.eq(inf2))
     prod = Signal(len(siga) + len(sigb), name=f"{name}_prod")
     e3 = Signal(_EXP, name=f"{name}_e3")
     s3, nan3, inf3 = (Signal(name=f"{name}_{k}3") for k in ("sign", "nan", "inf"))
-    st.stage(prod.eq(sum_partials(parts)), e3.eq(e2), s3.eq(s2), nan3.eq(nan2), inf3.eq(inf2))
+    st.stage(prod.eq(sum_partials(parts)), e3.eq(e2r), s3.eq(s2r), nan3.eq(nan2r),
+             inf3.eq(inf2r))
     return _round_pack(st, sign=s3, zero_sign=s3, sig=prod, e=e3, dst=FP32, nan=nan3,
                        inf=inf3, name=name)
 

@@ -296,6 +296,7 @@ class Int8Arith:
         parts, products = partial_products(diff, c, name="scale", registered=True)
         st.stage(products.operands)
         st.stage(products)
+        st.stage(products.relay)
         level = 0                        # the pieces summed in pairs, one adder a stage
         while len(parts) > 2:
             parts, sums = sum_pairs(parts, f"scale_sum{level}_")
@@ -329,7 +330,7 @@ class Int8Arith:
         acc_bits = acc.shape().width + (0 if acc.shape().signed else 1)
         operand = comb(st.m, Mux(up, acc, v), signed(max(acc_bits, 9)), "upd_operand")
         addend = Signal(signed(max(acc.shape().width, 8 + 2 * pf) + 2), name="upd_addend")
-        ups = [Signal(name=f"upd_up{k}") for k in range(3)]
+        ups = [Signal(name=f"upd_up{k}") for k in range(4)]
         # The operand and the addend selected and registered (the inputs may be
         # multiplexers); the operand registers are the multiplier's own (`PartialProducts`).
         parts, products = partial_products(comb(st.m, e, self.p_shape, "upd_e"), operand,
@@ -338,9 +339,11 @@ class Int8Arith:
                  addend.eq(Mux(up, (1 << (pf - 1)) + (Value.cast(v) << (2 * pf)), acc)))
         addend2 = Signal.like(addend, name="upd_addend2")
         st.stage(products, addend2.eq(addend), ups[1].eq(ups[0]))
+        addend3 = Signal.like(addend, name="upd_addend3")
+        st.stage(products.relay, addend3.eq(addend2), ups[2].eq(ups[1]))
         total = Signal(signed(acc.shape().width + self.p_shape.width + 3), name="upd_total")
-        st.stage(total.eq(sum_partials(parts) + addend2), ups[2].eq(ups[1]))
-        return comb(st.m, Mux(ups[2], total >> pf, total), acc.shape(), "update")
+        st.stage(total.eq(sum_partials(parts) + addend3), ups[3].eq(ups[2]))
+        return comb(st.m, Mux(ups[3], total >> pf, total), acc.shape(), "update")
 
     def finalize(self, m, o, y, e, *, domain="sync"):
         """sat8(round(O * y * 2**-e)) on V's scale: out_shape, `finalize_latency` cycles
@@ -356,12 +359,14 @@ class Int8Arith:
         parts, products = partial_products(o, y, name="finalize", registered=True)
         e_k = Signal(self.recip_exp_shape, name="finalize_e0")
         st.stage(products.operands, e_k.eq(e))
-        e_next = Signal.like(e_k, name="finalize_e1")
-        st.stage(products, e_next.eq(e_k))
+        e_r = Signal.like(e_k, name="finalize_e1")
+        st.stage(products, e_r.eq(e_k))
+        e_next = Signal.like(e_k, name="finalize_e2")
+        st.stage(products.relay, e_next.eq(e_r))
         # the pieces summed in pairs, one adder a stage, the last pair into `prod`
         level = 0
         while len(parts) > 2:
-            e_k, e_next = e_next, Signal.like(e_k, name=f"finalize_e{level + 2}")
+            e_k, e_next = e_next, Signal.like(e_k, name=f"finalize_e{level + 3}")
             parts, sums = sum_pairs(parts, f"finalize_sum{level}_")
             st.stage(sums, e_next.eq(e_k))
             level += 1
@@ -459,37 +464,39 @@ class Int8Arith:
             st.stage(y.eq(y3), mnt_k.eq(mnt3), e_k.eq(e3), products1.operands)
         one2 = 1 << (F + 1)
         for k in range(cfg.recip_iters):
-            # y <- y * (2 - mnt*y), seven stages: products, sum, 2 - round(sum) (one
-            # subtraction: one2 - floor((t + h) / 2**F) = floor((K - t) / 2**F) with
-            # K = one2 * 2**F - h + 2**F - 1) into the operand registers, products, sum,
-            # round, clamp (one carry chain each: the clamp's result goes on to the next
-            # step's multipliers); y, mnt and e are carried along.
+            # y <- y * (2 - mnt*y), nine stages: products, their relay, sum, 2 - round(sum)
+            # (one subtraction: one2 - floor((t + h) / 2**F) = floor((K - t) / 2**F) with
+            # K = one2 * 2**F - h + 2**F - 1) into the operand registers, products, relay,
+            # sum, round, clamp (one carry chain each: the clamp's result goes on to the
+            # next step's multipliers); y, mnt and e are carried along.
             names = (f"y{k}", f"mnt{k}", f"e{k}")
             regs = [[y, mnt_k, e_k]]
-            for stage in range(7):
+            for stage in range(9):
                 regs.append([Signal.like(v, name=f"recip_{n}_{stage}") for v, n in zip(regs[-1], names)])
-            carry = [[new.eq(old) for new, old in zip(regs[i + 1], regs[i])] for i in range(7)]
+            carry = [[new.eq(old) for new, old in zip(regs[i + 1], regs[i])] for i in range(9)]
             tp = Signal(2 * F + 2, name=f"recip_tp{k}")
             yp = Signal(2 * F + 4, name=f"recip_yp{k}")
             yb = Signal(F + 1, name=f"recip_y{k}")
             K = (one2 << F) - (1 << (F - 1)) + (1 << F) - 1
             ynew = Signal(round_shift(yp, F).shape(), name=f"recip_yr{k}")
             two_t = comb(m, (K - tp) >> F, unsigned(F + 3), f"recip_2t{k}")
-            pp2, products2 = partial_products(regs[2][0], two_t, name=f"recip_y{k}",
+            pp2, products2 = partial_products(regs[3][0], two_t, name=f"recip_y{k}",
                                               registered=True)
             st.stage(carry[0], products1)
-            st.stage(carry[1], tp.eq(sum_partials(pp1)))
-            st.stage(carry[2], products2.operands)
-            st.stage(carry[3], products2)
-            st.stage(carry[4], yp.eq(sum_partials(pp2)))
-            st.stage(carry[5], ynew.eq(round_shift(yp, F)))
+            st.stage(carry[1], products1.relay)
+            st.stage(carry[2], tp.eq(sum_partials(pp1)))
+            st.stage(carry[3], products2.operands)
+            st.stage(carry[4], products2)
+            st.stage(carry[5], products2.relay)
+            st.stage(carry[6], yp.eq(sum_partials(pp2)))
+            st.stage(carry[7], ynew.eq(round_shift(yp, F)))
             y_next = comb(m, Mux(ynew > (1 << F), 1 << F, ynew), unsigned(F + 1), f"recip_yn{k}")
             if k + 1 < cfg.recip_iters:
-                pp1, products1 = newton_t(k + 1, regs[6][1], y_next)
-                st.stage(carry[6], yb.eq(y_next), products1.operands)
+                pp1, products1 = newton_t(k + 1, regs[8][1], y_next)
+                st.stage(carry[8], yb.eq(y_next), products1.operands)
             else:
-                st.stage(carry[6], yb.eq(y_next))
-            y, mnt_k, e_k = yb, regs[7][1], regs[7][2]
+                st.stage(carry[8], yb.eq(y_next))
+            y, mnt_k, e_k = yb, regs[9][1], regs[9][2]
         return y, e_k
 
     # -- NumPy twins --------------------------------------------------------------------
