@@ -177,9 +177,9 @@ class MAC(wiring.Component):
     def score_latency(arith, split):
         """Cycles from the last K word at a group's last MAC to the row's score in its
         bank. int8: the operand registers and q*k's two stages (`MAC._qk`) before the
-        accumulator's, and with s > 1 the adder chain's stage. Float: the product and the accumulator's pipelines, and with
-        s > 1 one addition per MAC of the chain plus the registers between them (see
-        the module docstring)."""
+        accumulator's, and with s > 1 the adder chain's stage. Float: the product and the
+        accumulator's pipelines, and with s > 1 one addition per MAC of the chain plus
+        the registers between them (see the module docstring)."""
         if isinstance(arith, FloatArith):
             Lm, La = arith.product_latency, arith.accumulate_latency
             return Lm + La if split == 1 else Lm + La * split + 1

@@ -233,8 +233,9 @@ class _Machine:
         element a cycle once its first beat is through and its half of the buffer is
         free (the row two before it has been replayed); the replay may launch it
         `row_ready` cycles after its last element, and its first word is at the array
-        `row_issue` cycles after the launch. Times: the model's clock, on which a read issued at t has its last byte at
-        the link's arrival time (`attenio.sim.memmodel.Link`)."""
+        `row_issue` cycles after the launch. Times: the model's clock, on which a read
+        issued at t has its last byte at the link's arrival time
+        (`attenio.sim.memmodel.Link`)."""
         p, fill = self.params, self.m.feed_row
         issue = self.cmd[0] if self.cmd[1] else 0
         if len(self.pops) == self.depth:

@@ -4,11 +4,11 @@
   (`partial_products`), registered right after the DSP, then again in the fabric
   (the relay: a DSP's output leaves it slowly and its sum's adder may be placed
   far away), and summed in stages of their own (`sum_pairs`, `sum_partials`), so
-  that no logic sits between a DSP and its output register (docs/synthesis.md). Elaborated for an ECP5 target
-  (`ECP5Target`, or an amaranth-boards ECP5 platform), each wide piece is a
-  MULT18X18D instance whose own registers are those stages, so nextpnr times them
-  as DSP registers; elsewhere (simulation, `attenio gen`) it is ``a * b`` in a
-  register.
+  that no logic sits between a DSP and its output register (docs/synthesis.md).
+  Elaborated for an ECP5 target (`ECP5Target`, or an amaranth-boards ECP5
+  platform), each wide piece is a MULT18X18D instance whose own registers are
+  those stages, so nextpnr times them as DSP registers; elsewhere (simulation,
+  `attenio gen`) it is ``a * b`` in a register.
 * Round-half-up shifts, ``(v >> (k-1)) + 1 >> 1`` (floor of v/2**k + 1/2), in
   hardware (`round_shift`) and in NumPy (`np_round_shift_mul`, exact beyond
   int64 products through `np_mulshr`).
@@ -245,21 +245,21 @@ class _Relay:
 
 
 class PartialProducts(Elaboratable):
-    """a * b as partial products of at most 18 x 18 bits (`pieces`), each registered:
-    `parts` [(offset, Signal)] with a * b = sum(p << offset) one stage after the
-    operands (`sum_partials` adds them).
+    """a * b as partial products of at most 18 x 18 bits (`pieces`), each registered twice:
+    `parts` [(offset, Signal)] with a * b = sum(p << offset) two stages after the
+    operands (`sum_pairs` and `sum_partials` add them).
 
     A `Stages` places it: ``st.stage(pp, ...)`` registers the products in that stage
     and ``st.stage(pp.relay, ...)`` registers them again in the next, in the fabric;
-    `parts` are those. With ``registered=True``, `a` and `b` are the values *before* the operand registers,
-    which the products own: ``st.stage(pp.operands, ...)`` registers them in the stage
-    right before (kept, so that Yosys merges no equal register elsewhere into them: the
-    DSP inputs would then be long routes). On an ECP5 target (`dsp_lut_width`) a piece
-    that is not `lut_built` under the LUT width is a MULT18X18D whose output register
-    (and input registers, if ``registered``) are those stages; the fabric then registers
-    only the operand pieces the LUT-built products read. Elsewhere every piece is
-    ``a * b`` in a register: the same bits on the same cycles, reset and stalls
-    included (tests/test_dsp_primitive.py).
+    `parts` are those. With ``registered=True``, `a` and `b` are the values *before*
+    the operand registers, which the products own: ``st.stage(pp.operands, ...)``
+    registers them in the stage right before (kept, so that Yosys merges no equal
+    register elsewhere into them: the DSP inputs would then be long routes). On an ECP5
+    target (`dsp_lut_width`) a piece that is not `lut_built` under the LUT width is a
+    MULT18X18D whose output register (and input registers, if ``registered``) are those
+    stages; the fabric then registers only the operand pieces the LUT-built products
+    read. Elsewhere every piece is ``a * b`` in a register: the same bits on the same
+    cycles, reset and stalls included (tests/test_dsp_primitive.py).
     """
 
     def __init__(self, a, b, *, name, registered=False):

@@ -311,7 +311,8 @@ class Int8Arith:
         rounded = (total + h) >> k
         v = Signal(rounded.shape(), name="scale_round")
         low, high = Signal(name="scale_low"), Signal(name="scale_high")
-        st.stage(v.eq(rounded), low.eq(total < (self.x_min << k) - h), high.eq(total >= (1 << k) - h))
+        st.stage(v.eq(rounded), low.eq(total < (self.x_min << k) - h),
+                 high.eq(total >= (1 << k) - h))
         x = Signal(self.x_shape, name="scale")
         st.stage(x.eq(Mux(low, self.x_min, Mux(high, 0, v))))
         return x
@@ -357,22 +358,18 @@ class Int8Arith:
         # The operands registered first, by the products themselves: o and y come from
         # registers that serve every element of a chunk, far from some of the multipliers.
         parts, products = partial_products(o, y, name="finalize", registered=True)
-        e_k = Signal(self.recip_exp_shape, name="finalize_e0")
-        st.stage(products.operands, e_k.eq(e))
-        e_r = Signal.like(e_k, name="finalize_e1")
-        st.stage(products, e_r.eq(e_k))
-        e_next = Signal.like(e_k, name="finalize_e2")
-        st.stage(products.relay, e_next.eq(e_r))
-        # the pieces summed in pairs, one adder a stage, the last pair into `prod`
-        level = 0
+        start = st.count
+        st.stage(products.operands)
+        st.stage(products)
+        st.stage(products.relay)
+        level = 0                        # the pieces summed in pairs, one adder a stage
         while len(parts) > 2:
-            e_k, e_next = e_next, Signal.like(e_k, name=f"finalize_e{level + 3}")
             parts, sums = sum_pairs(parts, f"finalize_sum{level}_")
-            st.stage(sums, e_next.eq(e_k))
+            st.stage(sums)
             level += 1
         prod = Signal(signed(o.shape().width + y.shape().width + 1), name="finalize_prod")
-        e_last = Signal.like(e_k, name="finalize_e_last")
-        st.stage(prod.eq(sum_partials(parts)), e_last.eq(e_next))
+        st.stage(prod.eq(sum_partials(parts)))
+        e_last = st.delay(e, st.count - start, "finalize_e")      # beside the product
         wide = signed(self.o_shape.width + self.recip_shape.width + 3 - shift)
         half = Signal(wide, name="finalize_half")       # value / 2**(shift - 1 + e)
         st.stage(half.eq((prod >> (shift - 1)) >> e_last))
