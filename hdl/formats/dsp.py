@@ -25,7 +25,7 @@ import numpy as np
 __all__ = ["DSP_SIGNED_BITS", "DSP_UNSIGNED_BITS", "ECP5Target", "LUT_MUL_WIDTH",
            "PartialProducts", "Stages", "and_all", "comb", "dsp_lut_width", "lut_built",
            "np_mulshr", "np_round_shift_mul", "or_all", "partial_products", "pieces",
-           "round_shift", "sum_pairs", "sum_partials"]
+           "round_shift", "staged_sum", "sum_pairs", "sum_partials"]
 
 #: operand bits of one ECP5 MULT18X18D (18 x 18 signed) for an unsigned operand
 DSP_UNSIGNED_BITS = 17
@@ -387,6 +387,23 @@ def sum_pairs(parts, name):
         out.append((lo, s))
         statements.append(s.eq(value))
     return out, statements
+
+
+def staged_sum(st, products, shape, name):
+    """a * b of a registered `PartialProducts`, staged on `st` alone: its operands, the
+    products, their relay, then the parts summed in pairs (`sum_pairs`), one adder a
+    stage, into a `shape` signal named `name`, which it returns."""
+    st.stage(products.operands)
+    st.stage(products)
+    st.stage(products.relay)
+    parts, level = products.parts, 0
+    while len(parts) > 2:
+        parts, sums = sum_pairs(parts, f"{name}{level}_")
+        st.stage(sums)
+        level += 1
+    total = Signal(shape, name=name)
+    st.stage(total.eq(sum_partials(parts)))
+    return total
 
 
 def and_all(values):

@@ -94,7 +94,7 @@ import numpy as np
 from attenio.formats import Int8Format
 
 from .dsp import (Stages, comb, np_mulshr, np_round_shift_mul, partial_products, round_shift,
-                  sum_pairs, sum_partials)
+                  staged_sum, sum_partials)
 
 __all__ = ["Int8Arith"]
 
@@ -293,17 +293,8 @@ class Int8Arith:
         k = self._cfg.c_frac - self._cfg.x_frac
         diff, c = Value.cast(diff), Value.cast(c)
         wide = signed(diff.shape().width + c.shape().width + 1)
-        parts, products = partial_products(diff, c, name="scale", registered=True)
-        st.stage(products.operands)
-        st.stage(products)
-        st.stage(products.relay)
-        level = 0                        # the pieces summed in pairs, one adder a stage
-        while len(parts) > 2:
-            parts, sums = sum_pairs(parts, f"scale_sum{level}_")
-            st.stage(sums)
-            level += 1
-        total = Signal(wide, name="scale_sum")
-        st.stage(total.eq(sum_partials(parts)))
+        _, products = partial_products(diff, c, name="scale", registered=True)
+        total = staged_sum(st, products, wide, "scale_sum")
         # v = floor((total + h) / 2**k) clamped to [x_min, 0]: the bounds are compared on
         # total beside the rounding's adder (v < x_min iff total < x_min * 2**k - h, v > 0
         # iff total >= 2**k - h), then selected
@@ -357,18 +348,10 @@ class Int8Arith:
         o, y = Value.cast(o), Value.cast(y)
         # The operands registered first, by the products themselves: o and y come from
         # registers that serve every element of a chunk, far from some of the multipliers.
-        parts, products = partial_products(o, y, name="finalize", registered=True)
+        _, products = partial_products(o, y, name="finalize", registered=True)
         start = st.count
-        st.stage(products.operands)
-        st.stage(products)
-        st.stage(products.relay)
-        level = 0                        # the pieces summed in pairs, one adder a stage
-        while len(parts) > 2:
-            parts, sums = sum_pairs(parts, f"finalize_sum{level}_")
-            st.stage(sums)
-            level += 1
-        prod = Signal(signed(o.shape().width + y.shape().width + 1), name="finalize_prod")
-        st.stage(prod.eq(sum_partials(parts)))
+        prod = staged_sum(st, products, signed(o.shape().width + y.shape().width + 1),
+                          "finalize_prod")
         e_last = st.delay(e, st.count - start, "finalize_e")      # beside the product
         wide = signed(self.o_shape.width + self.recip_shape.width + 3 - shift)
         half = Signal(wide, name="finalize_half")       # value / 2**(shift - 1 + e)
