@@ -199,6 +199,13 @@ class ReadSequencer(wiring.Component):
         # flag is current there
         more_rows = Signal()
         m.d.sync += more_rows.eq(rows_left != 0)
+        # SIZE's two decisions, registered the same way (rows_left and head_first change on
+        # leaving BLOCK, at least two cycles before the next SIZE), and set from their
+        # sources where IDLE and V_LAST load them for the very next cycle: SIZE is then one
+        # carry chain (keys_end + rows_h) and the selection, not the 32-bit comparison too
+        full, short = Signal(), Signal()
+        m.d.sync += [full.eq(rows_left >= su.a_full),
+                     short.eq(run.causal & head_first & (su.short_h != 0))]
         q_head, k_head, v_head = (Signal(aw, name=f"{t}_head") for t in "qkv")
         q_ptr, k_ptr, v_ptr = (Signal(aw, name=f"{t}_ptr") for t in "qkv")
         q_row = Signal(aw)                 # this Q row of the pass's first head
@@ -245,12 +252,11 @@ class ReadSequencer(wiring.Component):
                                  v_head.eq(self.run.v.base), q_ptr.eq(self.run.q.base),
                                  q_row.eq(self.run.q.base),
                                  keys_end.eq(su_in.skip), gkeys_end.eq(su_in.gskip),
-                                 head_first.eq(1)]
+                                 head_first.eq(1), full.eq(su_in.gn >= su_in.a_full),
+                                 short.eq(self.run.causal & (su_in.short_h != 0))]
                     m.next = "SIZE"
             with m.State("SIZE"):           # one cycle per block to size it
                 m.d.comb += self.busy.eq(1)
-                short = run.causal & head_first & (su.short_h != 0)
-                full = rows_left >= su.a_full
                 # causal: keys_end + rows_h, the three sums beside the comparison, so that
                 # the block command's n_keys comes from a register: the KV buffer checks it
                 # and loads its counters from it in the cycle it takes the command (the
@@ -320,7 +326,8 @@ class ReadSequencer(wiring.Component):
                         m.d.sync += [rows_left.eq(su.gn),
                                      rows_left_h.eq(run.seq_len),
                                      keys_end.eq(su.skip), gkeys_end.eq(su.gskip),
-                                     head_first.eq(1),
+                                     head_first.eq(1), full.eq(su.gn >= su.a_full),
+                                     short.eq(run.causal & (su.short_h != 0)),
                                      q_head.eq(q_head + su.q_group_stride),
                                      q_row.eq(q_head + su.q_group_stride),
                                      q_ptr.eq(q_head + su.q_group_stride)]
