@@ -185,9 +185,11 @@ def _in_dsp(lut_width, pa, pb):
     return lut_width is not None and not lut_built(lut_width, len(pa), len(pb))
 
 
-def _mult18x18d(m, pa, pb, p, *, domain, en, registered_inputs):
+def _mult18x18d(m, pa, pb, p, *, domain, en, registered_inputs, forced=False):
     """p = pa * pb through one MULT18X18D: output register on CLK0, and input registers
-    too if `registered_inputs`; CE0 is `en`, RST0 the domain's reset (synchronous)."""
+    too if `registered_inputs`; CE0 is `en`, RST0 the domain's reset (synchronous).
+    `forced`: a piece the LUT width would leave to LUTs (``lut_pieces=False``), marked
+    with the attribute ``attenio_forced_dsp`` so that DSP counts can tell it."""
     def operand(v):
         return Value.cast(v.as_signed() if v.shape().signed else v.as_unsigned())
     a18, b18 = Signal(signed(18)), Signal(signed(18))
@@ -207,7 +209,7 @@ def _mult18x18d(m, pa, pb, p, *, domain, en, registered_inputs):
         i_SOURCEA=0, i_SOURCEB=0,
         i_CLK0=ClockSignal(domain), i_CE0=en,
         i_RST0=ResetSignal(domain, allow_reset_less=True),
-        **ports)
+        **({"a_attenio_forced_dsp": 1} if forced else {}), **ports)
     m.d.comb += p.eq(p36)      # the product fits 36 bits signed: extended or truncated exactly
 
 
@@ -262,10 +264,11 @@ class PartialProducts(Elaboratable):
     cycles, reset and stalls included (tests/test_dsp_primitive.py).
     """
 
-    def __init__(self, a, b, *, name, registered=False):
+    def __init__(self, a, b, *, name, registered=False, lut_pieces=True):
         self._a, self._b = Value.cast(a), Value.cast(b)
         self._name = name
         self._registered = bool(registered)
+        self._lut_pieces = bool(lut_pieces)
         self._operands = _Operands(self) if registered else None
         self._relay = _Relay(self)
         self._stage = None
@@ -327,7 +330,10 @@ class PartialProducts(Elaboratable):
         domain, en = self._stage.domain, self._stage.en
         lut_width = dsp_lut_width(platform)
         pa_list, pb_list = pieces(self._a), pieces(self._b)
-        in_dsp = [[_in_dsp(lut_width, pa, pb) for _, pb in pb_list] for _, pa in pa_list]
+        by_width = [[_in_dsp(lut_width, pa, pb) for _, pb in pb_list] for _, pa in pa_list]
+        in_dsp = by_width
+        if lut_width is not None and not self._lut_pieces:
+            in_dsp = [[True] * len(pb_list) for _ in pa_list]      # every piece a MULT18X18D
         if self._registered:
             # Operand pieces that a LUT-built product reads are registered here (all of them
             # off ECP5); a MULT18X18D registers its own.
@@ -351,21 +357,24 @@ class PartialProducts(Elaboratable):
                 if in_dsp[i][j]:
                     d_a, d_b = (pa_list[i][1], pb_list[j][1]) if self._registered else (pa, pb)
                     _mult18x18d(m, d_a, d_b, p, domain=domain, en=en,
-                                registered_inputs=self._registered)
+                                registered_inputs=self._registered,
+                                forced=not by_width[i][j])
                 else:
                     products.append(p.eq(pa * pb))
         self._stage.register(m, products)
         return m
 
 
-def partial_products(a, b, *, name, registered=False):
+def partial_products(a, b, *, name, registered=False, lut_pieces=True):
     """a * b as partial products, one MULT18X18D each: (parts, products) with parts
     [(offset, Signal)], a * b = sum(p << offset), and `products` the `PartialProducts`
     the caller registers as one stage (``st.stage(products, ...)``: nothing between a
     DSP and its output register), after ``st.stage(products.operands, ...)`` if
     `registered`, and then their relay (``st.stage(products.relay, ...)``). The caller
-    adds the parts with `sum_pairs` and `sum_partials` in stages of their own."""
-    products = PartialProducts(a, b, name=name, registered=registered)
+    adds the parts with `sum_pairs` and `sum_partials` in stages of their own. With
+    ``lut_pieces=False`` an ECP5 target puts every piece in a MULT18X18D, whatever the
+    LUT width: for a product used once a row, whose Booth array would be a cycle deep."""
+    products = PartialProducts(a, b, name=name, registered=registered, lut_pieces=lut_pieces)
     return products.parts, products
 
 

@@ -430,9 +430,12 @@ class Int8Arith:
         st.stage(mnt2.eq(mnt), e2.eq(lead1 - p))                         # normalize, seed ROM
         # Every product registers its own operands (`partial_products`, registered) in the
         # stage that registers them for the rest of the pipeline: DSP input registers on
-        # ECP5, and no operand shared with a far multiplier.
+        # ECP5, and no operand shared with a far multiplier. On ECP5 every piece is a DSP
+        # (lut_pieces=False): the normalizer's multipliers are few, and an 8 x 8 Booth
+        # array from LUTs does not fit a cycle.
         def newton_t(k, mnt_d, y_d):
-            return partial_products(mnt_d, y_d, name=f"recip_t{k}", registered=True)
+            return partial_products(mnt_d, y_d, name=f"recip_t{k}", registered=True,
+                                    lut_pieces=False)
         # the ROM's output registered in the fabric beside it: a block RAM's output is
         # slow (5.6 ns on ECP5) and the first multiplier may be far
         st.stage(y3.eq(rd.data), mnt3.eq(mnt2), e3.eq(e2))
@@ -461,7 +464,7 @@ class Int8Arith:
             ynew = Signal(round_shift(yp, F).shape(), name=f"recip_yr{k}")
             two_t = comb(m, (K - tp) >> F, unsigned(F + 3), f"recip_2t{k}")
             pp2, products2 = partial_products(regs[3][0], two_t, name=f"recip_y{k}",
-                                              registered=True)
+                                              registered=True, lut_pieces=False)
             st.stage(carry[0], products1)
             st.stage(carry[1], products1.relay)
             st.stage(carry[2], tp.eq(sum_partials(pp1)))
