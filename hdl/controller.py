@@ -180,16 +180,12 @@ class Controller(wiring.Component):
         mul_x = {name: Signal(len(acc), name=f"mul_{name}") for name, (acc, _) in products.items()}
         with m.FSM():
             with m.State("IDLE"):
-                # The run is copied every idle cycle, not on start alone: its some 500
-                # flip-flops then load on the state, not on the CSR's start pulse as well
-                # (nothing reads the copy before CHECK, and the FSM returns here only when
-                # the sequencers and the core are done)
-                m.d.sync += [self.seq_run.eq(self.run),
-                             self.seq_run.kv_len.eq(Mux(self.run.kv_len == 0, self.run.seq_len,
-                                                        self.run.kv_len))]
                 with m.If(self.start):
-                    m.d.sync += [self.done.eq(0), self.busy.eq(1), self.cycles.eq(0),
-                                 self.pe_busy.eq(0), self.exp_busy.eq(0), self.mem_stall.eq(0)]
+                    m.d.sync += [self.done.eq(0), self.busy.eq(1), self.seq_run.eq(self.run),
+                                 self.seq_run.kv_len.eq(Mux(self.run.kv_len == 0,
+                                                            self.run.seq_len, self.run.kv_len)),
+                                 self.cycles.eq(0), self.pe_busy.eq(0), self.exp_busy.eq(0),
+                                 self.mem_stall.eq(0)]
                     m.next = "CHECK"
             with m.State("CHECK"):
                 m.d.sync += [self.error.eq(code),
