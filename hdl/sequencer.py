@@ -257,10 +257,11 @@ class ReadSequencer(wiring.Component):
                     m.next = "SIZE"
             with m.State("SIZE"):           # one cycle per block to size it
                 m.d.comb += self.busy.eq(1)
-                # causal: keys_end + rows_h, the three sums beside the comparison, so that
-                # the block command's n_keys comes from a register: the KV buffer checks it
-                # and loads its counters from it in the cycle it takes the command (the
-                # controller refused a seq_len or kv_len above max_seq_len)
+                # causal: keys_end + rows_h, the three sums side by side and selected by
+                # the registered decisions, so that the block command's n_keys comes from a
+                # register: the KV buffer checks it and loads its counters from it in the
+                # cycle it takes the command (the controller refused a seq_len or kv_len
+                # above max_seq_len)
                 m.d.sync += [
                     rows_valid.eq(Mux(short, su.short, Mux(full, su.a_full, rows_left))),
                     rows_h.eq(Mux(short, su.short_h, Mux(full, su.a_g, rows_left_h))),
