@@ -1,11 +1,11 @@
 """The run controller: checks a run's configuration, starts the sequencers, counts.
 
-A run is started by the CSR START pulse. It latches the run's parameters, with
-KV_LEN = 0 resolved to SEQ_LEN (so drivers that never write KV_LEN run
-self-attention), and first checks what the hardware cannot serve (N = 0, N or N_kv
+A run is started by the CSR START pulse. It latches the run's parameters the next
+cycle (LATCH), with KV_LEN = 0 resolved to SEQ_LEN (so drivers that never write KV_LEN
+run self-attention), and first checks what the hardware cannot serve (N = 0, N or N_kv
 above the generated maximum, causal with N_kv < N, no heads, HEAD_GROUP = 0 or above
 255, MODE.GROUPED with HEAD_GROUP above the block's rows, a base address or stride that
-is not a multiple of the AXI beat) and, if so, ends the run three cycles later with an
+is not a multiple of the AXI beat) and, if so, ends the run four cycles later with an
 error code and done set, having moved no byte. Otherwise it clears the DMA's byte
 counters and error status and derives what the sequencers need of the run
 (`setup_layout`): gb, the query heads a block serves (HEAD_GROUP with MODE.GROUPED, else
@@ -57,6 +57,10 @@ class Controller(wiring.Component):
 
     #: bits of gb the setup's shift-and-add walks (`attenio.regmap.MAX_HEAD_GROUP`)
     group_bits = MAX_HEAD_GROUP.bit_length()
+
+    #: cycles after START before the setup's division (LATCH, CHECK, DECIDE); a bad run
+    #: is done (and idle) the cycle after them
+    check_cycles = 3
 
     def __init__(self, *, addr_width, max_seq_len, beat_bytes, block_rows):
         validate.positive("Controller", addr_width=addr_width, max_seq_len=max_seq_len,
@@ -169,6 +173,23 @@ class Controller(wiring.Component):
                 self.exp_busy.eq(self.exp_busy + exp_active),
                 self.mem_stall.eq(self.mem_stall + stalled),
             ]
+        # LATCH copies the run (some 500 flip-flops) and clears the counters (256), each
+        # field and counter by a kept load register of its own, set by START: one enable,
+        # decoded from the state and START, reached them all across the chip in no cycle.
+        copies = {name: getattr(self.run, name) for name, _ in self.run.shape()
+                  if name != "setup"}
+        copies["kv_len"] = Mux(self.run.kv_len == 0, self.run.seq_len, self.run.kv_len)
+        counters = {"cycles": self.cycles, "pe_busy": self.pe_busy, "exp_busy": self.exp_busy,
+                    "mem_stall": self.mem_stall}
+        load = {name: Signal(name=f"load_{name}", attrs={"keep": 1})
+                for name in [*copies, *counters]}
+        m.d.sync += [flag.eq(0) for flag in load.values()]
+        for name, value in copies.items():
+            with m.If(load[name]):
+                m.d.sync += getattr(self.seq_run, name).eq(value)
+        for name, counter in counters.items():
+            with m.If(load[name]):
+                m.d.sync += counter.eq(0)
 
         mul_b = Signal(self.group_bits)     # gb, shifted out LSB first
         a_mod = Signal(nw + 1)              # a mod gb
@@ -181,12 +202,11 @@ class Controller(wiring.Component):
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start):
-                    m.d.sync += [self.done.eq(0), self.busy.eq(1), self.seq_run.eq(self.run),
-                                 self.seq_run.kv_len.eq(Mux(self.run.kv_len == 0,
-                                                            self.run.seq_len, self.run.kv_len)),
-                                 self.cycles.eq(0), self.pe_busy.eq(0), self.exp_busy.eq(0),
-                                 self.mem_stall.eq(0)]
-                    m.next = "CHECK"
+                    m.d.sync += [self.done.eq(0), self.busy.eq(1),
+                                 *[flag.eq(1) for flag in load.values()]]
+                    m.next = "LATCH"
+            with m.State("LATCH"):
+                m.next = "CHECK"
             with m.State("CHECK"):
                 m.d.sync += [self.error.eq(code),
                              setup.gb.eq(Mux(run.grouped, run.group, 1)),

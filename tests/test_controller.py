@@ -51,17 +51,21 @@ def simulate(run, body, block_rows=32):
 ])
 def test_bad_runs_end_at_once_with_their_code_and_start_nothing(change, code):
     async def body(ctx, dut):
-        for _ in range(5):
+        for _ in range(dut.check_cycles):       # LATCH, CHECK, DECIDE
+            assert ctx.get(dut.busy) and not ctx.get(dut.done)
             assert not ctx.get(dut.seq_start) and not ctx.get(dut.dma_clear)
             await ctx.tick()
-        assert ctx.get(dut.done) and not ctx.get(dut.busy)
-        assert ctx.get(dut.error) == code
+        for _ in range(3):
+            assert ctx.get(dut.done) and not ctx.get(dut.busy)
+            assert not ctx.get(dut.seq_start) and not ctx.get(dut.dma_clear)
+            assert ctx.get(dut.error) == code
+            await ctx.tick()
     simulate({**GOOD, **change}, body)
 
 
 async def until_launch(ctx, dut):
-    """CHECK, DECIDE and the setup: busy, and nothing started or counted."""
-    for _ in range(2 + dut.setup_cycles()):
+    """LATCH, CHECK, DECIDE and the setup: busy, and nothing started or counted."""
+    for _ in range(dut.check_cycles + dut.setup_cycles()):
         assert ctx.get(dut.busy) and not ctx.get(dut.done) and not ctx.get(dut.seq_start)
         assert ctx.get(dut.cycles) == 0
         await ctx.tick()
@@ -121,7 +125,7 @@ def test_grouped_heads_must_be_a_multiple_of_the_group(heads, group, grouped, co
     """MODE.GROUPED with HEADS not a multiple of HEAD_GROUP ends the run after the setup's
     division, nothing started; without the bit the last K/V head serves fewer heads."""
     async def body(ctx, dut):
-        for _ in range(2 + dut.setup_cycles() + 1):
+        for _ in range(dut.check_cycles + dut.setup_cycles() + 1):
             assert not ctx.get(dut.seq_start) or code == ErrorCode.NONE
             if ctx.get(dut.seq_start) or ctx.get(dut.done):
                 break
