@@ -220,8 +220,17 @@ class KVBuffer(wiring.Component):
             with m.If(feed.payload.kind.as_value() != expect):
                 m.d.sync += self.error.eq(1)
             m.d.sync += elem.eq(Mux(elem == d - 1, 0, elem + 1))
+        # A free half's tag follows the row being filled: `filled` changes only when a row
+        # completes or a block starts, so the tag holds the row's at its last element
+        # without the feed's handshake (a few LUTs from the replay's release) in the enable
+        # of its flip-flops. With one chunk a row, a half is refilled in the cycle of its
+        # release, still full, so there the tag loads when the row completes.
+        for h in range(2):
+            tag_load = row_in if d == 1 else ~full[h]
+            with m.If(tag_load & (fill_half == h)):
+                m.d.sync += tags[h].eq(filled)
         with m.If(row_in):
-            m.d.sync += [tags[fill_half].eq(filled), fill_half.eq(~fill_half)]
+            m.d.sync += fill_half.eq(~fill_half)
             with m.If(in_q):
                 m.d.sync += q_left.eq(q_left - 1)
                 with m.If(q_left == 1):
