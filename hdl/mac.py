@@ -13,7 +13,9 @@ carries. A MAC keeps, in PE-local storage,
 * two banks of r exact scores (bank j mod 2 holds the scores against K_j, so
   the scores of K_{j+1} can be computed while the softmax of K_j reads bank
   j mod 2), and two banks of r (up, e) pairs written by the softmax lane
-  ((alpha, P) = (e, 1) if up else (1, e)).
+  ((alpha, P) = (e, 1) if up else (1, e)), a `Memory` read combinationally at
+  the word's (bank, slot) (`pick_layout`): on an FPGA a LUT RAM, not 2r registers
+  and their 2r-to-1 multiplexers beside the multiplier.
 
 A MAC acts on the `word` it holds this cycle and passes it on one cycle later
 (systolic forwarding along the line). A word carries its own control, so MAC c
@@ -51,7 +53,7 @@ chain's latency grows by L per MAC instead of one cycle, and the lanes start
 that much later (`MAC.score_latency`).
 """
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -59,10 +61,10 @@ from amaranth.lib.wiring import In, Out
 from attenio import validate
 
 from .formats import FloatArith, Int8Arith
-from .formats.dsp import Stages, dsp_lut_width, lut_built, or_all
+from .formats.dsp import Stages, dsp_lut_width, lut_built
 from .softmax import pa_layout
 
-__all__ = ["word_layout", "chain_layout", "pick_layout", "pick_onehot", "check_arith",
+__all__ = ["word_layout", "chain_layout", "pick_layout", "pick_addr", "check_arith",
            "score_period", "MAC"]
 
 
@@ -93,15 +95,14 @@ def chain_layout(*, arith, rows_per_mac):
 
 
 def pick_layout(*, rows_per_mac):
-    """The (bank, slot) of a word at a MAC's input, one-hot (bit bank * r + slot), from a
-    register of its own: what selects the word's (up, e) (`MAC`)."""
-    return data.StructLayout({"onehot": 2 * rows_per_mac})
+    """The (bank, slot) of a word at a MAC's input, as the address of its (up, e) pair
+    (`pick_addr`), from a register of its own: what reads the word's pair (`MAC`)."""
+    return data.StructLayout({"addr": (rows_per_mac - 1).bit_length() + 1})
 
 
-def pick_onehot(bank, slot, *, rows_per_mac):
-    """`pick_layout`'s one-hot of (bank, slot)."""
-    r = rows_per_mac
-    return Cat((bank == b) & (slot == t) for b in range(2) for t in range(r))
+def pick_addr(bank, slot, *, rows_per_mac):
+    """`pick_layout`'s address of (bank, slot): the slot's bits, then the bank's."""
+    return Cat(Value.cast(slot)[:(rows_per_mac - 1).bit_length()], bank)
 
 
 def check_arith(owner, arith):
@@ -213,7 +214,7 @@ class MAC(wiring.Component):
         # multiplexers, 2r wide for every bit of e, are the next MAC's.
         if self._index < self._q - 1:
             pick_r = Signal.like(self.pick_out, name="pick", attrs={"keep": 1})
-            m.d.sync += pick_r.onehot.eq(pick_onehot(wi.bank, wi.slot, rows_per_mac=r))
+            m.d.sync += pick_r.addr.eq(pick_addr(wi.bank, wi.slot, rows_per_mac=r))
             m.d.comb += self.pick_out.eq(pick_r)
 
         m.submodules.q_mem = q_mem = Memory(shape=A.element_shape, depth=r * d, init=[])
@@ -241,26 +242,24 @@ class MAC(wiring.Component):
         else:
             self._int8_scores(m, w, q_rd.data, value, dsp_lut_width(platform))
 
-        # (up, e) registers, written by the lane over its line-local bus (to the whole group).
-        # The MACs of a group hold the same values: kept, each MAC selects from its own copy
-        # rather than all of them from one merged set (`attenio.gen.synth.prepare_script`).
-        e_regs = [Signal(A.factor_shape, name=f"e_{b}_{t}", attrs={"keep": 1})
-                  for b in range(2) for t in range(r)]
-        up_regs = [Signal(name=f"up_{b}_{t}", attrs={"keep": 1})
-                   for b in range(2) for t in range(r)]
-        # The bus arrives unregistered and is registered here, kept per MAC, so its wire
-        # from the lane is all of its cycle; the register's write enables, one per (bank,
-        # slot), are decoded before it, so each drives its pair's enables from beside them.
+        # The (up, e) pairs, written by the lane over its line-local bus (to the whole
+        # group), each MAC's in a memory of its own. The bus arrives unregistered and is
+        # registered here, kept per MAC, so its wire from the lane is all of its cycle and
+        # the memory's write port takes registers: a pair is readable two cycles after
+        # the bus carried it, as 2r registers loaded from the bus register would be.
+        pair = data.StructLayout({"up": 1, "e": A.factor_shape})
+        m.submodules.pairs = pairs = Memory(shape=pair, depth=2 ** len(self.pick_in.addr),
+                                            init=[])
+        pair_wr = pairs.write_port()
+        pair_rd = pairs.read_port(domain="comb")
         pa = self.pa
-        pa_up = Signal(name="pa_up", attrs={"keep": 1})
-        pa_e = Signal(A.factor_shape, name="pa_e", attrs={"keep": 1})
-        pa_we = Signal(2 * r, name="pa_we", attrs={"keep": 1})
-        mine = pa.valid & (pa.mac == self._lane_index)
-        m.d.sync += [pa_up.eq(pa.up), pa_e.eq(pa.e), pa_we.eq(Cat(
-            mine & (pa.bank == b) & (pa.slot == t) for b in range(2) for t in range(r)))]
-        for k in range(2 * r):
-            with m.If(pa_we[k]):
-                m.d.sync += [e_regs[k].eq(pa_e), up_regs[k].eq(pa_up)]
+        pa_pair = Signal(pair, name="pa_pair", attrs={"keep": 1})
+        pa_addr = Signal.like(self.pick_in.addr, name="pa_addr", attrs={"keep": 1})
+        pa_we = Signal(name="pa_we", attrs={"keep": 1})
+        m.d.sync += [pa_pair.up.eq(pa.up), pa_pair.e.eq(pa.e),
+                     pa_addr.eq(pick_addr(pa.bank, pa.slot, rows_per_mac=r)),
+                     pa_we.eq(pa.valid & (pa.mac == self._lane_index))]
+        m.d.comb += [pair_wr.addr.eq(pa_addr), pair_wr.data.eq(pa_pair), pair_wr.en.eq(pa_we)]
 
         # Update, pipelined (`Int8Arith.update`): O is read one cycle ahead (or at the
         # drain's address when no V word comes), and the sum is written
@@ -270,17 +269,15 @@ class MAC(wiring.Component):
         m.d.sync += [addr[0].eq(w.addr), en[0].eq(w.valid & w.is_u)]
         m.d.sync += [addr[k].eq(addr[k - 1]) for k in range(1, len(addr))]
         m.d.sync += [en[k].eq(en[k - 1]) for k in range(1, len(en))]
-        # The word's (up, e), selected a cycle ahead from `wi` (as O is read) so that the
-        # update's multiplier takes them from registers. The selection is one-hot (wi's,
-        # from a register), an AND-OR: two (bank, slot) pairs a LUT. It reads the (bank,
-        # slot) registers alone: the lane's `ready` rises the cycle after the last of them
-        # is written (`SoftmaxLane.ready_stage`), so no V word meets its pair still in
-        # the bus register.
+        # The word's (up, e), read a cycle ahead at `wi`'s (bank, slot) (as O is read, the
+        # address from a register) so that the update's multiplier takes them from
+        # registers. It reads the memory alone: the lane's `ready` rises the cycle after
+        # the last pair is written (`SoftmaxLane.ready_stage`), so no V word meets its
+        # pair still in the bus register.
         up_w = Signal(name="up_w")
         e_w = Signal(A.factor_shape, name="e_w")
-        sel = self.pick_in.onehot
-        m.d.sync += [up_w.eq(or_all(sel[k] & up_regs[k] for k in range(2 * r))),
-                     e_w.eq(or_all(Mux(sel[k], e_regs[k], 0) for k in range(2 * r)))]
+        m.d.comb += pair_rd.addr.eq(self.pick_in.addr)
+        m.d.sync += [up_w.eq(pair_rd.data.up), e_w.eq(pair_rd.data.e)]
         o_new = A.update(m, up_w, e_w, Mux(w.first, 0, o_rd.data), value)
         o_rd_addr = Signal.like(w.addr, name="o_rd_addr", attrs={"keep": 1})
         m.d.sync += o_rd_addr.eq(Mux(wi.valid & wi.is_u, wi.addr, self.drain_addr))

@@ -27,7 +27,7 @@ from amaranth.lib.wiring import In, Out
 from attenio import validate
 
 from .counter import DownCounter
-from .mac import pick_layout, pick_onehot, word_layout
+from .mac import pick_addr, pick_layout, word_layout
 
 __all__ = ["drain_layout", "RowReplay"]
 
@@ -48,7 +48,7 @@ class RowReplay(wiring.Component):
     `lanes_ready` / `consume` the array's interlock flags and their clears;
     `drain` the normalizer's block command (its `ready`: the normalizer is idle);
     `c` the softmax constant and `mask` the causal mask (`attenio.hdl.kv_buffer.mask_layout`)
-    for the lanes; `pick_next` the next entry word's one-hot (bank, slot), which each line
+    for the lanes; `pick_next` the next entry word's (bank, slot) address, which each line
     registers for its MAC 0 (`attenio.hdl.mac.pick_layout`: while the word is valid);
     `pe_active` a word for S or U entered
     the array; `starved` idle with no row to replay; `busy`.
@@ -169,7 +169,7 @@ class RowReplay(wiring.Component):
         entry = Signal.like(self.word, name="entry_out")
         m.d.sync += [entry.eq(word), entry.value.eq(self.rd_data)]
         m.d.comb += [self.word.eq(entry),
-                     self.pick_next.onehot.eq(pick_onehot(word.bank, word.slot, rows_per_mac=r))]
+                     self.pick_next.addr.eq(pick_addr(word.bank, word.slot, rows_per_mac=r))]
         m.d.comb += [self.starved.eq(~active & ~row.valid),
                      self.pe_active.eq(entry.valid & (entry.is_s | entry.is_u)),
                      self.busy.eq(active | word.valid | entry.valid)]

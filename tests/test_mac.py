@@ -54,7 +54,7 @@ def run(case, seed):
         await ctx.tick()
         ctx.set(dut.wi, {"valid": 1, "is_u": 1, "addr": addr, "slot": slot, "bank": bank,
                          "first": 1, "value": [v]})
-        ctx.set(dut.pick_in.onehot, 1 << (bank * R + slot))   # wi's, as the line decodes it
+        ctx.set(dut.pick_in.addr, bank << (R - 1).bit_length() | slot)   # wi's, as the line's
         await ctx.tick()
         ctx.set(dut.wi.valid, 0)
         ctx.set(dut.drain_addr, addr)
