@@ -170,9 +170,9 @@ class MAC(wiring.Component):
 
     @staticmethod
     def update_latency(arith):
-        """Cycles from a V word at this MAC to its O element written: the update
-        pipeline of the format (its ``update``)."""
-        return arith.update_latency
+        """Cycles from a V word at this MAC to its O element written: the operands'
+        register, then the update pipeline of the format (its ``update``)."""
+        return 1 + arith.update_latency
 
     @staticmethod
     def score_latency(arith, split):
@@ -261,11 +261,13 @@ class MAC(wiring.Component):
                      pa_we.eq(pa.valid & (pa.mac == self._lane_index))]
         m.d.comb += [pair_wr.addr.eq(pa_addr), pair_wr.data.eq(pa_pair), pair_wr.en.eq(pa_we)]
 
-        # Update, pipelined (`Int8Arith.update`): O is read one cycle ahead (or at the
-        # drain's address when no V word comes), and the sum is written
-        # `update_latency` cycles after the word.
-        addr = [Signal.like(w.addr, name=f"addr_{k}") for k in range(A.update_latency)]
-        en = [Signal(name=f"en_{k}") for k in range(A.update_latency)]
+        # Update, pipelined: O is read one cycle ahead (or at the drain's address when no
+        # V word comes), registered with the word's (up, e) and element, and the format's
+        # `update` takes them from there; the sum is written `update_latency` cycles
+        # after the word.
+        latency = self.update_latency(A)
+        addr = [Signal.like(w.addr, name=f"addr_{k}") for k in range(latency)]
+        en = [Signal(name=f"en_{k}") for k in range(latency)]
         m.d.sync += [addr[0].eq(w.addr), en[0].eq(w.valid & w.is_u)]
         m.d.sync += [addr[k].eq(addr[k - 1]) for k in range(1, len(addr))]
         m.d.sync += [en[k].eq(en[k - 1]) for k in range(1, len(en))]
@@ -278,7 +280,15 @@ class MAC(wiring.Component):
         e_w = Signal(A.factor_shape, name="e_w")
         m.d.comb += pair_rd.addr.eq(self.pick_in.addr)
         m.d.sync += [up_w.eq(pair_rd.data.up), e_w.eq(pair_rd.data.e)]
-        o_new = A.update(m, up_w, e_w, Mux(w.first, 0, o_rd.data), value)
+        # The operands' register: O's read leaves a LUT RAM late in its cycle, away from the
+        # multiplier (round 31: 12.5 ns from the read address over the RAM and the two
+        # selections to the multiplier's input register).
+        up_u, e_u = Signal(name="up_u"), Signal.like(e_w, name="e_u")
+        o_u = Signal(A.o_shape, name="o_u")
+        v_u = Signal.like(value, name="v_u")
+        m.d.sync += [up_u.eq(up_w), e_u.eq(e_w), o_u.eq(Mux(w.first, 0, o_rd.data)),
+                     v_u.eq(value)]
+        o_new = A.update(m, up_u, e_u, o_u, v_u)
         o_rd_addr = Signal.like(w.addr, name="o_rd_addr", attrs={"keep": 1})
         m.d.sync += o_rd_addr.eq(Mux(wi.valid & wi.is_u, wi.addr, self.drain_addr))
         m.d.comb += [

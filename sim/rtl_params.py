@@ -72,7 +72,7 @@ class RtlParams:
     lane_latency: int = 22
     lane_busy_tail: int = 18
     line_skew: int | None = None
-    drain_start: int = 5
+    drain_start: int = 6
     normalizer_latency: int = 33
     read_start: int = 11
     feed_start: int = 3
