@@ -180,11 +180,12 @@ class MAC(wiring.Component):
         bank. int8: the operand registers and q*k's two stages (`MAC._qk`) before the
         accumulator's, and with s > 1 the adder chain's stage. Float: the product and the
         accumulator's pipelines, and with s > 1 one addition per MAC of the chain plus
-        the registers between them (see the module docstring)."""
+        the registers between them (see the module docstring). Then the score's own
+        register before the banks (`_write_score`)."""
         if isinstance(arith, FloatArith):
             Lm, La = arith.product_latency, arith.accumulate_latency
-            return Lm + La if split == 1 else Lm + La * split + 1
-        return 3 if split == 1 else 4
+            return 1 + (Lm + La if split == 1 else Lm + La * split + 1)
+        return 4 if split == 1 else 5
 
     @property
     def index(self):
@@ -301,7 +302,14 @@ class MAC(wiring.Component):
         return m
 
     def _write_score(self, m, en, bank, slot, value):
-        self._write_regs(m, self.score, en, bank, slot, value)
+        """The row's score into its bank a cycle after `en`: the score, its (bank, slot) and
+        `en` registered beside the adder that makes it, since each of its bits then goes
+        to the 2r bank registers, which sit by the lane that reads them (round 32: 7.9 ns
+        from the chain's sum to one of them)."""
+        r_en, r_bank = Signal(name="score_en"), Signal.like(bank, name="score_bank")
+        r_slot, r_value = Signal.like(slot, name="score_slot"), Signal.like(value, name="score_in")
+        m.d.sync += [r_en.eq(en), r_bank.eq(bank), r_slot.eq(slot), r_value.eq(value)]
+        self._write_regs(m, self.score, r_en, r_bank, r_slot, r_value)
 
     def _write_regs(self, m, regs, en, bank, slot, value):
         """regs[bank * r + slot] = value where `en`."""

@@ -69,7 +69,7 @@ class RtlParams:
                         r (int8's slot-by-slot replay), max(r, L_acc) for a float format
     """
 
-    lane_latency: int = 22
+    lane_latency: int = 23
     lane_busy_tail: int = 18
     line_skew: int | None = None
     drain_start: int = 6
@@ -78,7 +78,7 @@ class RtlParams:
     feed_start: int = 3
     write_tail: int = 9
     feed_pad_rows: bool = False
-    lane_start: int = 4
+    lane_start: int = 5
     row_issue: int = 3
     row_ready: int = 1
     room_issue: int = 6
