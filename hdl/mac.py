@@ -128,7 +128,7 @@ class MAC(wiring.Component):
     (P, alpha) bus address).
     Ports: `line_id` the index of its line (an input, so that every line is the same
     module), `wi` the word from the previous MAC (or the line entry), `wo` the
-    word one cycle later, `pick_in` the one-hot (bank, slot) of `wi` (the previous
+    word one cycle later, `pick_in` the (bank, slot) address of `wi` (the previous
     MAC's `pick_out`, a copy of its `wo`'s; for MAC 0 the line's, registered beside
     it), `score` the two banks of r scores (bank * r + slot; written by the group's
     last MAC only), `chain_in` / `chain_out` the adder chain of the partial scores
@@ -210,9 +210,9 @@ class MAC(wiring.Component):
         w = Signal.like(self.wi, name="w", attrs={"keep": 1})
         m.d.sync += w.eq(wi)
         m.d.comb += self.wo.eq(w)
-        # A second copy of the word's (bank, slot), kept, for the next MAC's (up, e)
-        # selection alone: `w`'s bits also serve this MAC, and the selection's
-        # multiplexers, 2r wide for every bit of e, are the next MAC's.
+        # A second copy of the word's (bank, slot), kept, as the next MAC's (up, e) read
+        # address alone: `w`'s bits also serve this MAC, and the address drives the
+        # next MAC's pair memory.
         if self._index < self._q - 1:
             pick_r = Signal.like(self.pick_out, name="pick", attrs={"keep": 1})
             m.d.sync += pick_r.addr.eq(pick_addr(wi.bank, wi.slot, rows_per_mac=r))

@@ -74,8 +74,8 @@ class MacLine(wiring.Component):
 
     Ports: `line_id` the line's index (Q words are addressed by it); `row_base` the block
     row of its first group's slot 0 (line_id * q/s); `wi` the entry word, and `pick_next`
-    its one-hot (bank, slot) a cycle ahead (`RowReplay`), which the line registers for
-    MAC 0's (up, e) selection; `tail` the word leaving the last MAC; `c` the softmax
+    its (bank, slot) address a cycle ahead (`RowReplay`), which the line registers for
+    MAC 0's (up, e) read; `tail` the word leaving the last MAC; `c` the softmax
     constant and `mask` the block's causal mask for the lanes; `ready`/`consume` the
     lanes' per-bank "(P, alpha) written" flags, ANDed, and their clear strobes;
     `exp_active` some lane has a row in flight; `drain` the read port of the normalizer
@@ -110,8 +110,8 @@ class MacLine(wiring.Component):
         ql = q // L
         gl = ql // s                             # groups per lane
         drain = self.drain
-        # MAC 0's selection, from a register of this line's own: the entry word's fields
-        # are one register for every line, and the selection's multiplexers are MAC 0's
+        # MAC 0's (up, e) read address, from a register of this line's own: the entry
+        # word's fields are one register for every line, and the address is MAC 0's
         entry_pick = Signal.like(self.pick_next, name="entry_pick", attrs={"keep": 1})
         m.d.sync += entry_pick.eq(self.pick_next)
         macs = []
