@@ -175,21 +175,18 @@ class Controller(wiring.Component):
             ]
         # LATCH copies the run (some 500 flip-flops) and clears the counters (256), each
         # field and counter by a kept load register of its own, set by START: one enable,
-        # decoded from the state and START, reached them all across the chip in no cycle.
-        copies = {name: getattr(self.run, name) for name, _ in self.run.shape()
-                  if name != "setup"}
-        copies["kv_len"] = Mux(self.run.kv_len == 0, self.run.seq_len, self.run.kv_len)
-        counters = {"cycles": self.cycles, "pe_busy": self.pe_busy, "exp_busy": self.exp_busy,
-                    "mem_stall": self.mem_stall}
-        load = {name: Signal(name=f"load_{name}", attrs={"keep": 1})
-                for name in [*copies, *counters]}
+        # decoded from the state and START, cannot reach them all across the chip in a cycle.
+        loads = {name: (getattr(self.seq_run, name), getattr(self.run, name))
+                 for name, _ in self.run.shape() if name != "setup"}
+        loads["kv_len"] = (self.seq_run.kv_len,
+                           Mux(self.run.kv_len == 0, self.run.seq_len, self.run.kv_len))
+        loads.update({name: (getattr(self, name), 0)
+                      for name in ("cycles", "pe_busy", "exp_busy", "mem_stall")})
+        load = {name: Signal(name=f"load_{name}", attrs={"keep": 1}) for name in loads}
         m.d.sync += [flag.eq(0) for flag in load.values()]
-        for name, value in copies.items():
+        for name, (target, value) in loads.items():
             with m.If(load[name]):
-                m.d.sync += getattr(self.seq_run, name).eq(value)
-        for name, counter in counters.items():
-            with m.If(load[name]):
-                m.d.sync += counter.eq(0)
+                m.d.sync += target.eq(value)
 
         mul_b = Signal(self.group_bits)     # gb, shifted out LSB first
         a_mod = Signal(nw + 1)              # a mod gb

@@ -97,12 +97,16 @@ def chain_layout(*, arith, rows_per_mac):
 def pick_layout(*, rows_per_mac):
     """The (bank, slot) of a word at a MAC's input, as the address of its (up, e) pair
     (`pick_addr`), from a register of its own: what reads the word's pair (`MAC`)."""
-    return data.StructLayout({"addr": (rows_per_mac - 1).bit_length() + 1})
+    return data.StructLayout({"addr": _slot_bits(rows_per_mac) + 1})
 
 
 def pick_addr(bank, slot, *, rows_per_mac):
     """`pick_layout`'s address of (bank, slot): the slot's bits, then the bank's."""
-    return Cat(Value.cast(slot)[:(rows_per_mac - 1).bit_length()], bank)
+    return Cat(Value.cast(slot)[:_slot_bits(rows_per_mac)], bank)
+
+
+def _slot_bits(rows_per_mac):
+    return (rows_per_mac - 1).bit_length()
 
 
 def check_arith(owner, arith):
@@ -281,9 +285,8 @@ class MAC(wiring.Component):
         e_w = Signal(A.factor_shape, name="e_w")
         m.d.comb += pair_rd.addr.eq(self.pick_in.addr)
         m.d.sync += [up_w.eq(pair_rd.data.up), e_w.eq(pair_rd.data.e)]
-        # The operands' register: O's read leaves a LUT RAM late in its cycle, away from the
-        # multiplier (round 31: 12.5 ns from the read address over the RAM and the two
-        # selections to the multiplier's input register).
+        # The operands' register: O's read leaves a LUT RAM late in its cycle, and the RAM,
+        # its two selections and the multiplier's input register are too far apart for one.
         up_u, e_u = Signal(name="up_u"), Signal.like(e_w, name="e_u")
         o_u = Signal(A.o_shape, name="o_u")
         v_u = Signal.like(value, name="v_u")
@@ -304,8 +307,7 @@ class MAC(wiring.Component):
     def _write_score(self, m, en, bank, slot, value):
         """The row's score into its bank a cycle after `en`: the score, its (bank, slot) and
         `en` registered beside the adder that makes it, since each of its bits then goes
-        to the 2r bank registers, which sit by the lane that reads them (round 32: 7.9 ns
-        from the chain's sum to one of them)."""
+        to the 2r bank registers, which sit by the lane that reads them."""
         r_en, r_bank = Signal(name="score_en"), Signal.like(bank, name="score_bank")
         r_slot, r_value = Signal.like(slot, name="score_slot"), Signal.like(value, name="score_in")
         m.d.sync += [r_en.eq(en), r_bank.eq(bank), r_slot.eq(slot), r_value.eq(value)]
