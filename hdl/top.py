@@ -1,15 +1,17 @@
 """`attenio_top`: the whole accelerator, sized by a Plan.
 
     s_axil (AXI4-Lite) -> CSRBlock -> Controller -> ReadSequencer -cmd-> DMA reader -> BeatUnpacker
-                                                   |  |      \\-kind---------------> TagJoin <-+
+                                                   |  |      \\-kind-> TagJoin <-elements-+
+                                                   |  |                  \\-> StreamSlice -+
                                                    |  +-block------> AttentionCore <-feed-+
                                                    +-> WriteSequencer -> DMA writer <- BeatPacker <-o_out-+
     m_axi (AXI4) <- DMA
 
 The read sequencer tags every read command with its kind (Q, K or V); the tag
 travels in a FIFO beside the data and is joined to the elements as they leave
-the unpacker (`TagJoin`), so the core's feed carries kind and value together. `irq` is the
-DONE bit, for hosts that prefer an interrupt to polling.
+the unpacker (`TagJoin`), so the core's feed carries kind and value together; a register
+slice then ends the feed's handshake on either side (`StreamSlice`). `irq` is the DONE
+bit, for hosts that prefer an interrupt to polling.
 """
 
 from dataclasses import dataclass
@@ -33,6 +35,7 @@ from .kv_buffer import KVBuffer
 from .normalizer import Normalizer
 from .replay import RowReplay
 from .sequencer import ReadSequencer, WriteSequencer
+from .stream_slice import StreamSlice
 from .tag_join import TagJoin
 from .widthconv import BeatPacker, BeatUnpacker, element_layout
 
@@ -61,11 +64,12 @@ class TopTiming:
     beat_leave: int
     block_command: int
     block_fill: int
+    feed_lead: int
 
     @classmethod
     def of(cls, plan):
         issue = RowReplay.issue_latency
-        beat_to_element = DMAReader.response_latency + BeatUnpacker.latency
+        beat_to_element = DMAReader.response_latency + BeatUnpacker.latency + StreamSlice.latency
         offset = beat_to_element + issue - 1
         return cls(
             read_offset=offset,
@@ -77,7 +81,8 @@ class TopTiming:
                         + DMAWriter.response_latency + WriteSequencer.finish_latency
                         + Controller.done_latency),
             room_issue=DMAReader.room_latency + offset,
-            beat_leave=BeatUnpacker.latency + issue,
+            beat_leave=BeatUnpacker.latency + StreamSlice.latency + issue,
+            feed_lead=StreamSlice.lead,
             # the sequencer moves from a block's command to its first read command
             block_command=(ReadSequencer.command_latency - ReadSequencer.block_latency
                            + BurstSplitter.latency + offset),
@@ -156,6 +161,8 @@ class AttenIOTop(wiring.Component):
                                                     element=element)
         m.submodules.join = join = TagJoin(tag_shape=Kind,
                                            element_layout=element_layout(plan.split, element))
+        # the feed's handshake ends at a register slice on either side (see StreamSlice)
+        m.submodules.feed_slice = feed_slice = StreamSlice(join.o.payload.shape())
         m.submodules.pack = pack = BeatPacker(data_width=width, width=plan.split,
                                               element=element)
 
@@ -206,7 +213,8 @@ class AttenIOTop(wiring.Component):
         wiring.connect(m, dma.rd_data, unpack.i)
         wiring.connect(m, unpack.o, join.elements)
         wiring.connect(m, rseq.kind, join.tags)
-        wiring.connect(m, join.o, core.feed)
+        wiring.connect(m, join.o, feed_slice.i)
+        wiring.connect(m, feed_slice.o, core.feed)
         wiring.connect(m, core.o_out, pack.i)
         wiring.connect(m, pack.o, dma.wr_data)
         return m

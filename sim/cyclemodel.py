@@ -248,7 +248,7 @@ class _Machine:
         # the half is free from the cycle of the last word's issue of the row two before
         start = max(first_elem, self.ends[0] - p.row_issue, self.fill_free)
         self.fill_free = start + fill
-        self.pops.append(max(start + (self.beats - 1) * self.beat_fill - 1,
+        self.pops.append(max(start + (self.beats - 1) * self.beat_fill - 1 - p.feed_lead,
                              arrival - p.beat_leave))
         last_elem = max(start + fill - 1, arrival + self.beat_fill - p.row_issue - 1)
         return last_elem + p.row_ready + p.row_issue

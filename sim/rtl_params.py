@@ -61,6 +61,9 @@ class RtlParams:
                         model's issue of the block's first read
     block_fill          cycles from the core taking a block's command to the KV buffer
                         taking its first element
+    feed_lead           cycles by which a beat's last element leaves the unpacker before
+                        the KV buffer takes it, when the buffer sets the pace (the feed's
+                        register slice: `StreamSlice.lead`)
     block_gap           controller bubble cycles between U(N-1) and the next Qload
     burst_overhead      idle data-bus cycles per AXI burst (the DMA's per-burst cost)
     axi_rate_cap        a single AXI port moves one beat per cycle: the link rate is
@@ -74,17 +77,18 @@ class RtlParams:
     line_skew: int | None = None
     drain_start: int = 6
     normalizer_latency: int = 33
-    read_start: int = 11
+    read_start: int = 12
     feed_start: int = 3
     write_tail: int = 9
     feed_pad_rows: bool = False
     lane_start: int = 5
     row_issue: int = 3
     row_ready: int = 1
-    room_issue: int = 6
-    beat_leave: int = 4
-    block_command: int = 9
+    room_issue: int = 7
+    beat_leave: int = 5
+    block_command: int = 10
     block_fill: int = 1
+    feed_lead: int = 1
     block_gap: int = 0
     burst_overhead: int = 0
     axi_rate_cap: bool = False
