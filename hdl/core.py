@@ -94,8 +94,8 @@ class CoreTiming:
                       after the cycle following S_j's last word at the entry: the
                       score's product register (and the adder chain's stage when
                       s > 1), the lane's stages to its `ready` (the MACs' (up, e)
-                      registers written; the replay's launch sees it at once), the
-                      replay's issue
+                      registers written), the array's register of all lanes' `ready`,
+                      the replay's issue
     lane_busy_tail    a lane still has a row in flight this long after issuing its
                       last one (what `exp_active` shows)
     lane_start        the lanes' first row in flight, after the cycle at which S_j's
@@ -140,7 +140,7 @@ class CoreTiming:
         return cls(
             line_skew=macs_per_line - 1,                 # one MAC a cycle along a line
             lane_rows=rows_per_mac * (macs_per_line // lanes // split),
-            lane_latency=score + SoftmaxLane.ready_stage(arith) + issue,
+            lane_latency=score + SoftmaxLane.ready_stage(arith) + PEArray.ready_latency + issue,
             lane_busy_tail=SoftmaxLane.stages(arith),
             lane_start=score + SoftmaxLane.start_latency,
             o_update_latency=MAC.update_latency(arith),

@@ -172,13 +172,16 @@ class PEArray(wiring.Component):
     """p MAC lines fed by one entry word, with E = `exp_units` lanes in all (E / p per line).
 
     The ports are `MacLine`'s but `line_id` and `row_base`, except that `ready` is
-    ANDed over the lines, `exp_active` ORed, `tail` is line 0's, and the drain's `line`
-    selects the line (one more register). While Verilog is emitted the lines are one
-    module, `LINE_MODULE`, instantiated p times (`attenio.hdl.hierarchy`).
+    ANDed over the lines and registered (the AND spans the array, and the replay's launch
+    decision starts from it), `exp_active` ORed, `tail` is line 0's, and the drain's
+    `line` selects the line (one more register). While Verilog is emitted the lines are
+    one module, `LINE_MODULE`, instantiated p times (`attenio.hdl.hierarchy`).
     """
 
     #: the Verilog module name of a line when the array is emitted
     LINE_MODULE = "attenio_mac_line"
+    #: cycles from every lane's `ready` to the array's (the AND's register)
+    ready_latency = 1
 
     def __init__(self, *, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, exp_units,
                  split=1):
@@ -229,7 +232,7 @@ class PEArray(wiring.Component):
                          line.drain.mac.eq(drain.mac), line.drain.lane.eq(drain.lane)]
             lines.append(line)
         m.d.comb += self.tail.eq(lines[0].tail)
-        m.d.comb += [self.ready[b].eq(and_all(line.ready[b] for line in lines)) for b in range(2)]
+        m.d.sync += [self.ready[b].eq(and_all(line.ready[b] for line in lines)) for b in range(2)]
         m.d.comb += self.exp_active.eq(or_all(line.exp_active for line in lines))
         # The line select follows the data through the line's registers, then one more here.
         line_sel = [Signal.like(drain.line, name=f"drain_line_{k}")

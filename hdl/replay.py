@@ -16,8 +16,9 @@ issues its last word (or when idle) and the schedule allows it:
 * the last V row of a block arms the normalizer with the block's valid rows.
 
 The softmax constant of a block and its causal mask reach the lanes through two
-registers from its S_0 launch (the lanes read them far away from the launch
-logic); no lane uses them before S_0's scores exist, q + 1 cycles later.
+registers from the row being replayed, loaded in the cycle after its S_0 launch (so
+the launch decision does not also drive their enables, and the lanes read them far
+away from it); no lane uses them before S_0's scores exist, q + 1 cycles later.
 """
 
 from amaranth.hdl import Module, Mux, Signal, signed
@@ -151,16 +152,19 @@ class RowReplay(wiring.Component):
                          slot.eq(0)]
         c_launched = Signal.like(self.c)          # the c of the block whose S_0 launched
         mask_launched = Signal.like(self.mask)
-        m.d.sync += [self.c.eq(c_launched), self.mask.eq(mask_launched)]
+        launched = Signal()                       # `cur` was launched in the last cycle
+        m.d.sync += [self.c.eq(c_launched), self.mask.eq(mask_launched), launched.eq(launch)]
+        with m.If(launched & cur.is_s & cur.first):
+            m.d.sync += [c_launched.eq(cur.c), mask_launched.eq(cur.mask)]
         with m.If(launch):
             m.d.sync += active.eq(1)
-            with m.If(nxt.is_u):
-                m.d.comb += self.consume.eq(Mux(nxt.bank, 0b10, 0b01))
-            with m.If(nxt.is_s & nxt.first):
-                m.d.sync += [c_launched.eq(nxt.c), mask_launched.eq(nxt.mask)]
         with m.Elif(last_word):
             m.d.sync += active.eq(0)
-        m.d.comb += [self.drain.valid.eq(launch & nxt.is_u & nxt.last),
+        # U_j's consume and the last V row's drain command leave from registers, a cycle
+        # after the launch: the lanes' `ready` is next looked at for U_(j+2), four launches
+        # later, and the normalizer's for the next block's S_0, after its Q rows.
+        m.d.sync += [self.consume.eq(Mux(launch & nxt.is_u, Mux(nxt.bank, 0b10, 0b01), 0)),
+                     self.drain.valid.eq(launch & nxt.is_u & nxt.last),
                      self.drain.payload.rows_valid.eq(nxt.rows_valid)]
         # The entry register: the word with the buffer's read, which leaves a block RAM
         # late in its cycle (5.6 ns on ECP5), so it is registered beside the RAM before

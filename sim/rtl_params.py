@@ -72,7 +72,7 @@ class RtlParams:
                         r (int8's slot-by-slot replay), max(r, L_acc) for a float format
     """
 
-    lane_latency: int = 23
+    lane_latency: int = 24
     lane_busy_tail: int = 18
     line_skew: int | None = None
     drain_start: int = 6
