@@ -71,10 +71,11 @@ class TopTiming:
         issue = RowReplay.issue_latency
         beat_to_element = DMAReader.response_latency + BeatUnpacker.latency + StreamSlice.latency
         offset = beat_to_element + issue - 1
+        to_ar = StreamSlice.latency + BurstSplitter.latency    # a command taken to its AR
         return cls(
             read_offset=offset,
-            # the sequencer's first command, through the burst splitter to AR
-            read_start=ReadSequencer.command_latency + BurstSplitter.latency + offset,
+            # the sequencer's first command, through its slice and the burst splitter to AR
+            read_start=ReadSequencer.command_latency + to_ar + offset,
             # the sequencer's first block, taken by the KV buffer
             feed_start=ReadSequencer.block_latency + KVBuffer.start_latency,
             write_tail=(Normalizer.output_latency + BeatPacker.latency + DMAWriter.data_latency
@@ -85,7 +86,7 @@ class TopTiming:
             feed_lead=StreamSlice.lead,
             # the sequencer moves from a block's command to its first read command
             block_command=(ReadSequencer.command_latency - ReadSequencer.block_latency
-                           + BurstSplitter.latency + offset),
+                           + to_ar + offset),
             block_fill=KVBuffer.start_latency,
         )
 
@@ -204,9 +205,13 @@ class AttenIOTop(wiring.Component):
             ctrl.starved.eq(core.row_wait),
         ]
 
-        # commands: sequencers -> DMA, blocks -> core
-        wiring.connect(m, rseq.cmd, dma.rd_cmd)
-        wiring.connect(m, wseq.cmd, dma.wr_cmd)
+        # commands: sequencers -> DMA (through a register slice each: the sequencers'
+        # counters step on the handshake, and the DMA's burst splitters are far away),
+        # blocks -> core
+        for name, seq, cmd in (("rd", rseq.cmd, dma.rd_cmd), ("wr", wseq.cmd, dma.wr_cmd)):
+            m.submodules[f"{name}_cmd_slice"] = cmd_slice = StreamSlice(seq.payload.shape())
+            wiring.connect(m, seq, cmd_slice.i)
+            wiring.connect(m, cmd_slice.o, cmd)
         wiring.connect(m, dma.wr_done, wseq.done)
         wiring.connect(m, rseq.block, core.start)
         # data: beats -> elements, each with its row's kind -> core -> beats

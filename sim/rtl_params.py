@@ -77,7 +77,7 @@ class RtlParams:
     line_skew: int | None = None
     drain_start: int = 6
     normalizer_latency: int = 33
-    read_start: int = 12
+    read_start: int = 13
     feed_start: int = 3
     write_tail: int = 9
     feed_pad_rows: bool = False
@@ -86,7 +86,7 @@ class RtlParams:
     row_ready: int = 1
     room_issue: int = 7
     beat_leave: int = 5
-    block_command: int = 10
+    block_command: int = 11
     block_fill: int = 1
     feed_lead: int = 1
     block_gap: int = 0
