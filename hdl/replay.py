@@ -162,7 +162,8 @@ class RowReplay(wiring.Component):
             m.d.sync += active.eq(0)
         # U_j's consume and the last V row's drain command leave from registers, a cycle
         # after the launch: the lanes' `ready` is next looked at for U_(j+2), four launches
-        # later, and the normalizer's for the next block's S_0, after its Q rows.
+        # later (the clear reaches the array's registered AND three cycles after the
+        # launch), and the normalizer's for the next block's S_0, after its Q rows.
         m.d.sync += [self.consume.eq(Mux(launch & nxt.is_u, Mux(nxt.bank, 0b10, 0b01), 0)),
                      self.drain.valid.eq(launch & nxt.is_u & nxt.last),
                      self.drain.payload.rows_valid.eq(nxt.rows_valid)]

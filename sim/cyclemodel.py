@@ -233,7 +233,10 @@ class _Machine:
         element a cycle once its first beat is through and its half of the buffer is
         free (the row two before it has been replayed); the replay may launch it
         `row_ready` cycles after its last element, and its first word is at the array
-        `row_issue` cycles after the launch. Times: the model's clock, on which a read
+        `row_issue` cycles after the launch. A row leaves the FIFO with its last beat:
+        when the link brings it, or, while the KV buffer sets the pace, `feed_lead`
+        cycles before the buffer takes the beat before it (the feed's register slice
+        between them holds two elements). Times: the model's clock, on which a read
         issued at t has its last byte at the link's arrival time
         (`attenio.sim.memmodel.Link`)."""
         p, fill = self.params, self.m.feed_row
