@@ -12,12 +12,12 @@ start pulse from the line makes each lane stream over its rows, one per cycle:
                  the scale's operand registers; m_new = max(m, x)
     stage 3-7    z = scale(d, c)     (`Int8Arith.scale`: products, their sum in pairs,
                                       round beside the bounds' comparisons, clamp)
-    stage 8-12   e = exp2(z)         (`Int8Arith.exp2`: table, its register, product,
-                                      sum, shift)
-    stage 13-15  (up, e) onto the line-local bus, registered in each MAC (stage 13):
+    stage 8-14   e = exp2(z)         (`Int8Arith.exp2`: table, its register, the
+                                      product's operands, product and relay, sum, shift)
+    stage 15-17  (up, e) onto the line-local bus, registered in each MAC (stage 15):
                  (alpha, P) = (e, 1) if up else (1, e); l = update(up, e, l)
                  (`Int8Arith.update`: operand, products, sum)
-    stage 16     write m and l
+    stage 18     write m and l
 
 Every multiply has a register before and after it (ECP5 MULT18X18D blocks with
 fabric registers on both sides, their partial products summed in a stage of

@@ -72,8 +72,8 @@ class RtlParams:
                         r (int8's slot-by-slot replay), max(r, L_acc) for a float format
     """
 
-    lane_latency: int = 24
-    lane_busy_tail: int = 18
+    lane_latency: int = 26
+    lane_busy_tail: int = 20
     line_skew: int | None = None
     drain_start: int = 6
     normalizer_latency: int = 33

@@ -91,7 +91,7 @@ def test_model_counters_at_runtime_n_and_heads():
 
 def test_compute_bound_blocks_take_2rdN_plus_qload():
     """No memory stall, no softmax stall: the first row, a*d + 2 r d N per block, the drain."""
-    plan = make_plan(config(seq_len=1000, exp_units=8))     # two lanes a line: r q/L = 4
+    plan = make_plan(config(seq_len=1000, exp_units=16))    # four lanes a line: r q/L = 2
     m, p = Mapping.of(plan), RtlParams.of(plan)
     d, n, a, r = 16, 1000, plan.a, plan.rows_per_mac
     assert m.skew + m.lane_rows + p.lane_latency <= r * d       # no interlock

@@ -9,6 +9,7 @@ Yosys's own mapping of a product to MULT18X18D.
 """
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -143,7 +144,9 @@ def test_primitives_take_as_many_dsps_as_yosys_would(tmp_path):
     """The small design's DSP count is the same whether its wide products are MULT18X18D
     instances (attenio synth --target ecp5) or ``a * b`` that Yosys maps itself, but for
     the pieces the design puts in DSPs whatever the LUT width (``lut_pieces=False``,
-    marked ``attenio_forced_dsp``), which Yosys's preparation leaves to LUTs."""
+    marked ``attenio_forced_dsp``) of products that Yosys's preparation leaves to LUTs:
+    the reciprocal's. The scale's forced piece (diff's top piece times c's) is part of a
+    product too wide for the LUT rule, which Yosys maps to as many DSPs itself."""
     from attenio.config import resolve
     from attenio.gen.verilog import emit
     from attenio.hdl.top import AttenIOTop
@@ -158,13 +161,20 @@ def test_primitives_take_as_many_dsps_as_yosys_would(tmp_path):
     instances = text.count("MULT18X18D #(")
     forced = text.count("(* attenio_forced_dsp = ")
     assert instances > 0 and '.REG_INPUTA_CLK("CLK0")' in text
-    assert forced > 0                   # the reciprocal's narrow pieces
+    # the forced pieces, by their A operand: the reciprocal's, and the scale's (diff x c)
+    blocks = text.split("MULT18X18D #(")
+    forced_a = [re.search(r"\.A0\((\w+)", body).group(1)
+                for head, body in zip(blocks, blocks[1:])
+                if "attenio_forced_dsp" in head[-80:]]
+    assert len(forced_a) == forced
+    forced_recip = sum(a.startswith("recip_") for a in forced_a)
+    assert forced_recip > 0 and forced - forced_recip == 1, forced_a
     generic = _coarse_dsp_cells(tmp_path / "g", tmp_path / "generic.v", primitives=False)
     ecp5 = _coarse_dsp_cells(tmp_path / "e", tmp_path / "ecp5.v", primitives=True)
     print(f"generic: {generic}, with primitives: {ecp5} ({instances} instances, "
-          f"{forced} forced)")
+          f"{forced} forced, {forced_recip} of them the reciprocal's)")
     assert generic.get("MULT18X18D", 0) > 0
-    assert ecp5.get("MULT18X18D", 0) == generic["MULT18X18D"] + forced
+    assert ecp5.get("MULT18X18D", 0) == generic["MULT18X18D"] + forced_recip
     assert ecp5.get("MULT18X18D", 0) >= instances
 
 

@@ -293,7 +293,10 @@ class Int8Arith:
         k = self._cfg.c_frac - self._cfg.x_frac
         diff, c = Value.cast(diff), Value.cast(c)
         wide = signed(diff.shape().width + c.shape().width + 1)
-        _, products = partial_products(diff, c, name="scale", registered=True)
+        # Every piece in a DSP on ECP5 (lut_pieces=False): diff's top piece times c's
+        # (4 x 15 bits on the small preset) would be a Booth array in LUTs, whose levels
+        # and carry chain spread over a cycle's worth of routing; it is one DSP a lane.
+        _, products = partial_products(diff, c, name="scale", registered=True, lut_pieces=False)
         total = staged_sum(st, products, wide, "scale_sum")
         # v = floor((total + h) / 2**k) clamped to [x_min, 0]: the bounds are compared on
         # total beside the rounding's adder (v < x_min iff total < x_min * 2**k - h, v > 0
@@ -381,19 +384,32 @@ class Int8Arith:
         sh = comb(m, -z[cfg.x_frac:].as_signed(), unsigned(cfg.x_int + 1), "exp2_shift")
         m.d.comb += [rd.addr.eq(zf[R:]), rd.en.eq(st.en)]
         r1, r2 = Signal(max(1, R), name="exp2_r1"), Signal(max(1, R), name="exp2_r2")
-        sh1, sh2, sh3, sh4 = (Signal.like(sh, name=f"exp2_sh{k}") for k in range(1, 5))
-        t2, d2, t3 = Signal(tw, name="exp2_t2"), Signal(dw, name="exp2_d2"), Signal(tw, name="exp2_t3")
-        prod3 = Signal(dw + max(1, R), name="exp2_prod")
-        mant4 = Signal(tw + 1)
-        p5 = Signal(self.p_shape)
+        t2, d2 = Signal(tw, name="exp2_t2"), Signal(dw, name="exp2_d2")
+        sh1, sh2 = Signal.like(sh, name="exp2_sh1"), Signal.like(sh, name="exp2_sh2")
+        mant, sh_m = Signal(tw + 1, name="exp2_mant"), Signal.like(sh, name="exp2_sh_m")
+        p = Signal(self.p_shape, name="exp2_p")
         t, d = rd.data[:tw], rd.data[tw:]
         interp = R > 0 and cfg.exp_interp
         st.stage(r1.eq(zf[:R] if R > 0 else 0), sh1.eq(sh))              # the table read (ROM)
         st.stage(t2.eq(t), d2.eq(d), r2.eq(r1), sh2.eq(sh1))             # its output registered
-        st.stage(t3.eq(t2), prod3.eq(d2 * r2 if interp else 0), sh3.eq(sh2))   # one MULT18X18D
-        st.stage(mant4.eq(t3 + round_shift(prod3, R) if interp else t3), sh4.eq(sh3))
-        st.stage(p5.eq(((mant4 >> (g - 1)) >> sh4) + 1 >> 1))            # shift and round
-        return p5
+        t_k, sh_k = t2, sh2
+        if interp:
+            # d * r in one MULT18X18D with its input and output registers (on ECP5; 13 x 11
+            # bits on the small preset), then the relay: the DSP may be far from the lane,
+            # and a bare one between two fabric registers is two long routes and the
+            # multiplier in one cycle
+            parts, products = partial_products(d2, r2, name="exp2", registered=True,
+                                               lut_pieces=False)
+            for k, stage in enumerate((products.operands, products, products.relay)):
+                t_n = Signal.like(t2, name=f"exp2_t{k + 3}")
+                sh_n = Signal.like(sh2, name=f"exp2_sh{k + 3}")
+                st.stage(t_n.eq(t_k), sh_n.eq(sh_k), stage)
+                t_k, sh_k = t_n, sh_n
+            st.stage(mant.eq(t_k + round_shift(sum_partials(parts), R)), sh_m.eq(sh_k))
+        else:
+            st.stage(mant.eq(t_k), sh_m.eq(sh_k))
+        st.stage(p.eq(((mant >> (g - 1)) >> sh_m) + 1 >> 1))             # shift and round
+        return p
 
     def reciprocal(self, m, l, *, en=None, domain="sync"):
         """(y, e) with 1/l = y * 2**-e, y in recip_shape, for l in l_shape (l < 1 reads as 1);
