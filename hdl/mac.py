@@ -61,7 +61,7 @@ from amaranth.lib.wiring import In, Out
 from attenio import validate
 
 from .formats import FloatArith, Int8Arith
-from .formats.dsp import Stages, dsp_lut_width, lut_built
+from .formats.dsp import Stages, dsp_lut_width, force, lut_built
 from .softmax import pa_layout
 
 __all__ = ["word_layout", "chain_layout", "pick_layout", "pick_addr", "check_arith",
@@ -290,7 +290,7 @@ class MAC(wiring.Component):
         up_u, e_u = Signal(name="up_u"), Signal.like(e_w, name="e_u")
         o_u = Signal(A.o_shape, name="o_u")
         v_u = Signal.like(value, name="v_u")
-        m.d.sync += [up_u.eq(up_w), e_u.eq(e_w), o_u.eq(Mux(w.first, 0, o_rd.data)),
+        m.d.sync += [up_u.eq(up_w), e_u.eq(e_w), o_u.eq(force(o_rd.data, w.first, 0)),
                      v_u.eq(value)]
         o_new = A.update(m, up_u, e_u, o_u, v_u)
         o_rd_addr = Signal.like(w.addr, name="o_rd_addr", attrs={"keep": 1})

@@ -78,7 +78,7 @@ from attenio import validate
 from attenio.regmap import MAX_HEAD_GROUP
 
 from .formats import FloatArith, Int8Arith
-from .formats.dsp import Stages, or_all
+from .formats.dsp import Stages, force, or_all
 from .kv_buffer import mask_layout
 
 __all__ = ["pa_layout", "start_layout", "SoftmaxLane"]
@@ -294,13 +294,14 @@ class SoftmaxLane(wiring.Component):
         bank1, first1 = Signal(), Signal()      # passes overlap: each row carries its own
         masked = self.mask.causal & below
         mask1 = Signal()
-        m.d.sync += [v[0].eq(run), x1.eq(Mux(masked, A.m_init, x0)), u1.eq(u), mac1.eq(mac),
+        m.d.sync += [v[0].eq(run), x1.eq(force(x0, masked, A.m_init)), u1.eq(u), mac1.eq(mac),
                      slot1.eq(slot), bank1.eq(bank), first1.eq(first), mask1.eq(masked)]
 
         row = self._float_row if isinstance(A, FloatArith) else self._int8_row
         ctrl = [u1, mac1, slot1, bank1]
         bus_valid, bus_u, bus_bank, u_w, m_new_w, l_new = row(
-            m, v, x1, Mux(first1, A.m_init, m_rd.data), Mux(first1, 0, l_rd.data), ctrl, mask1)
+            m, v, x1, force(m_rd.data, first1, A.m_init), force(l_rd.data, first1, 0), ctrl,
+            mask1)
 
         # -- write-back stage: the new m and l ------------------------------------------------
         m.d.comb += [

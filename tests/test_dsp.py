@@ -49,3 +49,76 @@ def test_the_pieces_of_a_wide_product_in_dsps(lut_width, in_dsp):
     assert all(i.type == "MULT18X18D" for i in instances)
     assert [(wa, wb) for wa in (17, 8) for wb in (17, 8)
             if not lut_built(lut_width, wa, wb)] == in_dsp
+
+
+FORCE_CASES = [(signed(12), -(1 << 11)), (unsigned(32), 0xFF800000), (signed(9), 0),
+               (unsigned(5), 0b10110)]
+
+
+def _force_register(shape, const, *, gates):
+    """A register loading `const` when `flag`, else `value`: through `force` (gates) or
+    written as the multiplexer it replaces. No domain reset, so that the only
+    synchronous reset Yosys could find is the flag."""
+    from amaranth.hdl import ClockDomain, Module, Mux
+
+    from attenio.hdl.formats.dsp import force
+
+    m = Module()
+    m.domains.sync = ClockDomain(reset_less=True)
+    value, flag, q = Signal(shape, name="value"), Signal(name="flag"), Signal(shape, name="q")
+    m.d.sync += q.eq(force(value, flag, const) if gates else Mux(flag, const, value))
+    return m, value, flag, q
+
+
+@pytest.mark.parametrize("shape, const", FORCE_CASES, ids=str)
+def test_force_is_the_multiplexer(shape, const):
+    """`force` gives const where the flag is set and the value elsewhere, bit for bit."""
+    import random
+
+    from amaranth.sim import Simulator
+
+    seed = random.randrange(1 << 30)
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    m, value, flag, q = _force_register(shape, const, gates=True)
+    lo, hi = (-(1 << shape.width - 1), (1 << shape.width - 1) - 1) if shape.signed else \
+        (0, (1 << shape.width) - 1)
+
+    async def bench(ctx):
+        for _ in range(200):
+            v, f = rng.randint(lo, hi), rng.random() < 0.5
+            ctx.set(value, v)
+            ctx.set(flag, f)
+            await ctx.tick()
+            assert ctx.get(q) == (const if f else v), (v, f)
+
+    sim = Simulator(m)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+@pytest.mark.parametrize("gates", [True, False], ids=["force", "mux"])
+def test_force_is_not_a_flip_flop_reset(tmp_path, gates):
+    """Yosys makes a register loading a constant through a multiplexer a flip-flop with a
+    synchronous set/reset (on ECP5 the LSR pin, one net to every bit); through `force`
+    it stays data. The multiplexer's case shows the check can fail."""
+    import json
+    import subprocess
+
+    from amaranth.back import verilog
+    from amaranth.hdl import ClockSignal
+
+    from attenio.gen.synth import tool_path
+
+    m, value, flag, q = _force_register(signed(12), -(1 << 11), gates=gates)
+    ports = [ClockSignal("sync"), value, flag, q]
+    (tmp_path / "top.v").write_text(verilog.convert(m, ports=ports, name="top"))
+    (tmp_path / "run.ys").write_text("read_verilog top.v\nproc\nopt\n"
+                                     "tee -q -o stat.json stat -json\n")
+    subprocess.run([tool_path("yosys"), "-q", "run.ys"], cwd=tmp_path, check=True,
+                   capture_output=True)
+    stat = json.loads((tmp_path / "stat.json").read_text())
+    cells = (stat.get("design") or stat["modules"]["\\top"])["num_cells_by_type"]
+    sync_reset = sum(n for t, n in cells.items() if t.startswith("$sdff"))
+    assert (sync_reset == 0) == gates, cells

@@ -18,13 +18,13 @@
   one-hot register is `or_all` of the guarded values).
 """
 
-from amaranth.hdl import (ClockSignal, Const, Elaboratable, Fragment, Instance, Module,
+from amaranth.hdl import (Cat, ClockSignal, Const, Elaboratable, Fragment, Instance, Module,
                           ResetSignal, Signal, Value, signed, unsigned)
 import numpy as np
 
 __all__ = ["DSP_SIGNED_BITS", "DSP_UNSIGNED_BITS", "ECP5Target", "LUT_MUL_WIDTH",
-           "PartialProducts", "Stages", "and_all", "comb", "dsp_lut_width", "lut_built",
-           "np_mulshr", "np_round_shift_mul", "or_all", "partial_products", "pieces",
+           "PartialProducts", "Stages", "and_all", "comb", "dsp_lut_width", "force",
+           "lut_built", "np_mulshr", "np_round_shift_mul", "or_all", "partial_products", "pieces",
            "round_shift", "staged_sum", "sum_pairs", "sum_partials"]
 
 #: operand bits of one ECP5 MULT18X18D (18 x 18 signed) for an unsigned operand
@@ -429,6 +429,18 @@ def or_all(values):
     for v in values:
         out = out | v
     return out
+
+
+def force(value, flag, const):
+    """`const` where `flag` is set, else `value`, as one AND or OR gate a bit. Written as a
+    multiplexer with a constant input, into a register Yosys makes it the flip-flops'
+    synchronous set/reset: on ECP5 the slices' LSR, one net through their few LSR wires
+    (and a LUT to merge it with the domain's reset); gates stay in each bit's own LUT."""
+    value = Value.cast(value)
+    bits = Const.cast(Const(const, value.shape())).value & ((1 << len(value)) - 1)
+    out = Cat(*(value[i] | flag if bits >> i & 1 else value[i] & ~flag
+                for i in range(len(value))))
+    return out.as_signed() if value.shape().signed else out
 
 
 def comb(m, value, shape, name):

@@ -93,8 +93,8 @@ import numpy as np
 
 from attenio.formats import Int8Format
 
-from .dsp import (Stages, comb, np_mulshr, np_round_shift_mul, partial_products, round_shift,
-                  staged_sum, sum_partials)
+from .dsp import (Stages, comb, force, np_mulshr, np_round_shift_mul, partial_products,
+                  round_shift, staged_sum, sum_partials)
 
 __all__ = ["Int8Arith"]
 
@@ -330,8 +330,12 @@ class Int8Arith:
         # multiplexers); the operand registers are the multiplier's own (`PartialProducts`).
         parts, products = partial_products(comb(st.m, e, self.p_shape, "upd_e"), operand,
                                            name="upd", registered=True)
-        st.stage(products.operands, ups[0].eq(up),
-                 addend.eq(Mux(up, (1 << (pf - 1)) + (Value.cast(v) << (2 * pf)), acc)))
+        if isinstance(v, int):   # the lanes' l: a constant selected, as gates (see `force`)
+            acc_wide = comb(st.m, acc, addend.shape(), "upd_acc")
+            addend_next = force(acc_wide, up, (1 << (pf - 1)) + (v << (2 * pf)))
+        else:
+            addend_next = Mux(up, (1 << (pf - 1)) + (Value.cast(v) << (2 * pf)), acc)
+        st.stage(products.operands, ups[0].eq(up), addend.eq(addend_next))
         addend2 = Signal.like(addend, name="upd_addend2")
         st.stage(products, addend2.eq(addend), ups[1].eq(ups[0]))
         addend3 = Signal.like(addend, name="upd_addend3")
