@@ -108,6 +108,8 @@ class CoreTiming:
                       also the cycle after the drain's last issue to the earliest entry
                       of the next block's first K word
     row_ready         a row's last element into the KV buffer to its earliest launch
+    row_refill        the replay's release of a KV buffer half (its last word's issue) to
+                      the half's first element of the next row
     score_period      cycles per chunk of a K row: r (slot by slot, int8) or
                       max(r, L_acc) (chunk by chunk, the float formats' accumulator loop);
                       a K row costs score_period*d/s cycles, a V row r*d/s
@@ -123,6 +125,7 @@ class CoreTiming:
     normalizer_latency: int
     row_issue: int
     row_ready: int
+    row_refill: int
     score_period: int
 
     @property
@@ -148,6 +151,7 @@ class CoreTiming:
             normalizer_latency=Normalizer.latency(arith),
             row_issue=issue,
             row_ready=KVBuffer.row_latency,
+            row_refill=KVBuffer.refill_latency,
             score_period=score_period(arith, rows_per_mac) or rows_per_mac,
         )
 

@@ -21,9 +21,10 @@ used alternately, so `row` and `release` both follow the same order.
 
 A row is offered on `row` the cycle after its last element arrives, from the
 stored tag and the half's `full` flag: registers, since the replay's launch
-fans out from `row.valid` and the feed's handshake is already a few LUTs deep.
-A half may be refilled from the cycle of its `release`, so with one pass per
-row (r = 1) and an unbroken feed the array still sees no bubble between rows.
+fans out from `row.valid`. A half is refilled from the cycle after its
+`release` (`refill_latency`): the feed's `ready` is a LUT of registers, where
+taking the replay's release into it put the replay's last-read decode, the
+handshake and the row counters' enables in one cycle.
 """
 
 from amaranth.hdl import Module, Mux, Signal, signed
@@ -136,6 +137,8 @@ class KVBuffer(wiring.Component):
     start_latency = 1
     #: cycles from a row's last element taken off `feed` to the row offered on `row`
     row_latency = 1
+    #: cycles from a half's `release` to the feed's next element taken into it
+    refill_latency = 1
 
     @property
     def rows(self):
@@ -207,10 +210,7 @@ class KVBuffer(wiring.Component):
             filled.rows_valid.eq(block_rows), filled.c.eq(block_c), filled.mask.eq(block_mask),
         ]
         feed = self.feed
-        # A full half is the oldest (halves fill and release in turn): the feed may refill
-        # it in the cycle its release comes, the replay reading its last chunk (the read
-        # port returns the old value when the addresses meet, d/s = 1)
-        m.d.comb += feed.ready.eq(filling & (~full.bit_select(fill_half, 1) | self.release))
+        m.d.comb += feed.ready.eq(filling & ~full.bit_select(fill_half, 1))
         take = feed.valid & feed.ready
         row_in = take & (elem == d - 1)          # the row completes this cycle
         m.d.comb += [wr.addr.eq(fill_half * d + elem), wr.data.eq(feed.payload.value),
@@ -222,12 +222,9 @@ class KVBuffer(wiring.Component):
             m.d.sync += elem.eq(Mux(elem == d - 1, 0, elem + 1))
         # A free half's tag follows the row being filled: `filled` changes only when a row
         # completes or a block starts, so the tag holds the row's at its last element
-        # without the feed's handshake (a few LUTs from the replay's release) in the enable
-        # of its flip-flops. With one chunk a row, a half is refilled in the cycle of its
-        # release, still full, so there the tag loads when the row completes.
+        # without the feed's handshake in the enable of its flip-flops.
         for h in range(2):
-            tag_load = row_in if d == 1 else ~full[h]
-            with m.If(tag_load & (fill_half == h)):
+            with m.If(~full[h] & (fill_half == h)):
                 m.d.sync += tags[h].eq(filled)
         with m.If(row_in):
             m.d.sync += fill_half.eq(~fill_half)
@@ -259,7 +256,7 @@ class KVBuffer(wiring.Component):
             m.d.sync += head.eq(~head)
         with m.If(self.release):
             m.d.sync += [full.bit_select(oldest, 1).eq(0), oldest.eq(~oldest)]
-        with m.If(row_in):                      # after a release of the same half (d/s = 1)
+        with m.If(row_in):                      # a free half: never the one released
             m.d.sync += full.bit_select(fill_half, 1).eq(1)
 
         m.d.comb += self.busy.eq(filling | full.any())

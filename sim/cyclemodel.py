@@ -248,8 +248,9 @@ class _Machine:
         arrival = self.link.read(issue, self.row_bytes)
         self.c["bytes_read"] += self.row_bytes
         first_elem = arrival - self.xfer + self.first_beat - p.row_issue
-        # the half is free from the cycle of the last word's issue of the row two before
-        start = max(first_elem, self.ends[0] - p.row_issue, self.fill_free)
+        # the half is free `row_refill` cycles after the last word's issue of the row two
+        # before it
+        start = max(first_elem, self.ends[0] - p.row_issue + p.row_refill, self.fill_free)
         self.fill_free = start + fill
         self.pops.append(max(start + (self.beats - 1) * self.beat_fill - 1 - p.feed_lead,
                              arrival - p.beat_leave))

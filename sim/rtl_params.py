@@ -51,6 +51,9 @@ class RtlParams:
                         cycle after the drain's last read of O and l
     row_ready           cycles from a row's last element entering the KV buffer to its
                         launch at the earliest (the buffer's `row` from registers)
+    row_refill          cycles from the replay's release of a KV buffer half (the cycle
+                        of its last word's issue) to the half taking the next row's first
+                        element at the earliest
     room_issue          cycles from a row's last beat leaving the read FIFO to the model's
                         issue of the row `depth` later (the reader's room register, then
                         the read path's offset: `TopTiming.read_offset`)
@@ -84,6 +87,7 @@ class RtlParams:
     lane_start: int = 5
     row_issue: int = 3
     row_ready: int = 1
+    row_refill: int = 1
     room_issue: int = 7
     beat_leave: int = 5
     block_command: int = 11

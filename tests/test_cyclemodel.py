@@ -90,12 +90,14 @@ def test_model_counters_at_runtime_n_and_heads():
 
 
 def test_compute_bound_blocks_take_2rdN_plus_qload():
-    """No memory stall, no softmax stall: the first row, a*d + 2 r d N per block, the drain."""
+    """No memory stall, no softmax stall: the first row, a*d + 2 r d N per block, the drain.
+    With a KV buffer half refilled in the cycle of its release (`row_refill` 0); the RTL's
+    cycle after it costs the Q rows, replayed once each, a few cycles a block."""
     plan = make_plan(config(seq_len=1000, exp_units=16))    # four lanes a line: r q/L = 2
-    m, p = Mapping.of(plan), RtlParams.of(plan)
+    m, p = Mapping.of(plan), RtlParams.of(plan, row_refill=0)
     d, n, a, r = 16, 1000, plan.a, plan.rows_per_mac
     assert m.skew + m.lane_rows + p.lane_latency <= r * d       # no interlock
-    res = simulate(plan)
+    res = simulate(plan, params=p)
     blocks = plan.q_blocks
     bw, lat = plan.budget.bw_bytes_per_cycle, plan.budget.latency_cycles
     # the first Q row: its first byte after the latency, then d cycles into the KV buffer,
@@ -118,6 +120,10 @@ def test_compute_bound_blocks_take_2rdN_plus_qload():
     # the replay waits from the KV buffer's first fill until it launches the first row
     assert res.mem_stall == start + first - p.row_issue - p.feed_start
     assert res.drain_wait == wait and res.interlock_stall == 0
+    published = simulate(plan)
+    assert RtlParams.of(plan).row_refill == 1
+    assert res.cycles < published.cycles <= res.cycles + 5 * blocks
+    assert published.pe_busy == res.pe_busy and published.mem_stall == res.mem_stall
 
 
 def test_interlock_stalls_the_feed_when_the_lanes_are_slower():
