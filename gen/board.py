@@ -27,8 +27,8 @@ from attenio import validate
 from attenio.errors import ConfigError
 from attenio.plan import make_plan
 
-from .synth import (DEVICE, LUT_MUL_WIDTH, _pnr_summary, _yosys_cells, prepare_script,
-                    resources_of, run_tool)
+from .synth import (DEVICE, LUT_MUL_WIDTH, PLACER_OPTIONS, _pnr_summary, _yosys_cells,
+                    prepare_script, resources_of, run_tool)
 from .verilog import emit
 
 __all__ = ["emit_board", "prepare_board", "build_bitstream", "BOARD_NAME",
@@ -137,11 +137,11 @@ def build_bitstream(config, out_dir, *, clock_mhz=None, baud=115200,
     log(f"nextpnr-ecp5 ({router}) ...")
     args = [*DEVICE["nextpnr"], "--json", f"{BOARD_NAME}.json", "--lpf", f"{BOARD_NAME}.lpf",
             "--textcfg", f"{BOARD_NAME}.config", "--report", "pnr_report.json", "--seed", str(seed),
-            "--timing-allow-fail", "--router", router]
+            "--timing-allow-fail", "--router", router, *PLACER_OPTIONS]
     secs = run_tool("nextpnr-ecp5", args, cwd=out, log_path=out / "nextpnr.log", log=log)
     pnr = _pnr_summary(out / "pnr_report.json")
-    report["nextpnr"] = {"seconds": round(secs, 1), "derived_clocks_mhz":
-                         _derived_clocks(out / "nextpnr.log"), **pnr}
+    report["nextpnr"] = {"seconds": round(secs, 1), "options": args[len(DEVICE["nextpnr"]):],
+                         "derived_clocks_mhz": _derived_clocks(out / "nextpnr.log"), **pnr}
     clocks = pnr["fmax"].values()
     report["fmax_mhz"] = min((v["achieved_mhz"] for v in clocks), default=None)
     # Met when every clock nextpnr timed reaches its constraint (the PLL's, derived).

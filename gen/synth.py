@@ -36,8 +36,8 @@ from attenio import validate
 from attenio.errors import ConfigError
 from attenio.hdl.formats import dsp
 
-__all__ = ["TARGETS", "DEVICE", "PNR_OPTIONS", "ToolMissing", "tool_path", "run_tool", "harness_verilog",
-           "synthesize", "render_table", "resources_of"]
+__all__ = ["TARGETS", "DEVICE", "PLACER_OPTIONS", "PNR_OPTIONS", "ToolMissing", "tool_path",
+           "run_tool", "harness_verilog", "synthesize", "render_table", "resources_of"]
 
 TARGETS = ("generic", "ecp5")
 
@@ -45,10 +45,15 @@ TARGETS = ("generic", "ecp5")
 DEVICE = {"name": "LFE5U-85F-6CABGA381", "nextpnr": ["--85k", "--package", "CABGA381", "--speed", "6"],
           "LUT": 83640, "FF": 83640, "DSP": 156, "BRAM": 208}
 
+#: HeAP's weight of a connection's timing criticality against its length (nextpnr's default
+#: 10). At 40 the placer keeps the critical connections short, where at 10 it left 4 to 8 ns
+#: routes across the chip (docs/synthesis.md, round 37).
+PLACER_OPTIONS = ["--placer-heap-timingweight", "40"]
+
 #: nextpnr options of `attenio synth`. router2: the 4x4 array routes in 2 to 3 minutes, where
-#: router1 does not converge in 20 (congestion around the DSP rows). The board build keeps
-#: router1 (gen/board.py).
-PNR_OPTIONS = ["--router", "router2"]
+#: router1 does not converge in 20 (congestion around the DSP rows). The board build uses
+#: them too (gen/board.py), with router1 as an option.
+PNR_OPTIONS = ["--router", "router2", *PLACER_OPTIONS]
 
 #: The harness's constraints: the clock asked, and the clock on the ULX3S oscillator's pin
 #: G2, a dedicated clock input; not every pin the placer could choose reaches the global
@@ -452,7 +457,8 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
                 raise RuntimeError("nextpnr-ecp5 routed no seed:\n" + "\n".join(
                     f"seed {r['seed']}: {r['error']}" for r in runs))
             best = max(routed, key=lambda r: r["fmax_mhz"] or 0)
-            report["nextpnr"] = {k: v for k, v in best.items() if k != "fmax_mhz"}
+            report["nextpnr"] = {"options": PNR_OPTIONS,
+                                 **{k: v for k, v in best.items() if k != "fmax_mhz"}}
             report["fmax_mhz"] = best["fmax_mhz"]
             report["closes"] = report["fmax_mhz"] is not None and report["fmax_mhz"] >= mhz
             if len(runs) > 1:
