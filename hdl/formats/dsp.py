@@ -437,7 +437,7 @@ def force(value, flag, const):
     synchronous set/reset: on ECP5 the slices' LSR, one net through their few LSR wires
     (and a LUT to merge it with the domain's reset); gates stay in each bit's own LUT."""
     value = Value.cast(value)
-    bits = Const.cast(Const(const, value.shape())).value & ((1 << len(value)) - 1)
+    bits = Const(const, value.shape()).value & ((1 << len(value)) - 1)
     out = Cat(*(value[i] | flag if bits >> i & 1 else value[i] & ~flag
                 for i in range(len(value))))
     return out.as_signed() if value.shape().signed else out
