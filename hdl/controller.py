@@ -238,14 +238,16 @@ class Controller(wiring.Component):
                     m.d.sync += setup.passes.eq(quo_next)
                     m.next = "HEADS"
             with m.State("HEADS"):      # grouped: HEADS a multiple of gb
+                # The products start whatever the check says (an error run never launches):
+                # the check's 32-bit comparison stays out of the accumulators' enables.
+                m.d.sync += [mul_b.eq(setup.gb), div_i.eq(self.group_bits)]
+                for name, (acc, x) in products.items():
+                    m.d.sync += [acc.eq(0), mul_x[name].eq(x)]
                 with m.If(run.grouped & (rem != 0)):
                     m.d.sync += [self.error.eq(ErrorCode.HEADS_NOT_GROUPED), self.done.eq(1),
                                  self.busy.eq(0)]
                     m.next = "IDLE"
                 with m.Else():
-                    m.d.sync += [mul_b.eq(setup.gb), div_i.eq(self.group_bits)]
-                    for name, (acc, x) in products.items():
-                        m.d.sync += [acc.eq(0), mul_x[name].eq(x)]
                     m.next = "MUL"
             with m.State("MUL"):        # gb * (N, N_kv - N, strides, short_h), a bit of gb a cycle
                 m.d.sync += [mul_b.eq(mul_b >> 1), div_i.eq(div_i - 1),
