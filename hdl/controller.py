@@ -46,7 +46,8 @@ __all__ = ["Controller"]
 
 class Controller(wiring.Component):
     """Ports: `start` and `run` from the CSRs; `busy`, `done`, `error`, the counters to the
-    CSRs; `seq_start`/`seq_run` to both sequencers; `dma_clear` to the DMA's error and
+    CSRs; `seq_run` to both sequencers, `seq_start` to the read one and `seq_start_w`, the
+    same pulse, to the write one; `dma_clear` to the DMA's error and
     counter clears; `finished`, `readers_busy`, `core_busy`, `dma_error` from below;
     `pe_active`, `exp_active`, `starved` strobes from the core.
     """
@@ -75,7 +76,7 @@ class Controller(wiring.Component):
             "done": Out(1),
             "error": Out(8),
             "cycles": Out(64), "pe_busy": Out(64), "exp_busy": Out(64), "mem_stall": Out(64),
-            "seq_start": Out(1),
+            "seq_start": Out(1), "seq_start_w": Out(1),
             "seq_run": Out(run_layout(addr_width)),
             "dma_clear": Out(1),
             "finished": In(1),
@@ -136,8 +137,12 @@ class Controller(wiring.Component):
         code = self.check(m, self.seq_run)
         m.d.comb += self.dma_clear.eq(0)
         # the start pulse is a register, high in LAUNCH: it enables the sequencers' copies
-        # of the run, some 300 flip-flops each, across the chip
-        m.d.sync += self.seq_start.eq(0)
+        # of the run, some 300 flip-flops each, across the chip; one register each (kept,
+        # so that Yosys does not merge them), placed beside its sequencer
+        start_r = Signal(name="start_rseq", attrs={"keep": 1})
+        start_w = Signal(name="start_wseq", attrs={"keep": 1})
+        m.d.comb += [self.seq_start.eq(start_r), self.seq_start_w.eq(start_w)]
+        m.d.sync += [start_r.eq(0), start_w.eq(0)]
         run, setup = self.seq_run, self.seq_run.setup
         a = self._block_rows
         na, nn = a.bit_length(), self._max_seq_len.bit_length()
@@ -258,7 +263,7 @@ class Controller(wiring.Component):
                     with m.If(mul_b[0]):
                         m.d.sync += acc.eq(acc + x)
                 with m.If(div_i == 1):
-                    m.d.sync += [self.seq_start.eq(1), counting.eq(1)]
+                    m.d.sync += [start_r.eq(1), start_w.eq(1), counting.eq(1)]
                     m.next = "LAUNCH"
             with m.State("LAUNCH"):
                 m.d.sync += running.eq(1)

@@ -371,8 +371,8 @@ class WriteSequencer(wiring.Component):
         su = run.setup
         # a pass of gb heads writes row t of each in turn; the ends are registers
         # (`DownCounter`), since the DMA's `ready` enables everything they decide
-        m.submodules.o_heads = o_heads = DownCounter(8)         # this row's heads to issue
-        m.submodules.rows_left = rows_left = DownCounter(32)    # this pass's rows to finish
+        m.submodules.o_heads = o_heads = DownCounter(8, init_last=True)  # this row's heads
+        m.submodules.rows_left = rows_left = DownCounter(32, init_last=True)  # this pass's rows
         m.submodules.passes_left = passes_left = DownCounter(32)
         o_head, o_row, o_ptr = Signal(aw), Signal(aw), Signal(aw)
         issuing = Signal()
@@ -392,8 +392,11 @@ class WriteSequencer(wiring.Component):
             # a start (which the controller gives only between runs) loads all three
             o_heads.load.eq(self.start | row_end), o_heads.step.eq(issued),
             o_heads.init.eq(Mux(self.start, self.run.setup.gb, su.gb)),
+            o_heads.init_last.eq(Mux(self.start, self.run.setup.gb == 1, su.gb == 1)),
             rows_left.load.eq(self.start | pass_end), rows_left.step.eq(row_end),
             rows_left.init.eq(Mux(self.start, self.run.seq_len, run.seq_len)),
+            # compared, then selected: the start pulse comes from the controller, far away
+            rows_left.init_last.eq(Mux(self.start, self.run.seq_len == 1, run.seq_len == 1)),
             passes_left.load.eq(self.start), passes_left.step.eq(pass_end),
             passes_left.init.eq(self.run.setup.passes),
         ]

@@ -194,7 +194,7 @@ class AttenIOTop(wiring.Component):
         # controller <-> sequencers, DMA and core
         m.d.comb += [
             rseq.start.eq(ctrl.seq_start), rseq.run.eq(ctrl.seq_run),
-            wseq.start.eq(ctrl.seq_start), wseq.run.eq(ctrl.seq_run),
+            wseq.start.eq(ctrl.seq_start_w), wseq.run.eq(ctrl.seq_run),
             dma.error_clear.eq(ctrl.dma_clear), dma.counters_clear.eq(ctrl.dma_clear),
             ctrl.finished.eq(wseq.finished),
             ctrl.readers_busy.eq(rseq.busy),

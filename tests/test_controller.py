@@ -75,9 +75,9 @@ def test_good_run_counts_and_ends_when_writes_finish():
     async def body(ctx, dut):
         await until_launch(ctx, dut)
         assert ctx.get(dut.busy) and not ctx.get(dut.done)
-        assert ctx.get(dut.seq_start)     # LAUNCH
+        assert ctx.get(dut.seq_start) and ctx.get(dut.seq_start_w)     # LAUNCH, both copies
         await ctx.tick()
-        assert not ctx.get(dut.seq_start)
+        assert not ctx.get(dut.seq_start) and not ctx.get(dut.seq_start_w)
         for cyc in range(20):       # the strobes are low in the last cycle: the core is idle
             busy = cyc < 19
             ctx.set(dut.pe_active, busy and cyc % 2 == 0)

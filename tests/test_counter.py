@@ -11,10 +11,12 @@ from amaranth.sim import Simulator
 from attenio.hdl.counter import DownCounter
 
 
-def test_last_is_count_equal_one_under_random_loads_and_steps(seed=20261203):
+@pytest.mark.parametrize("init_last", [False, True], ids=["own", "given"])
+def test_last_is_count_equal_one_under_random_loads_and_steps(init_last, seed=20261203):
+    """`init_last=True`: the bench drives the port with ``init == 1``, as a user must."""
     print(f"seed {seed}")
     rng = np.random.default_rng(seed)
-    dut = DownCounter(6)
+    dut = DownCounter(6, init_last=init_last)
 
     async def tb(ctx):
         count = 0       # the model; the reset value
@@ -26,11 +28,34 @@ def test_last_is_count_equal_one_under_random_loads_and_steps(seed=20261203):
             ctx.set(dut.load, load)
             ctx.set(dut.step, step)
             ctx.set(dut.init, init)
+            if init_last:
+                ctx.set(dut.init_last, init == 1)
             await ctx.tick()
             if load:            # load wins over step
                 count = init
             elif step:
                 count = (count - 1) % 64
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(tb)
+    sim.run()
+
+
+def test_given_last_is_what_last_loads():
+    """With `init_last`, the port decides `last` on a load, not a comparison of `init`."""
+    dut = DownCounter(6, init_last=True)
+
+    async def tb(ctx):
+        ctx.set(dut.load, 1)
+        ctx.set(dut.init, 5)
+        ctx.set(dut.init_last, 1)
+        await ctx.tick()
+        assert ctx.get(dut.count) == 5 and ctx.get(dut.last) == 1
+        ctx.set(dut.load, 0)
+        ctx.set(dut.step, 1)
+        await ctx.tick()
+        assert ctx.get(dut.count) == 4 and ctx.get(dut.last) == 0
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
