@@ -47,7 +47,7 @@ DEVICE = {"name": "LFE5U-85F-6CABGA381", "nextpnr": ["--85k", "--package", "CABG
 
 #: HeAP's weight of a connection's timing criticality against its length (nextpnr's default
 #: 10). At 40 the placer keeps the critical connections short, where at 10 it left 4 to 8 ns
-#: routes across the chip (docs/synthesis.md, round 37).
+#: routes across the chip (docs/synthesis.md, "nextpnr options").
 PLACER_OPTIONS = ["--placer-heap-timingweight", "40"]
 
 #: nextpnr options of `attenio synth`. router2: the 4x4 array routes in 2 to 3 minutes, where
