@@ -8,8 +8,8 @@ columns g, g + s, g + 2s, ... of that row: element g of every chunk the word
 carries. A MAC keeps, in PE-local storage,
 
 * Q: r x d/s elements (a `Memory` with a synchronous read port),
-* O: r x d/s accumulators of `o_shape` (a `Memory`, read one cycle ahead of the
-  read-modify-write),
+* O: r x d/s accumulators of `o_shape` (`Memory` slices of the accumulator's bits,
+  read one cycle ahead of the read-modify-write),
 * two banks of r exact scores (bank j mod 2 holds the scores against K_j, so
   the scores of K_{j+1} can be computed while the softmax of K_j reads bank
   j mod 2), and two banks of r (up, e) pairs written by the softmax lane
@@ -53,7 +53,7 @@ chain's latency grows by L per MAC instead of one cycle, and the lanes start
 that much later (`MAC.score_latency`).
 """
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, signed
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Shape, Signal, Value, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -223,15 +223,12 @@ class MAC(wiring.Component):
             m.d.comb += self.pick_out.eq(pick_r)
 
         m.submodules.q_mem = q_mem = Memory(shape=A.element_shape, depth=r * d, init=[])
-        m.submodules.o_mem = o_mem = Memory(shape=A.o_shape, depth=r * d, init=[])
         q_wr = q_mem.write_port()
         # Both are read combinationally at an address in a register of this MAC: the same
         # as a synchronous read of the address a cycle ahead, but the address register is
         # this MAC's own (kept), where a read port's would be merged by synthesis between
         # the lines' MAC 0, which all take the one entry word.
         q_rd = q_mem.read_port(domain="comb")
-        o_wr = o_mem.write_port()
-        o_rd = o_mem.read_port(domain="comb")
 
         value = w.value[self.position]             # this MAC's element of the chunk
 
@@ -290,19 +287,40 @@ class MAC(wiring.Component):
         up_u, e_u = Signal(name="up_u"), Signal.like(e_w, name="e_u")
         o_u = Signal(A.o_shape, name="o_u")
         v_u = Signal.like(value, name="v_u")
-        m.d.sync += [up_u.eq(up_w), e_u.eq(e_w), o_u.eq(force(o_rd.data, w.first, 0)),
+        o_new = Signal(A.o_shape, name="o_new")
+        o_rd = self._o_memory(m, Mux(wi.valid & wi.is_u, wi.addr, self.drain_addr),
+                              addr[-1], o_new, en[-1])
+        m.d.sync += [up_u.eq(up_w), e_u.eq(e_w), o_u.eq(force(o_rd, w.first, 0)),
                      v_u.eq(value)]
-        o_new = A.update(m, up_u, e_u, o_u, v_u)
-        o_rd_addr = Signal.like(w.addr, name="o_rd_addr", attrs={"keep": 1})
-        m.d.sync += o_rd_addr.eq(Mux(wi.valid & wi.is_u, wi.addr, self.drain_addr))
-        m.d.comb += [
-            o_rd.addr.eq(o_rd_addr),
-            self.o_rd.eq(o_rd.data),
-            o_wr.addr.eq(addr[-1]),
-            o_wr.data.eq(o_new),
-            o_wr.en.eq(en[-1]),
-        ]
+        m.d.comb += [o_new.eq(A.update(m, up_u, e_u, o_u, v_u)), self.o_rd.eq(o_rd)]
         return m
+
+    #: the widest slice of O that shares one read-address register
+    O_SLICE_BITS = 12
+
+    def _o_memory(self, m, rd_addr_next, wr_addr, wr_data, wr_en):
+        """O, read combinationally at `rd_addr_next` registered: its value. O is a LUT RAM
+        as wide as an accumulator, and one address register fanning out to all of its
+        slices and their depth multiplexers took a route across the chip (8.9 ns), so O is
+        built in slices of at most `O_SLICE_BITS`, each a memory with its own address
+        register (kept), which placement puts beside it."""
+        shape = Shape.cast(self._arith.o_shape)
+        depth = self._r * self._d
+        pieces = -(-shape.width // self.O_SLICE_BITS)
+        width = -(-shape.width // pieces)
+        data_out = []
+        for k, lo in enumerate(range(0, shape.width, width)):
+            bits = min(width, shape.width - lo)
+            mem = Memory(shape=bits, depth=depth, init=[])
+            m.submodules[f"o_mem{k}"] = mem
+            wr, rd = mem.write_port(), mem.read_port(domain="comb")
+            rd_addr = Signal.like(wr_addr, name=f"o_rd_addr{k}", attrs={"keep": 1})
+            m.d.sync += rd_addr.eq(rd_addr_next)
+            m.d.comb += [rd.addr.eq(rd_addr), wr.addr.eq(wr_addr),
+                         wr.data.eq(Value.cast(wr_data)[lo:lo + bits]), wr.en.eq(wr_en)]
+            data_out.append(rd.data)
+        value = Cat(*data_out)
+        return value.as_signed() if shape.signed else value
 
     def _write_score(self, m, en, bank, slot, value):
         """The row's score into its bank a cycle after `en`: the score, its (bank, slot) and

@@ -142,7 +142,9 @@ class ReadSequencer(wiring.Component):
 
     def __init__(self, *, addr_width, block_rows, row_bytes, max_seq_len, tag_depth=16):
         validate.positive("ReadSequencer", addr_width=addr_width, block_rows=block_rows,
-                          row_bytes=row_bytes, max_seq_len=max_seq_len, tag_depth=tag_depth)
+                          row_bytes=row_bytes, max_seq_len=max_seq_len)
+        # at least 2: `tag_room` stands for the FIFO's w_rdy from a FIFO of 3 slots up
+        validate.integer("ReadSequencer", "tag_depth", tag_depth, lo=2)
         self._addr_width, self._block_rows = addr_width, block_rows
         self._row_bytes, self._tag_depth = row_bytes, tag_depth
         self._max_seq_len = max_seq_len
@@ -164,7 +166,15 @@ class ReadSequencer(wiring.Component):
         m = Module()
         aw, a = self._addr_width, self._block_rows
         run = Signal(run_layout(aw))
-        m.submodules.tags = tags = SyncFIFOBuffered(width=Kind.as_shape().width, depth=self._tag_depth)
+        # One slot more than `tag_depth`, so that `tag_room` (the level a cycle ago below
+        # tag_depth: one write at most since, and with 3 slots or more the buffered FIFO's
+        # inner store cannot fill in that write) can stand for the FIFO's w_rdy as a
+        # register: the command handshake, and each counter it steps, then waits on no
+        # comparison of the level.
+        depth = self._tag_depth + 1
+        m.submodules.tags = tags = SyncFIFOBuffered(width=Kind.as_shape().width, depth=depth)
+        tag_room = Signal()
+        m.d.sync += tag_room.eq(tags.level < depth - 1)
         m.d.comb += [self.kind.valid.eq(tags.r_rdy), self.kind.payload.eq(tags.r_data),
                      tags.r_en.eq(self.kind.ready)]
 
@@ -217,7 +227,7 @@ class ReadSequencer(wiring.Component):
         m.d.comb += [
             self.cmd.payload.addr.eq(issue_addr),
             self.cmd.payload.length.eq(self._row_bytes),
-            self.cmd.valid.eq(issue & tags.w_rdy),
+            self.cmd.valid.eq(issue & tag_room),
             tags.w_data.eq(issue_kind),
             tags.w_en.eq(self.cmd.valid & self.cmd.ready),
             issued.eq(self.cmd.valid & self.cmd.ready),

@@ -62,6 +62,30 @@ def set_run(ctx, port, seq_len, heads, t, causal=False, kv_len=None, group=1, gr
     (5, 3, 8, False, 9, 2, False)])
 def test_read_sequencer_matches_its_twin(rng, seq_len, heads, block_rows, causal, kv_len,
                                          group, grouped):
+    check_read_sequencer(rng, seq_len, heads, block_rows, causal, kv_len, group, grouped)
+
+
+@pytest.mark.parametrize("tag_depth", [2, 3, 5])
+def test_read_sequencer_never_loses_a_tag_when_its_tags_back_up(rng, tag_depth):
+    """The kinds are taken one cycle in ten: the tag FIFO fills, and the commands wait on
+    its registered room without one tag dropped or issued past the FIFO."""
+    outstanding = check_read_sequencer(rng, 9, 2, 4, True, None, 1, False, tag_depth=tag_depth,
+                                       kind_ready=0.1)
+    assert tag_depth <= outstanding <= tag_depth + 1
+
+
+def test_read_sequencer_refuses_a_tag_fifo_of_one():
+    with pytest.raises(ValueError, match="ReadSequencer: tag_depth must be an integer >= 2, "
+                                         "not 1"):
+        ReadSequencer(addr_width=32, block_rows=4, row_bytes=ROW_BYTES, max_seq_len=64,
+                      tag_depth=1)
+
+
+def check_read_sequencer(rng, seq_len, heads, block_rows, causal, kv_len, group, grouped, *,
+                         tag_depth=16, kind_ready=0.5):
+    """Runs the read sequencer under random back-pressure (`kind_ready`: the chance the
+    kinds are taken in a cycle) and holds it to its twin; returns the most commands that
+    were ever issued and their kinds not yet taken."""
     t = run_params(rng, seq_len, heads)
     expect_cmds, expect_blocks = read_schedule(seq_len=seq_len, heads=heads, block_rows=block_rows,
                                                q=t["q"], k=t["k"], v=t["v"], causal=causal,
@@ -72,16 +96,20 @@ def test_read_sequencer_matches_its_twin(rng, seq_len, heads, block_rows, causal
     a_g = block_rows // gb
     if causal and seq_len % a_g:      # the twin: the short block first
         assert expect_blocks[0][0] == gb * (seq_len % a_g)
-    dut = ReadSequencer(addr_width=32, block_rows=block_rows, row_bytes=ROW_BYTES, max_seq_len=64)
+    dut = ReadSequencer(addr_width=32, block_rows=block_rows, row_bytes=ROW_BYTES, max_seq_len=64,
+                        tag_depth=tag_depth)
     cmds, kinds, blocks = [], [], []
     ready = rng.integers(0, 2, size=(100000, 3))
+    ready[:, 1] = rng.random(100000) < kind_ready
+    outstanding = 0
 
     async def tb(ctx):
         set_run(ctx, dut.run, seq_len, heads, t, causal, kv_len, group, grouped, block_rows)
         ctx.set(dut.start, 1)
         await ctx.tick()
         ctx.set(dut.start, 0)
-        for cyc in range(20 * len(expect_cmds) + 100):
+        nonlocal outstanding
+        for cyc in range(int(10 / kind_ready) * len(expect_cmds) + 100):
             ctx.set(dut.cmd.ready, int(ready[cyc, 0]))
             ctx.set(dut.kind.ready, int(ready[cyc, 1]))
             ctx.set(dut.block.ready, int(ready[cyc, 2]))
@@ -92,6 +120,7 @@ def test_read_sequencer_matches_its_twin(rng, seq_len, heads, block_rows, causal
                 cmds.append(p.addr)
             if ctx.get(dut.kind.valid) and ctx.get(dut.kind.ready):
                 kinds.append(ctx.get(dut.kind.payload))
+            outstanding = max(outstanding, len(cmds) - len(kinds))
             if ctx.get(dut.block.valid) and ctx.get(dut.block.ready):
                 p = ctx.get(dut.block.payload)
                 blocks.append((p.rows_valid, p.n_keys, p.gdiag))
@@ -108,6 +137,7 @@ def test_read_sequencer_matches_its_twin(rng, seq_len, heads, block_rows, causal
     assert blocks == expect_blocks
     assert cmds == [a for _, a in expect_cmds]
     assert kinds == [k for k, _ in expect_cmds]
+    return outstanding
 
 
 @pytest.mark.parametrize("seq_len, heads, group, grouped", [
