@@ -22,9 +22,11 @@ used alternately, so `row` and `release` both follow the same order.
 A row is offered on `row` the cycle after its last element arrives, from the
 stored tag and the half's `full` flag: registers, since the replay's launch
 fans out from `row.valid`. A half is refilled from the cycle after its
-`release` (`refill_latency`): the feed's `ready` is a LUT of registers, where
-taking the replay's release into it put the replay's last-read decode, the
-handshake and the row counters' enables in one cycle.
+`release` (`refill_latency`): the feed's `ready` is a register of its own, loaded
+with the next cycle's `filling` and the next fill half's `full`, since the feed
+slice, the replay and the row counters that its handshake enables are spread over
+the chip (a LUT of `fill_half` and `full` there cost two long routes before the
+handshake).
 """
 
 from amaranth.hdl import Module, Mux, Signal, signed
@@ -172,6 +174,10 @@ class KVBuffer(wiring.Component):
         k_bank, v_bank = Signal(), Signal()      # the bank of the next K row, V row
         k_first, v_first = Signal(), Signal()    # the next K row, V row is the block's first
         full = Signal(2)                         # a half holds a row not yet released
+        feed_ready = Signal()                    # filling & ~full[fill_half], registered
+        # the next cycle's filling, fill half and full flags, from which feed_ready loads
+        filling_next, fill_half_next, full_next = Signal(), Signal(), Signal(2)
+        m.d.comb += [filling_next.eq(self.filling), full_next.eq(full)]   # unless set below
         tags = Signal(data.ArrayLayout(self._row_layout, 2))
         head = Signal()                          # the half the next `row` comes from
         oldest = Signal()                        # the half the next `release` frees
@@ -189,7 +195,7 @@ class KVBuffer(wiring.Component):
             with m.If(bad):
                 m.d.sync += self.error.eq(1)
             with m.Else():
-                m.d.sync += filling.eq(1)
+                m.d.comb += filling_next.eq(1)
             m.d.sync += [in_q.eq(1), block_rows.eq(cmd.rows_valid),
                          block_c.eq(self.c), elem.eq(0), q_left.eq(cmd.rows_valid),
                          block_mask.causal.eq(cmd.causal),
@@ -210,9 +216,10 @@ class KVBuffer(wiring.Component):
             filled.rows_valid.eq(block_rows), filled.c.eq(block_c), filled.mask.eq(block_mask),
         ]
         feed = self.feed
-        m.d.comb += feed.ready.eq(filling & ~full.bit_select(fill_half, 1))
+        m.d.comb += feed.ready.eq(feed_ready)
         take = feed.valid & feed.ready
         row_in = take & (elem == d - 1)          # the row completes this cycle
+        m.d.comb += fill_half_next.eq(fill_half ^ row_in)
         m.d.comb += [wr.addr.eq(fill_half * d + elem), wr.data.eq(feed.payload.value),
                      wr.en.eq(take)]
         with m.If(take):
@@ -227,7 +234,6 @@ class KVBuffer(wiring.Component):
             with m.If(~full[h] & (fill_half == h)):
                 m.d.sync += tags[h].eq(filled)
         with m.If(row_in):
-            m.d.sync += fill_half.eq(~fill_half)
             with m.If(in_q):
                 m.d.sync += q_left.eq(q_left - 1)
                 with m.If(q_left == 1):
@@ -247,7 +253,7 @@ class KVBuffer(wiring.Component):
                 m.d.sync += [v_left.eq(v_left - 1), lead.eq(lead - 1), v_bank.eq(~v_bank),
                              v_first.eq(0)]
                 with m.If(v_left == 1):
-                    m.d.sync += filling.eq(0)
+                    m.d.comb += filling_next.eq(0)
 
         # The next row, stored
         m.d.comb += [self.row.valid.eq(full.bit_select(head, 1)),
@@ -255,9 +261,13 @@ class KVBuffer(wiring.Component):
         with m.If(self.row.valid & self.row.ready):
             m.d.sync += head.eq(~head)
         with m.If(self.release):
-            m.d.sync += [full.bit_select(oldest, 1).eq(0), oldest.eq(~oldest)]
+            m.d.comb += full_next.bit_select(oldest, 1).eq(0)
+            m.d.sync += oldest.eq(~oldest)
         with m.If(row_in):                      # a free half: never the one released
-            m.d.sync += full.bit_select(fill_half, 1).eq(1)
+            m.d.comb += full_next.bit_select(fill_half, 1).eq(1)
+        m.d.sync += [filling.eq(filling_next), fill_half.eq(fill_half_next),
+                     full.eq(full_next),
+                     feed_ready.eq(filling_next & ~full_next.bit_select(fill_half_next, 1))]
 
         m.d.comb += self.busy.eq(filling | full.any())
         return m

@@ -388,19 +388,26 @@ class WriteSequencer(wiring.Component):
         issuing = Signal()
         started = Signal()
         outstanding = Signal(33)
+        # A command's counters and pointers step the cycle after it is taken, from this
+        # register, and no command is offered in that cycle: the DMA's `ready` (the
+        # command slice's level) then ends at one flip-flop, not at the enables of three
+        # address registers through the counters' ends. The writer takes a command a row,
+        # so a command every other cycle keeps ahead of it.
+        taken = Signal()
 
         issued = self.cmd.valid & self.cmd.ready
         acked = self.done.valid & self.done.ready
-        row_end = issued & o_heads.last
+        row_end = taken & o_heads.last
         pass_end = row_end & rows_left.last
+        m.d.sync += taken.eq(issued)
         m.d.comb += [
-            self.cmd.valid.eq(issuing),
+            self.cmd.valid.eq(issuing & ~taken),
             self.cmd.payload.addr.eq(o_ptr),
             self.cmd.payload.length.eq(self._row_bytes),
             self.done.ready.eq(1),
             self.busy.eq(issuing | (outstanding != 0)),
             # a start (which the controller gives only between runs) loads all three
-            o_heads.load.eq(self.start | row_end), o_heads.step.eq(issued),
+            o_heads.load.eq(self.start | row_end), o_heads.step.eq(taken),
             o_heads.init.eq(Mux(self.start, self.run.setup.gb, su.gb)),
             o_heads.init_last.eq(Mux(self.start, self.run.setup.gb == 1, su.gb == 1)),
             rows_left.load.eq(self.start | pass_end), rows_left.step.eq(row_end),
@@ -410,13 +417,13 @@ class WriteSequencer(wiring.Component):
             passes_left.load.eq(self.start), passes_left.step.eq(pass_end),
             passes_left.init.eq(self.run.setup.passes),
         ]
-        with m.If(issued & ~acked):
+        with m.If(taken & ~acked):
             m.d.sync += outstanding.eq(outstanding + 1)
-        with m.Elif(acked & ~issued):
+        with m.Elif(acked & ~taken):
             m.d.sync += outstanding.eq(outstanding - 1)
         with m.If(acked & self.done.payload.error):
             m.d.sync += self.error.eq(1)
-        with m.If(issued):
+        with m.If(taken):
             m.d.sync += o_ptr.eq(o_ptr + run.o.head_stride)
             with m.If(o_heads.last):
                 m.d.sync += [o_row.eq(o_row + run.o.row_stride),
