@@ -350,7 +350,8 @@ class ReadSequencer(wiring.Component):
 
 
 class WriteSequencer(wiring.Component):
-    """One write command per output row, in row order; `finished` once all are acknowledged.
+    """One write command per output row, in row order, at most one every other cycle;
+    `finished` once all are acknowledged.
 
     Ports: `start` (pulse, with `run` valid), `cmd` (to the DMA writer), `done`
     (the writer's completions), `finished` (level, until the next start), `error`
