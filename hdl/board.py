@@ -83,16 +83,20 @@ class UARTBridge(wiring.Component):
                 m.d.comb += rx.ready.eq(1)
                 with m.If(rx.valid):
                     m.d.sync += [cmd.eq(rx.payload), count.eq(0)]
-                    with m.Switch(rx.payload):
-                        for name, code in CMD.items():
-                            with m.Case(code):
-                                if _HEADER_BYTES[name]:
-                                    m.d.sync += need.eq(_HEADER_BYTES[name])
-                                    m.next = "HEADER"
-                                else:
-                                    reply(m, STATUS["ok"], 1)
-                        with m.Default():
-                            reply(m, STATUS["unknown"], 1)
+                    m.next = "DECODE"
+            # the command byte decoded from its register: from the UART's receive register,
+            # the decode and the reply buffer's enable took a 13.7 ns path at 75 MHz
+            with m.State("DECODE"):
+                with m.Switch(cmd):
+                    for name, code in CMD.items():
+                        with m.Case(code):
+                            if _HEADER_BYTES[name]:
+                                m.d.sync += need.eq(_HEADER_BYTES[name])
+                                m.next = "HEADER"
+                            else:
+                                reply(m, STATUS["ok"], 1)
+                    with m.Default():
+                        reply(m, STATUS["unknown"], 1)
             with m.State("HEADER"):
                 m.d.comb += rx.ready.eq(1)
                 with m.If(rx.valid):
