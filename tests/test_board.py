@@ -19,7 +19,7 @@ from amaranth.sim import Simulator
 from attenio.errors import ConfigError
 from attenio.gen.board import emit_board, prepare_board
 from attenio.hdl.axi_ram import AXIRam
-from attenio.hdl.board import CMD, OSC_HZ, STATUS, board_memory_bytes
+from attenio.hdl.board import CMD, OSC_HZ, STATUS, UARTBridge, board_memory_bytes
 from attenio.hdl.ecp5_pll import ecp5_pll
 from attenio.hdl.uart import UART
 from attenio.plan import make_plan
@@ -76,6 +76,33 @@ def test_uart_loopback(seed):
     sim.add_testbench(bench)
     sim.run()
     assert got == data
+
+
+def test_bridge_answers_ping_and_unknown_commands(seed):
+    """amaranth.sim: the bridge's command decode, byte for byte: a ping answers OK, any
+    other byte that is no command answers '?', and the bridge takes the next command."""
+    import random
+    rng = random.Random(seed)
+    unknown = rng.choice(sorted(set(range(256)) - set(CMD.values())))
+    print(f"unknown command byte {unknown:#04x}")
+    dut = UARTBridge(csr_addr_width=8)
+    got = []
+
+    async def bench(ctx):
+        ctx.set(dut.tx.ready, 1)
+        for byte in (CMD["ping"], unknown, CMD["ping"]):
+            ctx.set(dut.rx.payload, byte)
+            ctx.set(dut.rx.valid, 1)
+            await ctx.tick().until(dut.rx.ready)
+            ctx.set(dut.rx.valid, 0)
+            *_, payload = await ctx.tick().sample(dut.tx.payload).until(dut.tx.valid)
+            got.append(payload)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run_until(1e-6)
+    assert got == [STATUS["ok"], STATUS["unknown"], STATUS["ok"]]
 
 
 @pytest.mark.parametrize("mhz, divs", [(25, (1, 1, 24)), (60, (5, 12, 10)), (65, (5, 13, 9)),
