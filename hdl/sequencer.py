@@ -189,7 +189,7 @@ class ReadSequencer(wiring.Component):
         # passes to read this K/V head: kv_every, 1 or the group (at most MAX_HEAD_GROUP)
         m.submodules.group_left = group_left = DownCounter(MAX_HEAD_GROUP.bit_length())
         m.submodules.q_left = q_left = DownCounter(a.bit_length())  # this block's Q rows to issue
-        m.submodules.q_heads = q_heads = DownCounter(8)           # this Q row's heads to issue
+        m.submodules.q_heads = q_heads = DownCounter(8, init_last=True)  # this Q row's heads
         m.submodules.kv_left = kv_left = DownCounter(n.bit_length())  # K/V pairs to issue after K_0
         rows_left = Signal(32)      # block rows of this pass not yet in a block
         rows_left_h = Signal(32)    # the same, rows of each head
@@ -211,7 +211,7 @@ class ReadSequencer(wiring.Component):
         m.d.sync += more_rows.eq(rows_left != 0)
         # SIZE's two decisions, registered the same way (rows_left and head_first change on
         # leaving BLOCK, at least two cycles before the next SIZE), and set from their
-        # sources where IDLE and V_LAST load them for the very next cycle: SIZE is then one
+        # sources where IDLE and PASS load them for the very next cycle: SIZE is then one
         # carry chain (keys_end + rows_h) and the selection, not the 32-bit comparison too
         full, short = Signal(), Signal()
         m.d.sync += [full.eq(rows_left >= su.a_full),
@@ -222,22 +222,27 @@ class ReadSequencer(wiring.Component):
 
         issue_addr = Signal(aw)
         issue_kind = Signal(Kind)
-        issue = Signal()            # the current state wants to issue a command
+        # The states Q to V_LAST issue a command each cycle the DMA takes one: `issuing`
+        # is that, a register set on entering Q and cleared on leaving V_LAST, so the
+        # handshake is a gate of registers with no decode of the state before it.
+        issuing = Signal()
         issued = Signal()
+        gb_one = Signal()           # su.gb == 1, registered: q_heads' verdict on its init
+        m.d.sync += gb_one.eq(su.gb == 1)
         m.d.comb += [
             self.cmd.payload.addr.eq(issue_addr),
             self.cmd.payload.length.eq(self._row_bytes),
-            self.cmd.valid.eq(issue & tag_room),
+            self.cmd.valid.eq(issuing & tag_room),
             tags.w_data.eq(issue_kind),
             tags.w_en.eq(self.cmd.valid & self.cmd.ready),
             issued.eq(self.cmd.valid & self.cmd.ready),
-            q_heads.init.eq(su.gb),
+            q_heads.init.eq(su.gb), q_heads.init_last.eq(gb_one),
         ]
 
         def issue_row(kind, ptr, tensor=None):
             """In this state, read the row of `kind` at `ptr`; once the command is taken,
             `ptr` steps on by the row stride of `tensor` (None: it stays)."""
-            m.d.comb += [self.busy.eq(1), issue.eq(1), issue_addr.eq(ptr), issue_kind.eq(kind)]
+            m.d.comb += [self.busy.eq(1), issue_addr.eq(ptr), issue_kind.eq(kind)]
             if tensor is not None:
                 with m.If(issued):
                     m.d.sync += ptr.eq(ptr + tensor.row_stride)
@@ -295,7 +300,7 @@ class ReadSequencer(wiring.Component):
                                  rows_left_h.eq(rows_left_h - rows_h),
                                  block_pairs.eq(size_keys - 1), one_key.eq(size_keys == 1),
                                  keys_end.eq(size_keys), gkeys_end.eq(gkeys_end + rows_valid),
-                                 head_first.eq(0)]
+                                 head_first.eq(0), issuing.eq(1)]
                     m.next = "Q"
             with m.State("Q"):              # row t of each of the pass's heads, then t + 1
                 issue_row(Kind.Q, q_ptr)
@@ -326,26 +331,31 @@ class ReadSequencer(wiring.Component):
             with m.State("V_LAST"):
                 issue_row(Kind.V, v_ptr)
                 with m.If(issued):
+                    m.d.sync += issuing.eq(0)
                     with m.If(more_rows):
                         m.next = "SIZE"
                     with m.Elif(passes_left.last):
                         m.next = "IDLE"
                     with m.Else():
-                        m.d.comb += [passes_left.step.eq(1), group_left.step.eq(1),
-                                     group_left.load.eq(group_left.last),
-                                     group_left.init.eq(su.kv_every)]
-                        m.d.sync += [rows_left.eq(su.gn),
-                                     rows_left_h.eq(run.seq_len),
-                                     keys_end.eq(su.skip), gkeys_end.eq(su.gskip),
-                                     head_first.eq(1), full.eq(su.gn >= su.a_full),
-                                     short.eq(run.causal & (su.short_h != 0)),
-                                     q_head.eq(q_head + su.q_group_stride),
-                                     q_row.eq(q_head + su.q_group_stride),
-                                     q_ptr.eq(q_head + su.q_group_stride)]
-                        with m.If(group_left.last):     # the next K/V head
-                            m.d.sync += [k_head.eq(k_head + run.k.head_stride),
-                                         v_head.eq(v_head + run.v.head_stride)]
-                        m.next = "SIZE"
+                        m.next = "PASS"
+            with m.State("PASS"):           # the next pass's heads, a cycle after V_LAST's
+                # command is taken: its hundreds of enables then come from the state, not
+                # from the handshake and the decisions behind it
+                m.d.comb += [self.busy.eq(1), passes_left.step.eq(1), group_left.step.eq(1),
+                             group_left.load.eq(group_left.last),
+                             group_left.init.eq(su.kv_every)]
+                m.d.sync += [rows_left.eq(su.gn),
+                             rows_left_h.eq(run.seq_len),
+                             keys_end.eq(su.skip), gkeys_end.eq(su.gskip),
+                             head_first.eq(1), full.eq(su.gn >= su.a_full),
+                             short.eq(run.causal & (su.short_h != 0)),
+                             q_head.eq(q_head + su.q_group_stride),
+                             q_row.eq(q_head + su.q_group_stride),
+                             q_ptr.eq(q_head + su.q_group_stride)]
+                with m.If(group_left.last):     # the next K/V head
+                    m.d.sync += [k_head.eq(k_head + run.k.head_stride),
+                                 v_head.eq(v_head + run.v.head_stride)]
+                m.next = "SIZE"
         return m
 
 
