@@ -268,15 +268,18 @@ class SoftmaxLane(wiring.Component):
         m.d.sync += self.active.eq(go | run | or_all(v[:-1]))
 
         # -- stage 0: score multiplexer, m/l read ----------------------------------------
-        # The score of row u is selected by a one-hot register of its own, kept, that
-        # steps with the counters: the counters also serve the pipeline, and the selection
-        # is 2R wide for each of a score's bits. One AND-OR per bit, no decode before it.
-        # One copy of the register for each SCORE_SEL_BITS bits of the score, so that each
-        # sits beside its few AND-ORs (one copy for all 20 bits was a 5.9 ns route). It
-        # shifts every cycle, with no enable: the pass's last row shifts its bit out, so
-        # between passes it holds zeros, and only the bank's first bit loads from `go`.
+        # The score of row u is selected by a one-hot register of its own, kept, whose
+        # bit moves from row to row as the pass runs: the selection is 2R wide for each of
+        # a score's bits, one AND-OR per bit, no decode before it. One copy of the register
+        # for each SCORE_SEL_BITS bits of the score, so that each sits beside its few
+        # AND-ORs (one copy for all 20 bits was a 5.9 ns route). It shifts every cycle,
+        # with no enable: the pass's last row shifts its bit out, so between passes it
+        # holds zeros, and only the bank's first bit loads from `go`.
         def at(k, b, t):                         # the index of `scores`
             return (k * 2 + b) * r + t
+        moves = [(at(k, b, t), at(k + 1, b, t) if k < ql - 1 else at(0, b, t + 1))
+                 for k in range(ql) for b in range(2) for t in range(r)
+                 if k < ql - 1 or t < r - 1]     # row u's bit to row u + 1's
         width = Shape.cast(A.score_shape).width
         groups = [(lo, min(lo + SCORE_SEL_BITS, width))
                   for lo in range(0, width, SCORE_SEL_BITS)]
@@ -284,13 +287,9 @@ class SoftmaxLane(wiring.Component):
         start_bank = Mux(pend, pend_bank, self.start.bank)
         for g, (lo, hi) in enumerate(groups):
             sel = Signal(2 * R, name=f"score_sel{g}", attrs={"keep": 1})
-            step = [0] * (2 * R)                 # row u's bit moves to row u + 1's
-            for k in range(ql):
-                for b in range(2):
-                    for t in range(r):
-                        k2, t2 = (k + 1, t) if k < ql - 1 else (0, t + 1)
-                        if t2 < r:
-                            step[at(k2, b, t2)] = sel[at(k, b, t)]
+            step = [0] * (2 * R)
+            for src, dst in moves:
+                step[dst] = sel[src]
             step[at(0, 0, 0)], step[at(0, 1, 0)] = go & ~start_bank, go & start_bank
             m.d.sync += sel.eq(Cat(*step))
             x0.append(or_all(Mux(sel[i], self.scores[i][lo:hi], 0) for i in range(2 * R)))
