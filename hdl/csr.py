@@ -15,7 +15,7 @@ read multiplexer in two).
 `READ_BANK` words share the first level of the read multiplexer.
 """
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -87,8 +87,8 @@ class CSRBlock(wiring.Component):
         # 64-bit counter from the same cycle), and the address is registered before it
         # selects: no path runs from a distant counter or from ARADDR through the
         # read multiplexer in one cycle. The multiplexer itself is two levels with a
-        # register between: each bank of READ_BANK words selects by the word's low bits
-        # into its register (with whether the word is mapped), then the bank's high bits
+        # register between: each bank of READ_BANK words selects by a one-hot decode of the
+        # word's low bits into its register (with whether the word is mapped), then the bank's high bits
         # choose a bank. In one level the small preset's 43 words are four LUTs deep,
         # spread over the snapshots' placement: one cycle is not enough for them.
         self._snap = {r.name: Signal(r.width, name=f"{r.name.lower()}_snap")
@@ -107,9 +107,12 @@ class CSRBlock(wiring.Component):
         rd_banked = Signal()                     # the banks have selected
         rd_word = Signal(len(bus.araddr) - 2)
         rd_bank = Signal(len(rd_word) - low_bits)
-        # each bank selects by a copy of the word's low bits of its own, kept: one register
-        # would drive every bank's multiplexers across the snapshots' placement
-        rd_low = {b: Signal(low_bits, name=f"rd_bank{b}_low", attrs={"keep": 1}) for b in banks}
+        # each bank selects by a one-hot register of its own (a flip-flop per mapped word,
+        # kept), decoded from ARADDR as it is taken: one register would drive every bank's
+        # multiplexers across the snapshots' placement, and a binary select is decoded
+        # again beside each bit's multiplexer, a LUT and a long route before it
+        rd_sel = {b: {low: Signal(name=f"rd_bank{b}_sel{low}", attrs={"keep": 1})
+                      for low, _, _ in entries} for b, entries in banks.items()}
         bank_data = {b: Signal(32, name=f"rd_bank{b}_data") for b in banks}
         bank_ok = {b: Signal(name=f"rd_bank{b}_ok") for b in banks}
         m.d.comb += bus.arready.eq(~rd_pend & ~rd_banked & ~bus.rvalid)
@@ -117,16 +120,17 @@ class CSRBlock(wiring.Component):
             m.d.sync += bus.rvalid.eq(0)
         with m.If(bus.arvalid & bus.arready):
             m.d.sync += [rd_pend.eq(1), rd_word.eq(bus.araddr[2:])]
-            m.d.sync += [rd_low[b].eq(bus.araddr[2:2 + low_bits]) for b in banks]
+            m.d.sync += [sel.eq(bus.araddr[2:2 + low_bits] == low)
+                         for sels in rd_sel.values() for low, sel in sels.items()]
         with m.If(rd_pend):
             m.d.sync += [rd_pend.eq(0), rd_banked.eq(1), rd_bank.eq(rd_word[low_bits:])]
-            for b, entries in banks.items():
-                m.d.sync += [bank_data[b].eq(0), bank_ok[b].eq(0)]
-                with m.Switch(rd_low[b]):
-                    for low, r, word in entries:
-                        with m.Case(low):
-                            m.d.sync += [bank_data[b].eq(self._read(r, word, shadows)),
-                                         bank_ok[b].eq(1)]
+            for b, entries in banks.items():    # an AND-OR: at most one select is high
+                sel = rd_sel[b]
+                data = 0
+                for low, r, word in entries:
+                    data = data | Mux(sel[low], self._read(r, word, shadows), 0)
+                m.d.sync += [bank_data[b].eq(data),
+                             bank_ok[b].eq(Cat(*sel.values()).any())]
             with m.Switch(rd_word):                # reading a low word latches its high word
                 for r in self._regmap:
                     if r.width == 64:
