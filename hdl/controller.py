@@ -193,7 +193,9 @@ class Controller(wiring.Component):
             with m.If(load[name]):
                 m.d.sync += target.eq(value)
 
-        mul_b = Signal(self.group_bits)     # gb, shifted out LSB first
+        # gb, shifted out LSB first; a bit wider than gb, so that its bit 1 is 0 in MUL's
+        # last cycle
+        mul_b = Signal(self.group_bits + 1)
         a_mod = Signal(nw + 1)              # a mod gb
         # gb times each of these, by shift-and-add: name -> (product, multiplicand at DIV_N's end)
         products = {"gn": (setup.gn, run.seq_len), "gskip": (setup.gskip, setup.skip),
@@ -201,6 +203,16 @@ class Controller(wiring.Component):
                     "o_group_stride": (setup.o_group_stride, run.o.head_stride),
                     "short": (setup.short, setup.short_h)}
         mul_x = {name: Signal(len(acc), name=f"mul_{name}") for name, (acc, _) in products.items()}
+        # Each product adds on a kept register of its own, set in the cycle before from the
+        # next bit of gb (only in HEADS and MUL, so it is high only in MUL): the adds'
+        # enables are then neither a decode of the state nor shared across the five
+        # accumulators, which the seq_run copies spread over the chip. The multiplicands
+        # shift every cycle; HEADS loads them.
+        add = {name: Signal(name=f"mul_add_{name}", attrs={"keep": 1}) for name in products}
+        for name, (acc, _) in products.items():
+            m.d.sync += mul_x[name].eq(mul_x[name] << 1)
+            with m.If(add[name]):
+                m.d.sync += acc.eq(acc + mul_x[name])
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start):
@@ -253,15 +265,12 @@ class Controller(wiring.Component):
                                  self.busy.eq(0)]
                     m.next = "IDLE"
                 with m.Else():
+                    m.d.sync += [flag.eq(setup.gb[0]) for flag in add.values()]
                     m.next = "MUL"
             with m.State("MUL"):        # gb * (N, N_kv - N, strides, short_h), a bit of gb a cycle
                 m.d.sync += [mul_b.eq(mul_b >> 1), div_i.eq(div_i - 1),
-                             setup.a_full.eq(a - a_mod)]
-                for name, (acc, _) in products.items():
-                    x = mul_x[name]
-                    m.d.sync += x.eq(x << 1)
-                    with m.If(mul_b[0]):
-                        m.d.sync += acc.eq(acc + x)
+                             setup.a_full.eq(a - a_mod),
+                             *[flag.eq(mul_b[1]) for flag in add.values()]]
                 with m.If(div_i == 1):
                     m.d.sync += [start_r.eq(1), start_w.eq(1), counting.eq(1)]
                     m.next = "LAUNCH"
