@@ -134,11 +134,11 @@ class ReadSequencer(wiring.Component):
     core), `busy`.
     """
 
-    #: cycles from `start` to the first block offered on `block`: the run latched,
-    #: then the block sized in a cycle of its own
-    block_latency = 2
+    #: cycles from `start` to the first block offered on `block`: the run latched, the
+    #: first pass's counters loaded from it, then the block sized in a cycle of its own
+    block_latency = 3
     #: cycles from `start` to the first command offered on `cmd` (the block first)
-    command_latency = 3
+    command_latency = 4
 
     def __init__(self, *, addr_width, block_rows, row_bytes, max_seq_len, tag_depth=16):
         validate.positive("ReadSequencer", addr_width=addr_width, block_rows=block_rows,
@@ -255,21 +255,29 @@ class ReadSequencer(wiring.Component):
                 with m.If(counter.last):
                     m.next = state
 
+        def first_block_of_pass():
+            """LOAD's and PASS's loads for a pass's first block, from the latched run."""
+            m.d.sync += [rows_left.eq(su.gn), rows_left_h.eq(run.seq_len),
+                         keys_end.eq(su.skip), gkeys_end.eq(su.gskip),
+                         head_first.eq(1), full.eq(su.gn >= su.a_full),
+                         short.eq(run.causal & (su.short_h != 0))]
+
+        # The controller's `start` (from across the chip) enables the run's copy and the
+        # state's move only: LOAD, a cycle later, loads the first pass's hundreds of
+        # flip-flops from that copy, their enables decoded from the state as PASS's are.
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start):
-                    su_in = self.run.setup
-                    m.d.comb += [passes_left.load.eq(1), passes_left.init.eq(su_in.passes),
-                                 group_left.load.eq(1), group_left.init.eq(su_in.kv_every)]
-                    m.d.sync += [run.eq(self.run),
-                                 rows_left.eq(su_in.gn), rows_left_h.eq(self.run.seq_len),
-                                 q_head.eq(self.run.q.base), k_head.eq(self.run.k.base),
-                                 v_head.eq(self.run.v.base), q_ptr.eq(self.run.q.base),
-                                 q_row.eq(self.run.q.base),
-                                 keys_end.eq(su_in.skip), gkeys_end.eq(su_in.gskip),
-                                 head_first.eq(1), full.eq(su_in.gn >= su_in.a_full),
-                                 short.eq(self.run.causal & (su_in.short_h != 0))]
-                    m.next = "SIZE"
+                    m.d.sync += run.eq(self.run)
+                    m.next = "LOAD"
+            with m.State("LOAD"):
+                m.d.comb += [self.busy.eq(1),
+                             passes_left.load.eq(1), passes_left.init.eq(su.passes),
+                             group_left.load.eq(1), group_left.init.eq(su.kv_every)]
+                first_block_of_pass()
+                m.d.sync += [q_head.eq(run.q.base), k_head.eq(run.k.base),
+                             v_head.eq(run.v.base), q_ptr.eq(run.q.base), q_row.eq(run.q.base)]
+                m.next = "SIZE"
             with m.State("SIZE"):           # one cycle per block to size it
                 m.d.comb += self.busy.eq(1)
                 # causal: keys_end + rows_h, the three sums side by side and selected by
@@ -344,12 +352,8 @@ class ReadSequencer(wiring.Component):
                 m.d.comb += [self.busy.eq(1), passes_left.step.eq(1), group_left.step.eq(1),
                              group_left.load.eq(group_left.last),
                              group_left.init.eq(su.kv_every)]
-                m.d.sync += [rows_left.eq(su.gn),
-                             rows_left_h.eq(run.seq_len),
-                             keys_end.eq(su.skip), gkeys_end.eq(su.gskip),
-                             head_first.eq(1), full.eq(su.gn >= su.a_full),
-                             short.eq(run.causal & (su.short_h != 0)),
-                             q_head.eq(q_head + su.q_group_stride),
+                first_block_of_pass()
+                m.d.sync += [q_head.eq(q_head + su.q_group_stride),
                              q_row.eq(q_head + su.q_group_stride),
                              q_ptr.eq(q_head + su.q_group_stride)]
                 with m.If(group_left.last):     # the next K/V head
