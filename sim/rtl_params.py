@@ -80,8 +80,8 @@ class RtlParams:
     line_skew: int | None = None
     drain_start: int = 6
     normalizer_latency: int = 33
-    read_start: int = 13
-    feed_start: int = 3
+    read_start: int = 14
+    feed_start: int = 4
     write_tail: int = 9
     feed_pad_rows: bool = False
     lane_start: int = 5
