@@ -149,7 +149,8 @@ class MacLine(wiring.Component):
                 for i in range(2 * r):
                     m.d.comb += lane.scores[k * 2 * r + i].eq(group[-1].score[i])
                 m.d.comb += [mac.pa.eq(lane.pa) for mac in group]
-            m.d.comb += [lane.start.eq(start_d[-1]), lane.c.eq(self.c), lane.mask.eq(self.mask),
+            m.d.comb += [lane.start.eq(start_d[-1]), lane.start_next.eq(start_d[-2]),
+                         lane.c.eq(self.c), lane.mask.eq(self.mask),
                          lane.row_base.eq(self.row_base + g * gl),
                          lane.consume.eq(self.consume), lane.drain_u.eq(drain.u)]
             lanes.append(lane)

@@ -106,7 +106,8 @@ class SoftmaxLane(wiring.Component):
     """One EXP lane over `macs_per_lane` MACs with `rows_per_mac` rows each.
 
     Ports: `scores` the MACs' score registers (index (mac * 2 + bank) * r + slot);
-    `start` the line's pulse; `c` the softmax constant; `mask` the block's causal mask
+    `start` the line's pulse, and `start_next` what `start` will be in the next cycle
+    (the lane registers its decision to start a pass); `c` the softmax constant; `mask` the block's causal mask
     and `row_base` the block row of the lane's first row (slot 0 of its first MAC group),
     whose slot s rows lie `slot_stride` * s further; `pa` the write bus (unregistered,
     `pa_layout`); `ready`/`consume` the per-bank done flags; `active` a row is in flight
@@ -130,6 +131,7 @@ class SoftmaxLane(wiring.Component):
         super().__init__({
             "scores": In(data.ArrayLayout(arith.score_shape, 2 * rows)),
             "start": In(start_layout()),
+            "start_next": In(start_layout()),
             "c": In(arith.c_shape),
             "mask": In(mask_layout(max_seq_len=arith.max_seq_len)),
             "row_base": In(range(block)),
@@ -206,9 +208,10 @@ class SoftmaxLane(wiring.Component):
         m.d.sync += [v[k].eq(v[k - 1]) for k in range(1, S)]
         # A pass may start in the cycle the previous one issues its last row, and S + 1
         # cycles after the previous start at the earliest: its row u then reads m and l
-        # after the previous pass wrote them (`hold` counts that down). `go` is a gate of
-        # flags: the ends of u and of hold are registered as the counters step, since `go`
-        # restarts every counter and the score selection across the lane.
+        # after the previous pass wrote them (`hold` counts that down). `go`, a pass
+        # starts, restarts every counter and the score selection across the lane, so it is
+        # a register: loaded with its own next value, from the next values of its terms
+        # (below) and `start_next`.
         hold = Signal(range(S + 1))
         held = Signal(init=1)                    # hold == 0
         u_last = Signal()                        # u == R - 1, while `run`
@@ -222,7 +225,17 @@ class SoftmaxLane(wiring.Component):
                 m.d.sync += mac.eq(mac + 1)
             with m.If(u_last):
                 m.d.sync += run.eq(0)
-        go = (~run | u_last) & held & (pend | self.start.valid)
+        # go = (~run | u_last) & held & (pend | start.valid), a cycle ahead. A start is
+        # never followed by another (it clears held), and otherwise run becomes
+        # run & ~u_last, u_last (while run) u == R - 2, held held | hold == 1, pend
+        # pend | start.valid, and start.valid start_next.valid.
+        go = Signal()
+        sv, sv_next = self.start.valid, self.start_next.valid
+        ends_next = ~run | u_last | (u == R - 2) if R > 1 else 1
+        go_next = ~go & ends_next & (held | (hold == 1)) & (pend | sv | sv_next)
+        m.d.sync += go.eq(go_next)
+        # the bank a start at the next cycle takes: Mux(pend, pend_bank, start.bank) then
+        bank_next = Mux(pend | sv, Mux(sv, self.start.bank, pend_bank), self.start_next.bank)
         # The causal threshold: pass j masks the rows whose offset slot*G + mac is below
         # it. `gap` is the threshold less row u's offset, stepped beside the counters (-1
         # along a slot, -G to the next: `slot_gap` is the threshold less slot*G), and
@@ -274,7 +287,9 @@ class SoftmaxLane(wiring.Component):
         # for each SCORE_SEL_BITS bits of the score, so that each sits beside its few
         # AND-ORs (one copy for all 20 bits was a 5.9 ns route). It shifts every cycle,
         # with no enable: the pass's last row shifts its bit out, so between passes it
-        # holds zeros, and only the bank's first bit loads from `go`.
+        # holds zeros, and only the bank's first bit loads, from a kept pair of registers
+        # per copy (go & the bank, set from their next values): a register beside the
+        # copy, where the lane's control may sit across the line from its MACs.
         def at(k, b, t):                         # the index of `scores`
             return (k * 2 + b) * r + t
         moves = [(at(k, b, t), at(k + 1, b, t) if k < ql - 1 else at(0, b, t + 1))
@@ -284,13 +299,14 @@ class SoftmaxLane(wiring.Component):
         groups = [(lo, min(lo + SCORE_SEL_BITS, width))
                   for lo in range(0, width, SCORE_SEL_BITS)]
         x0 = []
-        start_bank = Mux(pend, pend_bank, self.start.bank)
         for g, (lo, hi) in enumerate(groups):
             sel = Signal(2 * R, name=f"score_sel{g}", attrs={"keep": 1})
+            go_bank = [Signal(name=f"score_go{g}_bank{b}", attrs={"keep": 1}) for b in range(2)]
+            m.d.sync += [go_bank[0].eq(go_next & ~bank_next), go_bank[1].eq(go_next & bank_next)]
             step = [0] * (2 * R)
             for src, dst in moves:
                 step[dst] = sel[src]
-            step[at(0, 0, 0)], step[at(0, 1, 0)] = go & ~start_bank, go & start_bank
+            step[at(0, 0, 0)], step[at(0, 1, 0)] = go_bank
             m.d.sync += sel.eq(Cat(*step))
             x0.append(or_all(Mux(sel[i], self.scores[i][lo:hi], 0) for i in range(2 * R)))
         x0 = Cat(*x0)
