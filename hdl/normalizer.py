@@ -45,9 +45,9 @@ class Normalizer(wiring.Component):
     """
 
     #: the output FIFO holds `latency` + this many chunks: the issue-to-FIFO pipeline
-    #: plus the FIFO's output register, the consumer's handshake and the credit
-    #: counter's update, so an always-ready consumer takes one byte every cycle
-    CREDIT_SLACK = 4
+    #: plus the FIFO's output register, the consumer's handshake, its register and the
+    #: credit counter's update, so an always-ready consumer takes one byte every cycle
+    CREDIT_SLACK = 5
 
     #: cycles from a chunk written into the output FIFO to its offer on `o_out`
     #: (`amaranth.lib.fifo.SyncFIFOBuffered`: the FIFO, then its output register)
@@ -127,8 +127,11 @@ class Normalizer(wiring.Component):
         m.submodules.out_fifo = out_fifo = fifo.SyncFIFOBuffered(width=out_layout.size,
                                                                  depth=depth)
         issue = draining & (credits != 0)
-        taken = self.o_out.valid & self.o_out.ready
-        m.d.sync += credits.eq(credits - issue + taken)
+        # the consumer's handshake returns its credit a cycle later, from a register: the
+        # consumer (the beat packer, on the DMA writer's FIFO) may sit across the chip
+        taken = Signal()
+        m.d.sync += [taken.eq(self.o_out.valid & self.o_out.ready),
+                     credits.eq(credits - issue + taken)]
 
         with m.If(trigger):
             m.d.sync += [armed.eq(0), draining.eq(1), elem.eq(0), mac_in_lane.eq(0),
