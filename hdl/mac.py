@@ -286,7 +286,9 @@ class MAC(wiring.Component):
         # its two selections and the multiplier's input register are too far apart for one.
         up_u, e_u = Signal(name="up_u"), Signal.like(e_w, name="e_u")
         o_u = Signal(A.o_shape, name="o_u")
-        v_u = Signal.like(value, name="v_u")
+        # kept: K's operand register (`_int8_scores`) takes the same word, and merged into
+        # it the update's DSP read V from beside the LUT-built q*k (a 7.6 ns route)
+        v_u = Signal.like(value, name="v_u", attrs={"keep": 1})
         o_new = Signal(A.o_shape, name="o_new")
         o_rd = self._o_memory(m, Mux(wi.valid & wi.is_u, wi.addr, self.drain_addr),
                               addr[-1], o_new, en[-1])
