@@ -87,10 +87,10 @@ class CSRBlock(wiring.Component):
         # 64-bit counter from the same cycle), and the address is registered before it
         # selects: no path runs from a distant counter or from ARADDR through the
         # read multiplexer in one cycle. The multiplexer itself is two levels with a
-        # register between: each bank of READ_BANK words selects by a one-hot decode of the
-        # word's low bits into its register (with whether the word is mapped), then the bank's high bits
-        # choose a bank. In one level the small preset's 43 words are four LUTs deep,
-        # spread over the snapshots' placement: one cycle is not enough for them.
+        # register between: each bank of READ_BANK words selects by a one-hot decode of
+        # the word's low bits into its register (with whether the word is mapped), then
+        # the bank's high bits choose a bank. In one level the small preset's 43 words are
+        # four LUTs deep, spread over the snapshots' placement: one cycle is not enough.
         self._snap = {r.name: Signal(r.width, name=f"{r.name.lower()}_snap")
                       for r in self._regmap if r.access is Access.RO}
         m.d.sync += [self._snap[r.name].eq(getattr(self, r.name.lower()))
