@@ -15,13 +15,14 @@ read multiplexer in two).
 `READ_BANK` words share the first level of the read multiplexer.
 """
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.regmap import Access
 
 from .axi import AXI4LiteSignature
+from .formats.dsp import or_all
 
 __all__ = ["CSRBlock", "READ_BANK"]
 
@@ -126,11 +127,9 @@ class CSRBlock(wiring.Component):
             m.d.sync += [rd_pend.eq(0), rd_banked.eq(1), rd_bank.eq(rd_word[low_bits:])]
             for b, entries in banks.items():    # an AND-OR: at most one select is high
                 sel = rd_sel[b]
-                data = 0
-                for low, r, word in entries:
-                    data = data | Mux(sel[low], self._read(r, word, shadows), 0)
-                m.d.sync += [bank_data[b].eq(data),
-                             bank_ok[b].eq(Cat(*sel.values()).any())]
+                m.d.sync += [bank_data[b].eq(or_all(Mux(sel[low], self._read(r, word, shadows), 0)
+                                                    for low, r, word in entries)),
+                             bank_ok[b].eq(or_all(sel.values()))]
             with m.Switch(rd_word):                # reading a low word latches its high word
                 for r in self._regmap:
                     if r.width == 64:

@@ -109,9 +109,10 @@ class SoftmaxLane(wiring.Component):
     `start` the line's pulse, and `start_next` what `start` will be in the next cycle
     (the lane registers its decision to start a pass); `c` the softmax constant; `mask`
     the block's causal mask and `row_base` the block row of the lane's first row (slot 0
-    of its first MAC group), whose slot s rows lie `slot_stride` * s further; `pa` the write bus (unregistered,
-    `pa_layout`); `ready`/`consume` the per-bank done flags; `active` a row is in flight
-    (issued and not yet written back: r*q/L + `stages` cycles per pass);
+    of its first MAC group), whose slot s rows lie `slot_stride` * s further; `pa` the
+    write bus (unregistered, `pa_layout`); `ready`/`consume` the per-bank done flags;
+    `active` a row is in flight (issued and not yet written back: r*q/L + `stages` cycles
+    per pass);
     `drain_u`/`l_rd` the drain's read of l (one cycle latency, only while the lane is idle),
     and with a float format `m_rd` its read of m.
     Row u of the lane is MAC u mod q/L, slot u div q/L.
