@@ -51,6 +51,29 @@ def test_the_pieces_of_a_wide_product_in_dsps(lut_width, in_dsp):
             if not lut_built(lut_width, wa, wb)] == in_dsp
 
 
+@pytest.mark.parametrize("lut_width, dsps", [(8, 4), (16, 1)])
+def test_a_mixed_signed_piece_is_counted_as_yosys_sees_it(lut_width, dsps):
+    """The normalizer's finalize product, signed 33 x unsigned 25: its top pieces are
+    16 signed x 8 unsigned, which Yosys multiplies as 16 x 9 signed (`mul_widths`), over
+    twice the width 8: a MULT18X18D with its registers, not a product `narrow_products`
+    would leave to Yosys's DSP mapping without them."""
+    from amaranth.hdl import Fragment, Instance, Module, signed
+
+    from attenio.hdl.formats.dsp import ECP5Target, Stages, mul_widths, partial_products
+
+    assert mul_widths(Signal(signed(16)), Signal(8)) == (16, 9)
+    assert mul_widths(Signal(8), Signal(signed(16))) == (9, 16)
+    assert mul_widths(Signal(signed(8)), Signal(signed(4))) == (8, 4)
+    m = Module()
+    parts, products = partial_products(Signal(signed(33)), Signal(25), name="p")
+    st = Stages(m)
+    st.stage(products)
+    st.stage(products.relay)
+    (inner, _, _), = Fragment.get(m, ECP5Target(lut_mul_width=lut_width)).subfragments
+    instances = [sub for sub, _, _ in inner.subfragments if isinstance(sub, Instance)]
+    assert len(parts) == 4 and len(instances) == dsps
+
+
 FORCE_CASES = [(signed(12), -(1 << 11)), (unsigned(32), 0xFF800000), (signed(9), 0),
                (unsigned(5), 0b10110)]
 

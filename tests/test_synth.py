@@ -132,14 +132,16 @@ def test_lut_mul_width_moves_the_narrow_products_out_of_the_dsps(tmp_path):
         synthesize(config, tmp_path, target="ecp5", lut_mul_width=-1)
     verilog = tmp_path / "attenio_top.v"
     verilog.write_text(_FOUR_PRODUCTS)
-    dsps = {}
+    dsps, bare = {}, {}
     for bits in (0, 8):
         report = synthesize(config, tmp_path / f"w{bits}", target="ecp5", verilog=verilog,
                             pnr=False, lut_mul_width=bits, log=lambda *a: None)
         script = (tmp_path / f"w{bits}" / "synth_ecp5" / "synth.ys").read_text()
         assert ("booth" in script) == bool(bits)
         dsps[bits] = report["resources"]["DSP"]
+        bare[bits] = report["dsp_unregistered"]
     assert dsps == {0: 4, 8: 2}
+    assert bare == dsps         # Yosys's own DSPs: no output register (the RTL registers it)
 
 
 @pytest.mark.slow

@@ -24,7 +24,7 @@ import numpy as np
 
 __all__ = ["DSP_SIGNED_BITS", "DSP_UNSIGNED_BITS", "ECP5Target", "LUT_MUL_WIDTH",
            "PartialProducts", "Stages", "and_all", "comb", "dsp_lut_width", "force",
-           "lut_built", "np_mulshr", "np_round_shift_mul", "or_all", "partial_products", "pieces",
+           "lut_built", "mul_widths", "np_mulshr", "np_round_shift_mul", "or_all", "partial_products", "pieces",
            "round_shift", "staged_sum", "sum_pairs", "sum_partials"]
 
 #: operand bits of one ECP5 MULT18X18D (18 x 18 signed) for an unsigned operand
@@ -44,7 +44,8 @@ def lut_built(lut_width, a_bits, b_bits):
     `lut_width`: its narrow operand has at most `lut_width` bits and its wide one at most
     twice that. A Booth array with a long operand is about as deep as a cycle by itself
     (a 17 x 8 piece: about 9 ns after its operand's route), so such a piece takes a DSP.
-    `attenio.gen.synth.narrow_products` selects the same products for Yosys."""
+    `attenio.gen.synth.narrow_products` selects the same products for Yosys, on the widths
+    its $mul has (`mul_widths`)."""
     return 0 < min(a_bits, b_bits) <= lut_width and max(a_bits, b_bits) <= 2 * lut_width
 
 
@@ -180,9 +181,18 @@ def dsp_lut_width(platform):
     return None
 
 
+def mul_widths(a, b):
+    """The operand widths of Yosys's $mul for ``a * b``: an unsigned operand times a
+    signed one is signed, one bit wider (a zero sign bit). `lut_built` is asked with
+    these, as `attenio.gen.synth.narrow_products` selects on them: a product that one
+    counts narrow and the other not would become a DSP without registers."""
+    sa, sb = a.shape().signed, b.shape().signed
+    return len(a) + (sb and not sa), len(b) + (sa and not sb)
+
+
 def _in_dsp(lut_width, pa, pb):
     """Whether the piece product pa * pb is a MULT18X18D under `dsp_lut_width` `lut_width`."""
-    return lut_width is not None and not lut_built(lut_width, len(pa), len(pb))
+    return lut_width is not None and not lut_built(lut_width, *mul_widths(pa, pb))
 
 
 def _mult18x18d(m, pa, pb, p, *, domain, en, registered_inputs, forced=False):
