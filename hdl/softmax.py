@@ -216,16 +216,21 @@ class SoftmaxLane(wiring.Component):
         hold = Signal(range(S + 1))
         held = Signal(init=1)                    # hold == 0
         u_last = Signal()                        # u == R - 1, while `run`
+        # Copies of u and run, kept, for l's read address (and m's, for float), which the
+        # drain reads too: they sit beside the memory, which may sit across the line from
+        # the lane's control (from `u` it was a 6.6 ns route to the address multiplexer).
+        u_rd = Signal.like(u, name="u_rd", attrs={"keep": 1})
+        run_rd = Signal(name="run_rd", attrs={"keep": 1})
         with m.If(~held):
             m.d.sync += [hold.eq(hold - 1), held.eq(hold == 1)]
         with m.If(run):
-            m.d.sync += [u.eq(u + 1), u_last.eq(u == R - 2 if R > 1 else 1)]
+            m.d.sync += [u.eq(u + 1), u_last.eq(u == R - 2 if R > 1 else 1), u_rd.eq(u_rd + 1)]
             with m.If(mac == ql - 1):
                 m.d.sync += [mac.eq(0), slot.eq(slot + 1)]
             with m.Else():
                 m.d.sync += mac.eq(mac + 1)
             with m.If(u_last):
-                m.d.sync += run.eq(0)
+                m.d.sync += [run.eq(0), run_rd.eq(0)]
         # go = (~run | u_last) & held & (pend | start.valid), a cycle ahead. A start is
         # never followed by another (it clears held), and otherwise run becomes
         # run & ~u_last, u_last (while run) u == R - 2, held held | hold == 1, pend
@@ -266,6 +271,7 @@ class SoftmaxLane(wiring.Component):
             # a block's first threshold is -base <= 0: no row is below it
             thr_new = Mux(pass_first, -base, thr_step)
             m.d.sync += [run.eq(1), u.eq(0), u_last.eq(R == 1), mac.eq(0), slot.eq(0),
+                         run_rd.eq(1), u_rd.eq(0),
                          hold.eq(S), held.eq(0),
                          bank.eq(Mux(pend, pend_bank, self.start.bank)),
                          first.eq(pass_first), thr.eq(thr_new), gap.eq(thr_new),
@@ -311,7 +317,7 @@ class SoftmaxLane(wiring.Component):
             m.d.sync += sel.eq(Cat(*step))
             x0.append(or_all(Mux(sel[i], self.scores[i][lo:hi], 0) for i in range(2 * R)))
         x0 = Cat(*x0)
-        drain_addr = Mux(run, u, self.drain_u)
+        drain_addr = Mux(run_rd, u_rd, self.drain_u)
         m.d.comb += [l_rd.addr.eq(drain_addr), self.l_rd.eq(l_rd.data)]
         if isinstance(A, FloatArith):
             m.d.comb += [m_rd.addr.eq(drain_addr), self.m_rd.eq(m_rd.data)]
