@@ -61,7 +61,7 @@ from amaranth.lib.wiring import In, Out
 from attenio import validate
 
 from .formats import FloatArith, Int8Arith
-from .formats.dsp import Stages, dsp_lut_width, force, lut_built
+from .formats.dsp import PartialProducts, Stages, dsp_lut_width, force, lut_built
 from .softmax import pa_layout
 
 __all__ = ["word_layout", "chain_layout", "pick_layout", "pick_addr", "check_arith",
@@ -344,23 +344,22 @@ class MAC(wiring.Component):
 
     @staticmethod
     def _qk_halves(lut_width, q_bits, k_bits):
-        """Whether `_qk` builds q * k from LUTs, as q times each half of k."""
-        return lut_width is None or lut_built(lut_width, q_bits, k_bits - k_bits // 2)
+        """Whether `_qk` builds q * k from LUTs, as q times each half of k: both halves
+        `lut_built` on the widths Yosys multiplies (`attenio.hdl.formats.dsp.mul_widths`:
+        the low half, unsigned, with a zero sign bit)."""
+        h = k_bits // 2
+        return lut_width is None or (lut_built(lut_width, q_bits, h + 1)
+                                     and lut_built(lut_width, q_bits, k_bits - h))
 
     @staticmethod
-    def _qk(m, q, k, lut_width, q_hi=None):
-        """q * k two cycles after q and k (signed elements). Built from LUTs (ECP5 under
-        `lut_width`, `attenio.hdl.formats.dsp.lut_built`, or any other target), it is two
-        narrow products, q times each half of k, registered, then their sum: a Booth
-        array and one carry chain a cycle, where the whole product was a Booth array
-        and its summing tree. `q_hi`: a copy of q's register for the high half's Booth
-        array (default q). A product that takes a DSP has its output registered twice."""
+    def _qk(m, q, k, q_hi=None):
+        """q * k two cycles after q and k (signed elements), built from LUTs (ECP5 under
+        a LUT width `_qk_halves` accepts, or any other target): two narrow products, q
+        times each half of k, registered, then their sum: a Booth array and one carry
+        chain a cycle, where the whole product was a Booth array and its summing tree.
+        `q_hi`: a copy of q's register for the high half's Booth array (default q)."""
         n = len(q) + len(k)
         qk = Signal(signed(n), name="qk")
-        if not MAC._qk_halves(lut_width, len(q), len(k)):
-            qk_p = Signal(signed(n), name="qk_p")
-            m.d.sync += [qk_p.eq(q.as_signed() * k.as_signed()), qk.eq(qk_p)]
-            return qk
         q_hi = q if q_hi is None else q_hi
         h = len(k) // 2
         lo = Signal(signed(len(q) + h + 1), name="qk_lo")   # q * k[:h], k[:h] unsigned
@@ -379,15 +378,24 @@ class MAC(wiring.Component):
         # register holds the bits of the next MAC's word register, and merged into it the
         # product would read its operand from the next MAC. Built from LUTs, each half's
         # Booth array has a Q operand register of its own beside it (one register for both
-        # was a 10.3 ns path, 7.9 of it routing).
-        q_op = st.delay(q, 1, "q_op", keep=True)
-        k_op = st.delay(value, 1, "k_op", keep=True)
-        q_hi = (st.delay(q, 1, "q_op_hi", keep=True)
-                if self._qk_halves(lut_width, len(q), len(value)) else None)
+        # was a 10.3 ns path, 7.9 of it routing). In a DSP (an ECP5 LUT width below q*k's
+        # halves) the product is a MULT18X18D whose input and output registers are the
+        # operand and product stages, then a fabric register (its relay): three cycles too.
+        if self._qk_halves(lut_width, len(q), len(value)):
+            q_op = st.delay(q, 1, "q_op", keep=True)
+            k_op = st.delay(value, 1, "k_op", keep=True)
+            q_hi = st.delay(q, 1, "q_op_hi", keep=True)
+            prod = self._qk(m, q_op, k_op, q_hi)
+        else:
+            products = PartialProducts(q.as_signed(), value.as_signed(), name="qk",
+                                       registered=True, lut_pieces=False)
+            dsp = Stages(m)
+            for step in (products.operands, products, products.relay):
+                dsp.stage(step)
+            (_, prod), = products.parts
         ctrl = [st.delay(x, 3, n) for x, n in ((w.valid & w.is_s, "k_en"), (w.kfirst, "k_first"),
                                               (w.klast, "k_last"), (w.bank, "k_bank"),
                                               (w.slot, "k_slot"))]
-        prod = self._qk(m, q_op, k_op, lut_width, q_hi)
         s_en, s_first, s_last = Signal(name="s_en"), Signal(name="s_first"), Signal(name="s_last")
         s_bank, s_slot = Signal.like(w.bank, name="s_bank"), Signal.like(w.slot, name="s_slot")
         m.d.comb += Cat(s_en, s_first, s_last, s_bank, s_slot).eq(Cat(*ctrl))

@@ -86,13 +86,12 @@ def test_other_writes_in_that_cycle_leave_the_words_pair_alone(case):
     assert o == expected(e_old, v)
 
 
-@pytest.mark.parametrize("lut_width", [None, 8, 0], ids=["generic", "ecp5-luts", "ecp5-dsp"])
-def test_qk_is_the_signed_product_two_cycles_later_for_every_pair(lut_width):
+def test_qk_is_the_signed_product_two_cycles_later_for_every_pair():
     """`MAC._qk` on every pair of int8 operands, a new pair each cycle: the two halves of
-    k (LUT-built, or generic) or the DSP's product registered twice."""
+    k, then their sum."""
     m = Module()
     q, k = Signal(signed(8)), Signal(signed(8))
-    qk = MAC._qk(m, q, k, lut_width)
+    qk = MAC._qk(m, q, k)
     pairs = [(a, b) for a in range(-128, 128) for b in range(-128, 128)]
     bad = []
 
@@ -112,3 +111,28 @@ def test_qk_is_the_signed_product_two_cycles_later_for_every_pair(lut_width):
     sim.add_testbench(tb)
     sim.run()
     assert not bad, bad[:5]
+
+
+def test_qk_takes_a_registered_dsp_below_the_width_of_its_halves():
+    """Elaborated for ECP5 with a LUT width below q*k's halves (8 x 5 as Yosys sees the
+    low half, unsigned: 4), q*k is a MULT18X18D with its input and output registers, like
+    the update's: not ``q * k`` that Yosys would map to a DSP without them. Its results:
+    the core with every product in a DSP (tests/test_dsp_primitive.py)."""
+    import re
+
+    from amaranth.back import rtlil
+
+    from attenio.hdl.formats.dsp import ECP5Target
+
+    cells = {}
+    for width in (5, 4):
+        dut = MAC(arith=ARITH, mac_lines=1, macs_per_line=2, rows_per_mac=R, head_dim=D,
+                  macs_per_lane=2, index=0, lane_index=LANE_INDEX)
+        text = rtlil.convert(dut, platform=ECP5Target(lut_mul_width=width))
+        for module, body in re.findall(r"\nmodule \\top\.(\w+)\n(.*?)\nend\n", text, re.S):
+            found = re.findall(r"cell \\MULT18X18D \S+\n(.*?)\n  end", body, re.S)
+            cells[width, module] = found
+            for cell in found:
+                assert 'REG_INPUTA_CLK "CLK0"' in cell and 'REG_OUTPUT_CLK "CLK0"' in cell
+    assert len(cells[5, "upd"]) > 0 and (5, "qk") not in cells
+    assert len(cells[4, "qk"]) == 1
