@@ -370,7 +370,8 @@ def cmd_synth(args):
             return synthesize(config, out, target=target, verilog=verilog, seed=args.seed,
                               pnr=not args.no_pnr, lut_mul_width=args.lut_mul_width, log=log,
                               dsp_primitives=True,   # ecp5: config elaborated with MULT18X18D
-                              pnr_timeout=args.pnr_timeout * 60 or None)   # 0: no limit
+                              pnr_timeout=args.pnr_timeout * 60 or None,   # 0: no limit
+                              forced_dsps=not args.no_forced_dsps)
         except RuntimeError as exc:     # a tool failed: its log (named in the message) says why
             raise ConfigError(str(exc).splitlines()[0]) from None
 
@@ -479,6 +480,10 @@ def build_parser():
                         "other of at most 2 x BITS from LUTs instead of DSP blocks (default 8: "
                         "the q*k products and the narrowest pieces of wide products; 0: every "
                         "product in DSPs)")
+    p.add_argument("--no-forced-dsps", action="store_true",
+                   help="ecp5: leave the pieces the design puts in DSPs whatever the LUT width "
+                        "(the lanes' scale, the reciprocal's) to --lut-mul-width: for an array "
+                        "whose DSPs are nearly all taken, e.g. 8x4")
 
     # "resolve": compare takes --bw and --cache-kib as lists (a list sweeps that budget)
     p = _add_command(sub, "compare", cmd_compare, with_json=True, out="build/<name>/compare",

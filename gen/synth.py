@@ -329,7 +329,7 @@ def prepare_script(top, bits, *, check=True):
 
 def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1, log=print,
                yosys_extra=None, pnr=True, generic_level="gate", lut_mul_width=LUT_MUL_WIDTH,
-               dsp_primitives=None, pnr_timeout=None):
+               dsp_primitives=None, pnr_timeout=None, forced_dsps=True):
     """Synthesize `config` for `target` into `out_dir`; returns the report dict.
 
     `verilog`: an existing attenio_top.v to use (else it is generated into out_dir).
@@ -351,6 +351,9 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
     are built from LUTs (Yosys ``booth``: one partial-product row per two bits of the
     narrow operand) instead of MULT18X18D blocks. 8 moves the int8 q*k products and
     the narrowest pieces of the wide products out of the DSPs (0: none).
+    `forced_dsps` (ecp5, with the primitives): False leaves the pieces the design puts in
+    DSPs whatever the LUT width (the lanes' scale, the reciprocal's; each a Booth array a
+    cycle deep in LUTs) to the LUT width: for an array whose DSPs are nearly all taken.
     `generic_level`: "gate" (synth -flatten -noabc: Yosys gates) or "word" (the coarse
     part of synth only: word-level $mul/$alu/$dff cells, fast enough for large arrays).
     The report is also written as ``synth_report.json`` (``synth_<target>.json``
@@ -391,6 +394,7 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
     }
     if target == "ecp5":
         report["config"]["lut_mul_width"] = lut_mul_width
+        report["config"]["forced_dsps"] = bool(forced_dsps)
         report["dsp_primitives"] = bool(dsp_primitives)
     work = out / f"synth_{target}"
     work.mkdir(exist_ok=True)
@@ -403,7 +407,7 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
         from .verilog import emit
         log("elaborating attenio_top for ECP5 (MULT18X18D primitives) ...")
         emit(AttenIOTop(make_plan(config)), work / "attenio_top.v", name=TOP_NAME,
-             platform=dsp.ECP5Target(lut_mul_width=lut_mul_width))
+             platform=dsp.ECP5Target(lut_mul_width=lut_mul_width, forced_dsps=forced_dsps))
         report["verilog"] = str(work / "attenio_top.v")
     else:
         shutil.copyfile(verilog, work / "attenio_top.v")

@@ -74,6 +74,26 @@ def test_a_mixed_signed_piece_is_counted_as_yosys_sees_it(lut_width, dsps):
     assert len(parts) == 4 and len(instances) == dsps
 
 
+@pytest.mark.parametrize("forced, dsps", [(True, 4), (False, 3)])
+def test_forced_pieces_follow_the_lut_width_without_forced_dsps(forced, dsps):
+    """A 25 x 25 product made with ``lut_pieces=False``: every piece a MULT18X18D, or
+    with ``forced_dsps=False`` the three that the width 8 leaves to DSPs (not 8 x 8)."""
+    from amaranth.hdl import Fragment, Instance, Module
+
+    from attenio.hdl.formats.dsp import ECP5Target, Stages, partial_products
+
+    m = Module()
+    _, products = partial_products(Signal(25), Signal(25), name="p", lut_pieces=False)
+    st = Stages(m)
+    st.stage(products)
+    st.stage(products.relay)
+    target = ECP5Target(lut_mul_width=8, forced_dsps=forced)
+    assert target.forced_dsps is forced and f"forced_dsps={forced}" in repr(target)
+    (inner, _, _), = Fragment.get(m, target).subfragments
+    instances = [sub for sub, _, _ in inner.subfragments if isinstance(sub, Instance)]
+    assert len(instances) == dsps
+
+
 FORCE_CASES = [(signed(12), -(1 << 11)), (unsigned(32), 0xFF800000), (signed(9), 0),
                (unsigned(5), 0b10110)]
 

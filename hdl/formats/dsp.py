@@ -24,8 +24,9 @@ import numpy as np
 
 __all__ = ["DSP_SIGNED_BITS", "DSP_UNSIGNED_BITS", "ECP5Target", "LUT_MUL_WIDTH",
            "PartialProducts", "Stages", "and_all", "comb", "dsp_lut_width", "force",
-           "lut_built", "mul_widths", "np_mulshr", "np_round_shift_mul", "or_all", "partial_products", "pieces",
-           "round_shift", "staged_sum", "sum_pairs", "sum_partials"]
+           "forced_dsps", "lut_built", "mul_widths", "np_mulshr", "np_round_shift_mul",
+           "or_all", "partial_products", "pieces", "round_shift", "staged_sum", "sum_pairs",
+           "sum_partials"]
 
 #: operand bits of one ECP5 MULT18X18D (18 x 18 signed) for an unsigned operand
 DSP_UNSIGNED_BITS = 17
@@ -151,20 +152,28 @@ class ECP5Target:
     """The platform `attenio synth --target ecp5` elaborates the design with: it asks for
     the MULT18X18D primitive (`dsp_lut_width`) and builds no I/O. `lut_mul_width`: the
     products `lut_built` under it stay ``a * b``, for Yosys to build from LUTs
-    (`attenio.gen.synth.prepare_script`)."""
+    (`attenio.gen.synth.prepare_script`). `forced_dsps`: whether the pieces the design
+    puts in DSPs whatever the LUT width (``lut_pieces=False``) do so (`forced_dsps`);
+    False leaves them to the LUT width, for an array whose DSPs are nearly all taken."""
 
-    def __init__(self, *, lut_mul_width=LUT_MUL_WIDTH):
+    def __init__(self, *, lut_mul_width=LUT_MUL_WIDTH, forced_dsps=True):
         if not isinstance(lut_mul_width, int) or isinstance(lut_mul_width, bool) \
                 or lut_mul_width < 0:
             raise ValueError(f"lut_mul_width must be a non-negative integer, not {lut_mul_width!r}")
         self._lut_mul_width = lut_mul_width
+        self._forced_dsps = bool(forced_dsps)
 
     @property
     def lut_mul_width(self):
         return self._lut_mul_width
 
+    @property
+    def forced_dsps(self):
+        return self._forced_dsps
+
     def __repr__(self):
-        return f"ECP5Target(lut_mul_width={self._lut_mul_width})"
+        return (f"ECP5Target(lut_mul_width={self._lut_mul_width}, "
+                f"forced_dsps={self._forced_dsps})")
 
 
 def dsp_lut_width(platform):
@@ -179,6 +188,15 @@ def dsp_lut_width(platform):
         if isinstance(platform, LatticePlatform):
             return getattr(platform, "lut_mul_width", LUT_MUL_WIDTH)
     return None
+
+
+def forced_dsps(platform):
+    """Whether an ECP5 `platform` puts the pieces made with ``lut_pieces=False`` in DSPs
+    whatever the LUT width: an `ECP5Target`'s `forced_dsps`, or a board platform's
+    ``forced_dsps`` attribute (default True)."""
+    if isinstance(platform, ECP5Target):
+        return platform.forced_dsps
+    return getattr(platform, "forced_dsps", True)
 
 
 def mul_widths(a, b):
@@ -342,7 +360,7 @@ class PartialProducts(Elaboratable):
         pa_list, pb_list = pieces(self._a), pieces(self._b)
         by_width = [[_in_dsp(lut_width, pa, pb) for _, pb in pb_list] for _, pa in pa_list]
         in_dsp = by_width
-        if lut_width is not None and not self._lut_pieces:
+        if lut_width is not None and not self._lut_pieces and forced_dsps(platform):
             in_dsp = [[True] * len(pb_list) for _ in pa_list]      # every piece a MULT18X18D
         if self._registered:
             # Operand pieces that a LUT-built product reads are registered here (all of them
