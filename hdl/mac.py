@@ -61,8 +61,7 @@ from amaranth.lib.wiring import In, Out
 from attenio import validate
 
 from .formats import FloatArith, Int8Arith
-from .formats.dsp import (PartialProducts, Stages, dsp_lut_width, force, lut_built, mul_widths,
-                          sum_pairs)
+from .formats.dsp import PartialProducts, Stages, dsp_lut_width, force, lut_built
 from .softmax import pa_layout
 
 __all__ = ["word_layout", "chain_layout", "pick_layout", "pick_addr", "check_arith",
@@ -182,7 +181,7 @@ class MAC(wiring.Component):
     @staticmethod
     def score_latency(arith, split):
         """Cycles from the last K word at a group's last MAC to the row's score in its
-        bank. int8: the operand registers and q*k's stages (`MAC.QK_LATENCY`) before the
+        bank. int8: the operand registers and q*k's two stages (`MAC._qk`) before the
         accumulator's, and with s > 1 the adder chain's stage. Float: the product and the
         accumulator's pipelines, and with s > 1 one addition per MAC of the chain plus
         the registers between them (see the module docstring). Then the score's own
@@ -190,7 +189,7 @@ class MAC(wiring.Component):
         if isinstance(arith, FloatArith):
             Lm, La = arith.product_latency, arith.accumulate_latency
             return 1 + (Lm + La if split == 1 else Lm + La * split + 1)
-        return 2 + MAC.QK_LATENCY + (split > 1)
+        return 4 if split == 1 else 5
 
     @property
     def index(self):
@@ -343,42 +342,31 @@ class MAC(wiring.Component):
                     with m.If((bank == b) & (slot == t)):
                         m.d.sync += regs[b * r + t].eq(value)
 
-    #: cycles from q*k's operand registers to the product (`_qk`): log2 of k's 8 rows
-    QK_LATENCY = 3
+    @staticmethod
+    def _qk_halves(lut_width, q_bits, k_bits):
+        """Whether `_qk` builds q * k from LUTs, as q times each half of k: both halves
+        `lut_built` on the widths Yosys multiplies (`attenio.hdl.formats.dsp.mul_widths`:
+        the low half, unsigned, with a zero sign bit)."""
+        h = k_bits // 2
+        return lut_width is None or (lut_built(lut_width, q_bits, h + 1)
+                                     and lut_built(lut_width, q_bits, k_bits - h))
 
     @staticmethod
-    def _qk_in_luts(lut_width, q, k):
-        """Whether q * k is `_qk`'s adder tree in LUTs (ECP5 with q*k `lut_built` under
-        `lut_width`, or any other target) rather than a MULT18X18D."""
-        return lut_width is None or lut_built(lut_width, *mul_widths(q, k))
-
-    @staticmethod
-    def _qk(m, q, k, q_copies=()):
-        """q * k `QK_LATENCY` cycles after q and k (signed, k of 8 bits), from LUTs: the
-        rows q * k[i] * 2**i (the top one negative), added in pairs, then the pairs' sums
-        in pairs, each level registered. The first level's operands are ANDs, so every
-        cycle is one LUT and one carry chain at most: a Booth array before its carry
-        chain was 3 to 5 LUT levels, the MACs' worst path in five rounds of place and
-        route (docs/synthesis.md). `q_copies`: copies of q's register, kept, that the
-        first level's adders share out (a copy serves fewer adders, beside them)."""
-        rows = len(k)
-        if rows != 8:
-            raise ValueError(f"q*k: k must have 8 bits (QK_LATENCY), not {rows}")
-        qs = [q, *q_copies]
-        parts = []
-        for j in range(rows // 2):
-            qj = qs[j * len(qs) // (rows // 2)].as_signed()
-            lo, hi = Mux(k[2 * j], qj, 0), Mux(k[2 * j + 1], qj, 0) << 1
-            pair = Signal(signed(len(q) + 3), name=f"qk_pair{j}")
-            m.d.sync += pair.eq(lo - hi if 2 * j + 1 == rows - 1 else lo + hi)
-            parts.append((2 * j, pair))
-        level = 0
-        while len(parts) > 1:
-            parts, sums = sum_pairs(parts, f"qk_sum{level}_")
-            m.d.sync += sums
-            level += 1
-        assert 1 + level == MAC.QK_LATENCY
-        (_, qk), = parts
+    def _qk(m, q, k, q_hi=None):
+        """q * k two cycles after q and k (signed elements), built from LUTs (ECP5 under
+        a LUT width `_qk_halves` accepts, or any other target): two narrow products, q
+        times each half of k, registered, then their sum: a Booth array and one carry
+        chain a cycle, where the whole product was a Booth array and its summing tree.
+        `q_hi`: a copy of q's register for the high half's Booth array (default q)."""
+        n = len(q) + len(k)
+        qk = Signal(signed(n), name="qk")
+        q_hi = q if q_hi is None else q_hi
+        h = len(k) // 2
+        lo = Signal(signed(len(q) + h + 1), name="qk_lo")   # q * k[:h], k[:h] unsigned
+        hi = Signal(signed(n - h), name="qk_hi")            # q * k[h:], signed
+        m.d.sync += [lo.eq(q.as_signed() * k[:h].as_unsigned()),
+                     hi.eq(q_hi.as_signed() * k[h:].as_signed()),
+                     qk.eq(lo + (hi << h))]
         return qk
 
     def _int8_scores(self, m, w, q, value, lut_width):
@@ -386,18 +374,18 @@ class MAC(wiring.Component):
         at k = d/s - 1 (`score_latency`); with s > 1 the chain in lockstep."""
         A, s = self._arith, self._s
         st = Stages(m)
-        # The operands registered, then the product (`_qk`, QK_LATENCY cycles). Kept: K's
-        # operand register holds the bits of the next MAC's word register, and merged into
-        # it the product would read its operand from the next MAC. Q's register has a copy
-        # for half of the first level's adders (one register for all was a 10.3 ns path,
-        # 7.9 of it routing). In a DSP (an ECP5 LUT width under 8) the product is a
-        # MULT18X18D whose input and output registers are the operand and product stages,
-        # then fabric registers (its relay, and a delay to QK_LATENCY).
-        if self._qk_in_luts(lut_width, q.as_signed(), value.as_signed()):
+        # The operands registered, then the product (`_qk`, two cycles). Kept: K's operand
+        # register holds the bits of the next MAC's word register, and merged into it the
+        # product would read its operand from the next MAC. Built from LUTs, each half's
+        # Booth array has a Q operand register of its own beside it (one register for both
+        # was a 10.3 ns path, 7.9 of it routing). In a DSP (an ECP5 LUT width below q*k's
+        # halves) the product is a MULT18X18D whose input and output registers are the
+        # operand and product stages, then a fabric register (its relay): three cycles too.
+        if self._qk_halves(lut_width, len(q), len(value)):
             q_op = st.delay(q, 1, "q_op", keep=True)
             k_op = st.delay(value, 1, "k_op", keep=True)
-            q_copy = st.delay(q, 1, "q_op1", keep=True)
-            prod = self._qk(m, q_op, k_op, [q_copy])
+            q_hi = st.delay(q, 1, "q_op_hi", keep=True)
+            prod = self._qk(m, q_op, k_op, q_hi)
         else:
             products = PartialProducts(q.as_signed(), value.as_signed(), name="qk",
                                        registered=True, lut_pieces=False)
@@ -405,10 +393,9 @@ class MAC(wiring.Component):
             for step in (products.operands, products, products.relay):
                 dsp.stage(step)
             (_, prod), = products.parts
-            prod = dsp.delay(prod, 1 + self.QK_LATENCY - dsp.count, "qk_relay")
-        ctrl = [st.delay(x, 1 + self.QK_LATENCY, n)
-                for x, n in ((w.valid & w.is_s, "k_en"), (w.kfirst, "k_first"),
-                             (w.klast, "k_last"), (w.bank, "k_bank"), (w.slot, "k_slot"))]
+        ctrl = [st.delay(x, 3, n) for x, n in ((w.valid & w.is_s, "k_en"), (w.kfirst, "k_first"),
+                                              (w.klast, "k_last"), (w.bank, "k_bank"),
+                                              (w.slot, "k_slot"))]
         s_en, s_first, s_last = Signal(name="s_en"), Signal(name="s_first"), Signal(name="s_last")
         s_bank, s_slot = Signal.like(w.bank, name="s_bank"), Signal.like(w.slot, name="s_slot")
         m.d.comb += Cat(s_en, s_first, s_last, s_bank, s_slot).eq(Cat(*ctrl))

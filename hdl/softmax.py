@@ -376,15 +376,13 @@ class SoftmaxLane(wiring.Component):
         m_new = Signal.like(x1, name="m_new")
         m.d.comb += diff.eq(Mux(up, d_mx, d_xm))
         m.d.sync += m_new.eq(Mux(up, x2, m_old2))
-        # scale (pipelined: operands, products, sum, round and clamp), then exp2. A masked
-        # row's z is x_min, whose exp2 is 0: e leaves exp2's register for the update's
-        # DSP with no gate after it (a Mux there was a LUT before a 8.7 ns route).
-        mask2 = st.delay(mask, 1, "mask")
-        e = A.exp2(m, A.scale(m, diff, self.c, floor=mask2))
+        # scale (pipelined: operands, products, sum, round and clamp), then exp2
+        e = A.exp2(m, A.scale(m, diff, self.c))
         wait = A.scale_latency + A.exp2_latency        # from stage 2 to e
         up_e, m_new_e = st.delay(up, wait, "up"), st.delay(m_new, wait - 1, "m_new")
-        l_old_e, *ctrl_e = (st.delay(x, wait + 1, name) for x, name in zip(
-            [l_old, *ctrl], ["l_old", "u", "mac", "slot", "bank"]))
+        l_old_e, mask_e, *ctrl_e = (st.delay(x, wait + 1, name) for x, name in zip(
+            [l_old, mask, *ctrl], ["l_old", "mask", "u", "mac", "slot", "bank"]))
+        e = Mux(mask_e, 0, e)
         # Either alpha or P is exactly one (see `Int8Arith.update`): one multiply for l.
         bus = self._bus(m, v[S - 1 - A.update_latency], ctrl_e, up_e, e)
         l_new = A.update(m, up_e, e, l_old_e, 1)

@@ -75,7 +75,7 @@ class RtlParams:
                         r (int8's slot-by-slot replay), max(r, L_acc) for a float format
     """
 
-    lane_latency: int = 27
+    lane_latency: int = 26
     lane_busy_tail: int = 20
     line_skew: int | None = None
     drain_start: int = 6
@@ -84,7 +84,7 @@ class RtlParams:
     feed_start: int = 4
     write_tail: int = 9
     feed_pad_rows: bool = False
-    lane_start: int = 6
+    lane_start: int = 5
     row_issue: int = 3
     row_ready: int = 1
     row_refill: int = 1

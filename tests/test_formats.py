@@ -321,47 +321,6 @@ def test_published_reciprocal_latency_is_measured(iters, known):
     assert _measured_latency(arith, "reciprocal") == arith.reciprocal_latency == known
 
 
-@pytest.mark.parametrize("p_frac", [8, 16, 30])
-def test_scale_floor_gives_x_min_whose_exp2_is_zero(p_frac):
-    """`scale`'s floor flag, set beside some of the differences (random, seeded), makes
-    those z x_min and leaves the others the twin's; exp2 of x_min is exactly 0 for any
-    p_frac (`Int8Format.x_int`), so a masked row's P is 0 without a gate after exp2."""
-    import random
-
-    seed = random.randrange(1 << 30)
-    print(f"seed {seed}")
-    rng = np.random.default_rng(seed)
-    arith = Int8Arith(Int8Format(p_frac=p_frac), max_seq_len=N_MAX, head_dim=D)
-    assert int(arith.np_exp2(np.array([arith.x_min], dtype=np.int64))[0]) == 0
-    lo = -(1 << (arith.diff_shape.width - 1))
-    diffs = rng.integers(lo, 1, size=200)
-    floors = rng.integers(0, 2, size=200)
-    c = int(rng.integers(1, 1 << 20))
-    m = Module()
-    d_in, f_in, c_in = Signal(arith.diff_shape), Signal(), Signal(arith.c_shape)
-    z_out = arith.scale(m, d_in, c_in, floor=f_in)
-    L = arith.scale_latency
-    got = []
-
-    async def bench(ctx):
-        ctx.set(c_in, c)
-        for i in range(len(diffs) + L):
-            if i < len(diffs):
-                ctx.set(d_in, int(diffs[i]))
-                ctx.set(f_in, int(floors[i]))
-            await ctx.tick()
-            if i + 1 >= L:
-                got.append(ctx.get(z_out))
-
-    sim = Simulator(m)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
-    want = np.where(floors == 1, arith.x_min, arith.np_scale(diffs, np.full(diffs.shape, c)))
-    assert got[:len(diffs)] == [int(w) for w in want]
-    assert 0 < floors.sum() < len(floors)
-
-
 @pytest.mark.parametrize("seed", [5])
 def test_scale_rounds_and_clamps_exactly_at_its_bounds(arith, seed):
     """`scale` compares its clamp bounds on the product's sum beside the rounding: every

@@ -86,27 +86,22 @@ def test_other_writes_in_that_cycle_leave_the_words_pair_alone(case):
     assert o == expected(e_old, v)
 
 
-@pytest.mark.parametrize("copies", [0, 1])
-def test_qk_is_the_signed_product_qk_latency_later_for_every_pair(copies):
-    """`MAC._qk` on every pair of int8 operands, a new pair each cycle: k's rows added in
-    pairs, then in pairs again (with a copy of q's register, as the MAC builds it, or
-    without)."""
+def test_qk_is_the_signed_product_two_cycles_later_for_every_pair():
+    """`MAC._qk` on every pair of int8 operands, a new pair each cycle: the two halves of
+    k, then their sum."""
     m = Module()
     q, k = Signal(signed(8)), Signal(signed(8))
-    q1 = Signal(signed(8))
-    m.d.comb += q1.eq(q)
-    qk = MAC._qk(m, q, k, [q1] * copies)
-    L = MAC.QK_LATENCY
+    qk = MAC._qk(m, q, k)
     pairs = [(a, b) for a in range(-128, 128) for b in range(-128, 128)]
     bad = []
 
     async def tb(ctx):
-        for i in range(len(pairs) + L):
+        for i in range(len(pairs) + 2):
             if i < len(pairs):
                 ctx.set(q, pairs[i][0])
                 ctx.set(k, pairs[i][1])
-            if i >= L:
-                a, b = pairs[i - L]
+            if i >= 2:
+                a, b = pairs[i - 2]
                 if ctx.get(qk) != a * b:
                     bad.append((a, b, ctx.get(qk)))
             await ctx.tick()
@@ -119,10 +114,10 @@ def test_qk_is_the_signed_product_qk_latency_later_for_every_pair(copies):
 
 
 def test_qk_takes_a_registered_dsp_below_the_width_of_its_halves():
-    """Elaborated for ECP5 with a LUT width under q*k's 8 bits, q*k is a MULT18X18D with
-    its input and output registers, like the update's: not ``q * k`` that Yosys would map
-    to a DSP without them. Its results: the core with every product in a DSP
-    (tests/test_dsp_primitive.py)."""
+    """Elaborated for ECP5 with a LUT width below q*k's halves (8 x 5 as Yosys sees the
+    low half, unsigned: 4), q*k is a MULT18X18D with its input and output registers, like
+    the update's: not ``q * k`` that Yosys would map to a DSP without them. Its results:
+    the core with every product in a DSP (tests/test_dsp_primitive.py)."""
     import re
 
     from amaranth.back import rtlil
@@ -130,7 +125,7 @@ def test_qk_takes_a_registered_dsp_below_the_width_of_its_halves():
     from attenio.hdl.formats.dsp import ECP5Target
 
     cells = {}
-    for width in (8, 7):
+    for width in (5, 4):
         dut = MAC(arith=ARITH, mac_lines=1, macs_per_line=2, rows_per_mac=R, head_dim=D,
                   macs_per_lane=2, index=0, lane_index=LANE_INDEX)
         text = rtlil.convert(dut, platform=ECP5Target(lut_mul_width=width))
@@ -139,5 +134,5 @@ def test_qk_takes_a_registered_dsp_below_the_width_of_its_halves():
             cells[width, module] = found
             for cell in found:
                 assert 'REG_INPUTA_CLK "CLK0"' in cell and 'REG_OUTPUT_CLK "CLK0"' in cell
-    assert len(cells[8, "upd"]) > 0 and (8, "qk") not in cells
-    assert len(cells[7, "qk"]) == 1
+    assert len(cells[5, "upd"]) > 0 and (5, "qk") not in cells
+    assert len(cells[4, "qk"]) == 1

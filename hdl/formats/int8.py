@@ -283,15 +283,13 @@ class Int8Arith:
 
     # -- pipelined builders -------------------------------------------------------------
 
-    def scale(self, m, diff, c, *, floor=None, domain="sync"):
+    def scale(self, m, diff, c, *, domain="sync"):
         """z = round(diff * c) to x_frac bits, clamped to [x_min, 0]: x_shape,
         `scale_latency` cycles after diff and c. The products register their operands
-        first (on ECP5 the DSPs' input registers), so diff may be a selection. `floor`:
-        a flag beside diff that makes z x_min, whose exp2 is exactly 0 (`x_int`): a
-        masked score's P, set in the clamp's LUT instead of after exp2's register."""
-        return self._scale(Stages(m, domain), diff, c, floor)
+        first (on ECP5 the DSPs' input registers), so diff may be a selection."""
+        return self._scale(Stages(m, domain), diff, c)
 
-    def _scale(self, st, diff, c, floor=None):
+    def _scale(self, st, diff, c):
         k = self._cfg.c_frac - self._cfg.x_frac
         diff, c = Value.cast(diff), Value.cast(c)
         wide = signed(diff.shape().width + c.shape().width + 1)
@@ -309,8 +307,6 @@ class Int8Arith:
         low, high = Signal(name="scale_low"), Signal(name="scale_high")
         st.stage(v.eq(rounded), low.eq(total < (self.x_min << k) - h),
                  high.eq(total >= (1 << k) - h))
-        if floor is not None:
-            low = low | st.delay(floor, st.count, "scale_floor")
         x = Signal(self.x_shape, name="scale")
         st.stage(x.eq(Mux(low, self.x_min, Mux(high, 0, v))))
         return x
