@@ -61,7 +61,7 @@ from amaranth.lib.wiring import In, Out
 from attenio import validate
 
 from .formats import FloatArith, Int8Arith
-from .formats.dsp import PartialProducts, Stages, dsp_lut_width, force, lut_built
+from .formats.dsp import PartialProducts, Stages, dsp_lut_width, force, lut_built, mul_widths
 from .softmax import pa_layout
 
 __all__ = ["word_layout", "chain_layout", "pick_layout", "pick_addr", "check_arith",
@@ -343,13 +343,13 @@ class MAC(wiring.Component):
                         m.d.sync += regs[b * r + t].eq(value)
 
     @staticmethod
-    def _qk_halves(lut_width, q_bits, k_bits):
+    def _qk_halves(lut_width, q, k):
         """Whether `_qk` builds q * k from LUTs, as q times each half of k: both halves
-        `lut_built` on the widths Yosys multiplies (`attenio.hdl.formats.dsp.mul_widths`:
-        the low half, unsigned, with a zero sign bit)."""
-        h = k_bits // 2
-        return lut_width is None or (lut_built(lut_width, q_bits, h + 1)
-                                     and lut_built(lut_width, q_bits, k_bits - h))
+        `lut_built` on the widths Yosys multiplies (`attenio.hdl.formats.dsp.mul_widths`)."""
+        h = len(k) // 2
+        return lut_width is None or all(
+            lut_built(lut_width, *mul_widths(q.as_signed(), half))
+            for half in (k[:h].as_unsigned(), k[h:].as_signed()))
 
     @staticmethod
     def _qk(m, q, k, q_hi=None):
@@ -381,7 +381,7 @@ class MAC(wiring.Component):
         # was a 10.3 ns path, 7.9 of it routing). In a DSP (an ECP5 LUT width below q*k's
         # halves) the product is a MULT18X18D whose input and output registers are the
         # operand and product stages, then a fabric register (its relay): three cycles too.
-        if self._qk_halves(lut_width, len(q), len(value)):
+        if self._qk_halves(lut_width, q, value):
             q_op = st.delay(q, 1, "q_op", keep=True)
             k_op = st.delay(value, 1, "k_op", keep=True)
             q_hi = st.delay(q, 1, "q_op_hi", keep=True)

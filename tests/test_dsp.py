@@ -25,6 +25,22 @@ def test_pieces_tile_the_operand_and_fit_one_dsp_each(shape):
         assert [len(p) for _, p in got] == [17, 8]
 
 
+def _dsp_instances(a, b, target, **kwargs):
+    """(parts, instances) of ``partial_products(a, b)`` staged and elaborated for `target`:
+    the MULT18X18D instances among its subfragments."""
+    from amaranth.hdl import Fragment, Instance, Module
+
+    from attenio.hdl.formats.dsp import Stages, partial_products
+
+    m = Module()
+    parts, products = partial_products(a, b, name="p", **kwargs)
+    st = Stages(m)
+    st.stage(products)
+    st.stage(products.relay)
+    (inner, _, _), = Fragment.get(m, target).subfragments
+    return parts, [sub for sub, _, _ in inner.subfragments if isinstance(sub, Instance)]
+
+
 @pytest.mark.parametrize("lut_width, in_dsp", [
     (0, [(17, 17), (17, 8), (8, 17), (8, 8)]),      # every piece in a DSP
     (8, [(17, 17), (17, 8), (8, 17)]),              # a 17-bit side is over twice the width
@@ -34,17 +50,9 @@ def test_pieces_tile_the_operand_and_fit_one_dsp_each(shape):
 def test_the_pieces_of_a_wide_product_in_dsps(lut_width, in_dsp):
     """The normalizer's 25 x 25 products, elaborated for ECP5: the pieces that are not
     `lut_built` are MULT18X18D instances, the others ``a * b`` for Yosys's LUTs."""
-    from amaranth.hdl import Fragment, Instance, Module
+    from attenio.hdl.formats.dsp import ECP5Target, lut_built
 
-    from attenio.hdl.formats.dsp import ECP5Target, Stages, lut_built, partial_products
-
-    m = Module()
-    parts, products = partial_products(Signal(25), Signal(25), name="p")
-    st = Stages(m)
-    st.stage(products)
-    st.stage(products.relay)
-    (inner, _, _), = Fragment.get(m, ECP5Target(lut_mul_width=lut_width)).subfragments
-    instances = [sub for sub, _, _ in inner.subfragments if isinstance(sub, Instance)]
+    parts, instances = _dsp_instances(Signal(25), Signal(25), ECP5Target(lut_mul_width=lut_width))
     assert len(parts) == 4 and len(instances) == len(in_dsp)
     assert all(i.type == "MULT18X18D" for i in instances)
     assert [(wa, wb) for wa in (17, 8) for wb in (17, 8)
@@ -57,20 +65,15 @@ def test_a_mixed_signed_piece_is_counted_as_yosys_sees_it(lut_width, dsps):
     16 signed x 8 unsigned, which Yosys multiplies as 16 x 9 signed (`mul_widths`), over
     twice the width 8: a MULT18X18D with its registers, not a product `narrow_products`
     would leave to Yosys's DSP mapping without them."""
-    from amaranth.hdl import Fragment, Instance, Module, signed
+    from amaranth.hdl import signed
 
-    from attenio.hdl.formats.dsp import ECP5Target, Stages, mul_widths, partial_products
+    from attenio.hdl.formats.dsp import ECP5Target, mul_widths
 
     assert mul_widths(Signal(signed(16)), Signal(8)) == (16, 9)
     assert mul_widths(Signal(8), Signal(signed(16))) == (9, 16)
     assert mul_widths(Signal(signed(8)), Signal(signed(4))) == (8, 4)
-    m = Module()
-    parts, products = partial_products(Signal(signed(33)), Signal(25), name="p")
-    st = Stages(m)
-    st.stage(products)
-    st.stage(products.relay)
-    (inner, _, _), = Fragment.get(m, ECP5Target(lut_mul_width=lut_width)).subfragments
-    instances = [sub for sub, _, _ in inner.subfragments if isinstance(sub, Instance)]
+    parts, instances = _dsp_instances(Signal(signed(33)), Signal(25),
+                                      ECP5Target(lut_mul_width=lut_width))
     assert len(parts) == 4 and len(instances) == dsps
 
 
@@ -78,19 +81,11 @@ def test_a_mixed_signed_piece_is_counted_as_yosys_sees_it(lut_width, dsps):
 def test_forced_pieces_follow_the_lut_width_without_forced_dsps(forced, dsps):
     """A 25 x 25 product made with ``lut_pieces=False``: every piece a MULT18X18D, or
     with ``forced_dsps=False`` the three that the width 8 leaves to DSPs (not 8 x 8)."""
-    from amaranth.hdl import Fragment, Instance, Module
+    from attenio.hdl.formats.dsp import ECP5Target
 
-    from attenio.hdl.formats.dsp import ECP5Target, Stages, partial_products
-
-    m = Module()
-    _, products = partial_products(Signal(25), Signal(25), name="p", lut_pieces=False)
-    st = Stages(m)
-    st.stage(products)
-    st.stage(products.relay)
     target = ECP5Target(lut_mul_width=8, forced_dsps=forced)
     assert target.forced_dsps is forced and f"forced_dsps={forced}" in repr(target)
-    (inner, _, _), = Fragment.get(m, target).subfragments
-    instances = [sub for sub, _, _ in inner.subfragments if isinstance(sub, Instance)]
+    _, instances = _dsp_instances(Signal(25), Signal(25), target, lut_pieces=False)
     assert len(instances) == dsps
 
 
