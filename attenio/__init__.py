@@ -1,8 +1,10 @@
 """AttenIO: a generator of I/O-optimal accelerators for exact long-sequence attention.
 
 The package root holds the pure-Python floor: configuration, the I/O analysis,
-the Plan and the baselines. `attenio.hdl`, `attenio.gen` and `attenio.sim` build
-on it; `attenio.cli` is the command-line face.
+the Plan and the baselines. `attenio.hdl` (the components), `attenio.model` (the
+cycle model, the planner, the comparison), `attenio.gen` (artifacts) and
+`attenio.sim` (simulation of the Verilog) build on it; `attenio.cli` is the
+command-line face.
 """
 
 from .config import Budget, Config, Workload, preset, resolve

@@ -161,7 +161,7 @@ def _show(args, data, render, paths):
 
 def _choose(config):
     """The Plan of `config` with the mapping the planner chooses (`--split` forces it)."""
-    from .sim.planner import choose_plan
+    from .model.planner import choose_plan
     return choose_plan(config, progress=_progress)
 
 
@@ -298,7 +298,7 @@ def _cache_kib_list(text):
 def _compare_decoder(args, config, bws, caches):
     """`attenio compare` on a decoder shape: AttenIO against FlashAttention-2 alone (the
     other baselines have no model of N_kv != N or grouped heads), at each --seq-lens N."""
-    from .sim.compare import decoder_one, render_decoder
+    from .model.compare import decoder_one, render_decoder
 
     if len(bws) > 1 or len(caches) > 1 or args.timing != "fair" or args.head_dims:
         raise ConfigError("a decoder shape (--kv-len, --kv-heads) is compared at one budget "
@@ -318,8 +318,8 @@ def _compare_decoder(args, config, bws, caches):
 
 
 def cmd_compare(args):
-    from .sim.compare import compare, is_decoder, render_text, sweep, write_all
-    from .sim.papertiming import PaperTiming
+    from .model.compare import compare, is_decoder, render_text, sweep, write_all
+    from .model.papertiming import PaperTiming
 
     bws, caches = args.bw or [], args.cache_kib or []
     if len(bws) > 1 and len(caches) > 1:
@@ -497,7 +497,7 @@ def build_parser():
     g.add_argument("--timing", choices=["fair", "paper"], default="fair",
                    help="fair (default): the cycle models, every dataflow overlapping memory and "
                         "compute at the full bandwidth; paper: the paper's evaluation assumptions "
-                        "as closed forms (attenio.sim.papertiming), beside the fair speedups")
+                        "as closed forms (attenio.model.papertiming), beside the fair speedups")
     g.add_argument("--bw-eff", type=_positive_number, metavar="B",
                    help="paper timing: bytes a cycle at which the baselines pay their traffic "
                         "(default half of --bw: 64 on the paper preset)")

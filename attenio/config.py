@@ -117,7 +117,7 @@ class Config:
 
     `split` is the number s of MACs that share one Q row and `rows_per_mac` the number
     r of rows each group of s MACs holds (`attenio.plan`): None lets the planner choose
-    (`attenio.sim.planner.choose_plan`), an int forces it.
+    (`attenio.model.planner.choose_plan`), an int forces it.
     """
 
     workload: Workload

@@ -35,7 +35,7 @@ a >= G (rounded up if that still fits, else down), else every row gets a group o
 its own and G - a groups idle. What the rounding costs in traffic is kept beside
 the plan (`traffic_unrounded`), and so is what a split's a costs against the a of
 s = 1 (`traffic_unsplit`): a wide split may round a well below the I/O optimum, and
-the planner (`attenio.sim.planner`) weighs that against the MACs it fills. The
+the planner (`attenio.model.planner`) weighs that against the MACs it fills. The
 planner may also take fewer rows a group than fit (`rows_options`): every K/V pass
 costs r d / s cycles whether or not the last block's rows exist, so when N is not a
 multiple of a, the fewest rows that keep the number of blocks do the same work in
@@ -499,7 +499,7 @@ def make_plan(config, split=None, rows_per_mac=None):
 
     `split` defaults to `config.split`, and to 1 when that is None; `rows_per_mac` to
     `config.rows_per_mac`, and to the largest r that fits when that is None (choosing
-    either is `attenio.sim.planner.choose_plan`'s, which needs the cycle model). Raises
+    either is `attenio.model.planner.choose_plan`'s, which needs the cycle model). Raises
     ConfigError for an impossible split (`split_problem`), rows that do not fit
     (`rows_problem`), or when not even one row fits.
     """

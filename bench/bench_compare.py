@@ -4,7 +4,7 @@ Prints the tables of `attenio compare --preset paper --seq-lens 8K,16K,32K,64K,1
 --head-dims 64,128` (fair timing: speedups of AttenIO over each baseline, traffic
 ratios, PE time / spatial / EXP utilization, stall fractions, the chosen mapping
 against one MAC a row, the causal what-if), the same with `--timing paper` (the
-paper's evaluation assumptions, `attenio.sim.papertiming`), the geometric means over
+paper's evaluation assumptions, `attenio.model.papertiming`), the geometric means over
 N of both beside what the paper reports, how much each of the paper's assumptions
 contributes, how well the chosen mapping fills the array against the bounds and
 FlashAttention-2 (written to docs/performance.md), the bandwidth sweep (fair
@@ -19,10 +19,10 @@ from pathlib import Path
 
 from attenio import preset
 from attenio.report import table
-from attenio.sim.baselinemodel import BASELINE_ORDER
-from attenio.sim.compare import TITLES, compare, geomeans, render_text, sweep, timing_line
-from attenio.sim.compareplots import plot_sweeps, write_plots
-from attenio.sim.papertiming import PAPER_REPORTED, PaperTiming, ladder, without_each
+from attenio.model.baselinemodel import BASELINE_ORDER
+from attenio.model.compare import TITLES, compare, geomeans, render_text, sweep, timing_line
+from attenio.model.compareplots import plot_sweeps, write_plots
+from attenio.model.papertiming import PAPER_REPORTED, PaperTiming, ladder, without_each
 
 SEQ_LENS = [8192, 16384, 32768, 65536, 131072]
 HEAD_DIMS = [64, 128]
@@ -40,7 +40,7 @@ paper's hardware (64 x 32 MACs, 128 EXP units, 512 KB cache, 128 B/cycle, fp16
 storage, timed with the latencies of the fp16 RTL as built, `RtlParams.of`: its K
 rows take max(r, 9) x d/s cycles and its softmax latency is long, see
 [microarchitecture.md](microarchitecture.md), "The floating-point formats"), one
-head. For each N and d the planner (`attenio.sim.planner.choose_plan`) picks the
+head. For each N and d the planner (`attenio.model.planner.choose_plan`) picks the
 mapping: s MACs a Q row, r rows a group of s MACs, a rows a Q block. *spatial*:
 useful MAC operations over the busy MACs' capacity; *PE time*: cycles in which the array computes;
 *bound*: max(2 N^2 d / 2048 MACs, traffic / 128 B a cycle); FA-2: the
@@ -317,7 +317,7 @@ turn into speed.
   1.01x (d = 64) and 1.00x (d = 128) over FlashAttention-2.
 * **paper** (`attenio compare --timing paper`): the paper's evaluation
   assumptions, decoded from its figures, as closed forms
-  (`attenio.sim.papertiming`), each a named parameter:
+  (`attenio.model.papertiming`), each a named parameter:
   1. *rule 1* (`baselines_serial`, `bw_eff` = {p['bw_eff']:g} B/cycle): Standard, FLAT
      and FlashAttention-2 pay their off-chip traffic after their compute, without
      overlap, at an effective bandwidth of half the peak;

@@ -23,9 +23,9 @@ from pathlib import Path
 
 from attenio import preset
 from attenio.report import table
-from attenio.sim.compare import decoder_one, render_decoder
+from attenio.model.compare import decoder_one, render_decoder
 from attenio.sim.e2e import E2EOptions, run_e2e
-from attenio.sim.planner import choose_plan
+from attenio.model.planner import choose_plan
 
 NAME = "llama3-70b group (d = 128, 8 query heads per K/V head)"
 SEQ_LEN, HEADS, KV_HEADS, HEAD_DIM = 256, 8, 1, 128
@@ -52,7 +52,7 @@ def paper_table():
     """AttenIO (the planner's mapping, grouped blocks where they move less) against
     FlashAttention-2 (each query head reads its K/V head) on the paper's hardware, by the
     cycle models (fair timing: both overlap memory and compute at the full bandwidth;
-    `attenio.sim.compare.decoder_one`, what `attenio compare` prints for these shapes)."""
+    `attenio.model.compare.decoder_one`, what `attenio compare` prints for these shapes)."""
     base = preset("paper")
     rows = [decoder_one(dataclasses.replace(base, workload=dataclasses.replace(
         base.workload, head_dim=128, heads=64, kv_heads=8, **kw))) for kw in PAPER_SHAPES]

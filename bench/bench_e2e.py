@@ -1,7 +1,7 @@
 """End-to-end figures of the small preset: the RTL on the in-design memory model.
 
 For N = 256 and 1024 (hardware generated for that N, with the mapping the planner
-chooses, `attenio.sim.planner.choose_plan`: s MACs a Q row, r rows a group) it
+chooses, `attenio.model.planner.choose_plan`: s MACs a Q row, r rows a group) it
 prints s, r, cycles, PE-busy and stall fractions, bytes against the Plan,
 bit-exactness, cycles against max(compute bound, memory bound), the cycle model's
 prediction, and the simulator's wall time and cycles per second. N = 4096 (33 M cycles, about an
@@ -16,9 +16,9 @@ import time
 
 from attenio import preset
 from attenio.report import table
-from attenio.sim.cyclemodel import model_counters
+from attenio.model.cyclemodel import model_counters
 from attenio.sim.e2e import E2EOptions, run_e2e
-from attenio.sim.planner import choose_plan
+from attenio.model.planner import choose_plan
 
 
 def quiet(_message):

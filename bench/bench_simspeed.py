@@ -22,7 +22,7 @@ from pathlib import Path
 from attenio import preset
 from attenio.report import table
 from attenio.sim.e2e import E2EOptions, compute_bound_cycles, run_e2e
-from attenio.sim.planner import choose_plan
+from attenio.model.planner import choose_plan
 
 SIZES = (256, 1024, 4096, 16384)
 FAST_ONLY = 16384

@@ -60,7 +60,7 @@ cycles) normally hides. A block costs N*2*r*d + rows_valid*d (Q load) cycles
 plus a few of fill and drain latency. A float format replays K rows chunk by
 chunk with P = max(r, L_acc) cycles a chunk (`attenio.hdl.mac`), so read its
 S_j as P*d cycles; `timing` publishes every latency the
-cycle model (`attenio.sim.cyclemodel`) needs.
+cycle model (`attenio.model.cyclemodel`) needs.
 """
 
 from dataclasses import dataclass

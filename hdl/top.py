@@ -48,7 +48,7 @@ ADDR_WIDTH = 32
 class TopTiming:
     """The latencies of the path around the core, from the blocks on it, in cycles on the
     cycle model's clock (cycle 0: the controller's LAUNCH; a row's time: its first word
-    at the array; see `attenio.sim.cyclemodel.RtlParams` for each term's use).
+    at the array; see `attenio.model.cyclemodel.RtlParams` for each term's use).
 
     The model issues a read `read_offset` cycles after its AR handshake, so that the
     link's arrival time (the cycle after the last beat, plus that offset) is on the

@@ -37,10 +37,10 @@ from attenio.plan import make_plan, run_kv_len, wins_grouped
 from attenio.regmap import ErrorCode, register_map
 
 from . import fast
-from .cyclemodel import model_counters
-from .memmodel import Memory
+from attenio.model.cyclemodel import model_counters
+from attenio.model.memmodel import Memory
 from .progress import follow
-from .rtl_params import RtlParams
+from attenio.model.rtl_params import RtlParams
 from .run_data import RunData, load_inputs
 from .runner import run_bench
 from .tb.counters import counter_names

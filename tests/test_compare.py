@@ -6,7 +6,7 @@ import math
 import pytest
 
 from attenio.cli import main
-from attenio.sim.compare import geomeans
+from attenio.model.compare import geomeans
 
 ENTRY_KEYS = {"cycles", "pe_busy", "exp_busy", "mem_stall", "bytes_read", "bytes_written",
               "offchip_bytes", "pe_util", "spatial_util", "mac_efficiency", "exp_util",

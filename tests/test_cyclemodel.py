@@ -8,9 +8,9 @@ import pytest
 from attenio import FP16Format, analysis, preset
 from attenio.baselines import all_baselines
 from attenio.plan import make_plan
-from attenio.sim.baselinemodel import matmul, simulate_baseline, simulate_baselines
-from attenio.sim.cyclemodel import COUNTER_KEYS, Mapping, RtlParams, model_counters, simulate
-from attenio.sim.memmodel import Link, Memory
+from attenio.model.baselinemodel import matmul, simulate_baseline, simulate_baselines
+from attenio.model.cyclemodel import COUNTER_KEYS, Mapping, RtlParams, model_counters, simulate
+from attenio.model.memmodel import Link, Memory
 
 
 def config(base="small", **kw):

@@ -112,7 +112,7 @@ def test_small_preset_at_4096_rows_on_the_fast_path(tmp_path_factory, seed):
     if not simulator_available("verilator"):
         pytest.skip("verilator is not installed on this machine")
     from attenio import preset
-    from attenio.sim.planner import choose_plan
+    from attenio.model.planner import choose_plan
 
     base = preset("small")
     config = dataclasses.replace(base, name="small_n4096",

@@ -1,4 +1,4 @@
-"""The paper timing (`attenio.sim.papertiming`): each rule's closed form on cases small
+"""The paper timing (`attenio.model.papertiming`): each rule's closed form on cases small
 enough to work by hand, its agreement with the fair models' traffic, and the CLI's
 `--timing`, `--bw-eff` and sweeps (fair mode's own contract: test_compare)."""
 
@@ -13,9 +13,9 @@ from attenio.config import Budget, Config, Workload
 from attenio.errors import ConfigError
 from attenio.formats import Int8Format
 from attenio.plan import make_plan
-from attenio.sim.baselinemodel import simulate_baseline
-from attenio.sim.cyclemodel import simulate
-from attenio.sim.papertiming import (PaperTiming, analytic_a, attenio_timing, baseline_timing,
+from attenio.model.baselinemodel import simulate_baseline
+from attenio.model.cyclemodel import simulate
+from attenio.model.papertiming import (PaperTiming, analytic_a, attenio_timing, baseline_timing,
                                      break_even_bw, ladder, paper_one, roofline, visited,
                                      without_each)
 from attenio.cli import main

@@ -12,9 +12,9 @@ from attenio.executor import (reference_attention, run_attenio, run_flashattenti
                               run_standard)
 from attenio.plan import (Candidate, _cache_bytes, check_split, kv_prefetch_depth, make_plan,
                           rows_options, valid_splits)
-from attenio.sim import planner
-from attenio.sim.cyclemodel import simulate
-from attenio.sim.planner import choose_plan
+from attenio.model import planner
+from attenio.model.cyclemodel import simulate
+from attenio.model.planner import choose_plan
 
 
 def config(n, d, cache_bytes, *, fmt=None, heads=1, macs=(2, 2), kv=64, latency=10, bw=8):

@@ -20,7 +20,7 @@ import pytest
 from attenio import preset
 from attenio.formats import Int8Format
 from attenio.plan import make_plan
-from attenio.sim.cyclemodel import COUNTER_KEYS, RtlParams
+from attenio.model.cyclemodel import COUNTER_KEYS, RtlParams
 from attenio.sim.e2e import E2EOptions, run_e2e
 from attenio.sim.runner import simulator_available
 

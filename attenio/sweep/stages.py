@@ -5,8 +5,8 @@ options as the commands parse them, runs one stage, and returns one results row.
 It never raises: a failure is a row with its error, because in a design-space
 sweep an impossible configuration is an answer, not a crash.
 
-    plan   `attenio plan`:    sim.planner.choose_plan and the baselines' traffic
-    model  `attenio compare`: sim.compare.compare_one (cycle model of AttenIO and baselines)
+    plan   `attenio plan`:    model.planner.choose_plan and the baselines' traffic
+    model  `attenio compare`: model.compare.compare_one (cycle model of AttenIO and baselines)
     synth  `attenio synth`:   gen.build.generate and gen.synth.synthesize
     sim    `attenio sim`:     sim.e2e.run_e2e (RTL end to end against the golden model)
 """
@@ -49,7 +49,7 @@ def _scalars(d, skip=()):
 
 def plan_figures(config, out, options):
     from attenio.report import plan_json
-    from attenio.sim.planner import choose_plan
+    from attenio.model.planner import choose_plan
 
     data = plan_json(choose_plan(config))
     figures = _scalars(data["plan"], skip=("name",))
@@ -59,7 +59,7 @@ def plan_figures(config, out, options):
 
 
 def model_figures(config, out, options):
-    from attenio.sim.compare import compare_one
+    from attenio.model.compare import compare_one
 
     row = compare_one(config)
     figures = _scalars(row["attenio"])

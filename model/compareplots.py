@@ -1,4 +1,4 @@
-"""The PNG plots of `attenio compare` (`attenio.sim.compare`'s data), with matplotlib.
+"""The PNG plots of `attenio compare` (`attenio.model.compare`'s data), with matplotlib.
 
 `write_plots(data, out)` picks what suits the data: the fair comparison's speedup,
 traffic, utilization and roofline plots; the paper timing's speedups (beside the

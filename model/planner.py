@@ -6,7 +6,7 @@ so the choice lives here, above it. `choose_plan(config)` builds the Plan of eve
 possible s (`attenio.plan.valid_splits`) with every r worth weighing
 (`attenio.plan.rows_options`: for each number of Q blocks up to twice the fewest,
 the fewest rows a group that give it), times each with
-`attenio.sim.cyclemodel.simulate`, and returns the one with the fewest cycles, its
+`attenio.model.cyclemodel.simulate`, and returns the one with the fewest cycles, its
 `mapping_choice` recording every candidate, the choice and the runner-up. A wider
 split shortens a K/V pass (r d / s cycles) and fills MACs that a small a leaves
 idle, but it may round a down (more K/V traffic), and it costs a wider feed and an

@@ -1,6 +1,6 @@
 """The paper's evaluation as a timing: one closed form per dataflow, each assumption named.
 
-The default comparison (`attenio.sim.compare`, "fair" timing) runs every dataflow
+The default comparison (`attenio.model.compare`, "fair" timing) runs every dataflow
 through the cycle models on the same hardware, memory and compute overlapped at
 the full bandwidth; where compute binds, no dataflow can beat another. The
 paper's speedups (`PAPER_REPORTED`) rest on other assumptions, decoded from its

@@ -1,7 +1,7 @@
 """The baseline dataflows (`attenio.baselines`) timed on the same hardware as AttenIO.
 
 Same resources: P = p x q MACs, E EXP lanes, the same off-chip link
-(`attenio.sim.memmodel.Memory`: bandwidth shared by reads and writes, one
+(`attenio.model.memmodel.Memory`: bandwidth shared by reads and writes, one
 latency). Each baseline keeps its own tiling and its exact off-chip traffic
 (the BaselinePlan's), and does its softmax the way its dataflow must.
 

@@ -2,12 +2,12 @@
 
 `compare(config, seq_lens, head_dims)` plans and times every (N, d) on the
 config's hardware and returns one JSON-ready dict; `render_text`,
-`render_markdown` and `write_all` (its plots from `attenio.sim.compareplots`)
+`render_markdown` and `write_all` (its plots from `attenio.model.compareplots`)
 turn it into what people read. Speedups are always "of AttenIO over X":
 cycles(X) / cycles(AttenIO), so > 1 means AttenIO is faster; traffic ratios are
 bytes(X) / bytes(AttenIO).
 
-AttenIO is the Plan the planner chooses (`attenio.sim.planner.choose_plan`: rows
+AttenIO is the Plan the planner chooses (`attenio.model.planner.choose_plan`: rows
 split over the s MACs the cycle model finds fastest, or the config's forced
 `split`). Beside it ride the same hardware with one MAC a row (s = 1, what the
 split gains and what its a costs in traffic) and, beyond the paper (model
@@ -19,7 +19,7 @@ Two timings, and the data says which made it (``data["timing"]``):
 * fair (the default): the cycle models above, every dataflow overlapping memory
   and compute at the budget's full bandwidth;
 * paper (`compare(..., timing=PaperTiming(...))`): the paper's evaluation
-  assumptions as closed forms (`attenio.sim.papertiming`), set beside the fair
+  assumptions as closed forms (`attenio.model.papertiming`), set beside the fair
   speedups of the same (N, d).
 
 `sweep(config, seq_lens, head_dims, axis="bw"|"cache", values=...)` repeats a
@@ -150,8 +150,8 @@ def _frame(config, seq_lens, head_dims, timing):
             "bw_bytes_per_cycle": b.bw_bytes_per_cycle,
             "overlap": "every dataflow overlaps memory and compute at the full bandwidth "
                        "(double buffering wherever its dataflow lets it)",
-            "models": "attenio.sim.cyclemodel (equal to the RTL's counters), "
-                      "attenio.sim.baselinemodel"}}
+            "models": "attenio.model.cyclemodel (equal to the RTL's counters), "
+                      "attenio.model.baselinemodel"}}
     else:
         mode = {"mode": "paper", "parameters": timing.parameters(b), "rules": dict(RULES),
                 "reported": {str(d): dict(v) for d, v in PAPER_REPORTED.items()}}

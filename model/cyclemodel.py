@@ -1,7 +1,7 @@
 """The cycle model of the generated accelerator: the schedule of docs/microarchitecture.md, timed.
 
 `simulate(plan)` walks the schedule of the microarchitecture contract for every
-Q block of every head, on the memory of `attenio.sim.memmodel`:
+Q block of every head, on the memory of `attenio.model.memmodel`:
 
 The Plan's mapping sets the pace: a Q row is split over s MACs (`Plan.split`,
 s = 1: a MAC of its own), r rows per group of s MACs, and every row moves as
@@ -34,7 +34,7 @@ d/s chunks of s elements, one chunk a cycle (the "feed row" below).
   once its first beat is through and its half of the buffer is free; a phase
   starts when its row is in; the cycles it waits for memory while no lane
   computes are `mem_stall`. O is written through the link's idle time
-  (`attenio.sim.memmodel.Link`).
+  (`attenio.model.memmodel.Link`).
 
 Counters (the CSR block's): `cycles`, `pe_busy` (feed cycles of S and U; Qload
 excluded), `exp_busy` (cycles in which at least one lane has a row in flight),
@@ -238,7 +238,7 @@ class _Machine:
         cycles before the buffer takes the beat before it (the feed's register slice
         between them holds two elements). Times: the model's clock, on which a read
         issued at t has its last byte at the link's arrival time
-        (`attenio.sim.memmodel.Link`)."""
+        (`attenio.model.memmodel.Link`)."""
         p, fill = self.params, self.m.feed_row
         issue = self.cmd[0] if self.cmd[1] else 0
         if len(self.pops) == self.depth:
@@ -451,7 +451,7 @@ def simulate(plan, *, seq_len=None, heads=None, causal=None, params=None, fast=T
     """Run the schedule of `plan` for `seq_len` query rows and `kv_len` key rows (each <= the
     Plan's max_keys; kv_len's default: `attenio.plan.run_kv_len`) and `heads` query heads,
     with or without causal masking (default: the workload's), on `memory` (an
-    `attenio.sim.memmodel.Memory`; default: the budget's link). Which K/V head a query head
+    `attenio.model.memmodel.Memory`; default: the budget's link). Which K/V head a query head
     reads does not change the time; whether a block serves the `group` query heads of a
     K/V head (`grouped`, MODE.GROUPED; defaults: the Plan's and the workload's g) does:
     a pass of a Q block's rows then covers them all, heads / g passes."""

@@ -70,7 +70,7 @@ class RtlParams:
     block_gap           controller bubble cycles between U(N-1) and the next Qload
     burst_overhead      idle data-bus cycles per AXI burst (the DMA's per-burst cost)
     axi_rate_cap        a single AXI port moves one beat per cycle: the link rate is
-                        min(bw, axi_data_bits / 8) (see `attenio.sim.memmodel.Memory`)
+                        min(bw, axi_data_bits / 8) (see `attenio.model.memmodel.Memory`)
     score_period        cycles per chunk of a K row (`CoreTiming.score_period`): None for
                         r (int8's slot-by-slot replay), max(r, L_acc) for a float format
     """

@@ -158,7 +158,7 @@ class Link:
         return self.free
 
     def snapshot(self, t):
-        """The link's state relative to cycle `t` (see `attenio.sim.cyclemodel`)."""
+        """The link's state relative to cycle `t` (see `attenio.model.cyclemodel`)."""
         return (self.free - t, tuple((max(a, self.free) - t, c) for a, c in self.debt))
 
     def shift(self, delta):
