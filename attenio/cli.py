@@ -9,141 +9,12 @@ import json
 import sys
 from pathlib import Path
 
-from .config import PRESETS, resolve
 from .errors import ConfigError
-from .formats import FORMATS
-from .gen.synth import LUT_MUL_WIDTH
+from .options import (Parser, add_lut_mul_width, add_shared_options, cache_kib_list,
+                      choose_plan, config_from_args, int_list, non_negative_int,
+                      planned_config, positive_int, positive_number, progress, seed_list)
 
 __all__ = ["main"]
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports a usage error in one line."""
-
-    def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def _int_at_least(low):
-    def parse(text):
-        try:
-            value = int(text, 0)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-        if value < low:
-            kind = "a positive" if low == 1 else "a non-negative"
-            raise argparse.ArgumentTypeError(f"{text!r} is not {kind} integer")
-        return value
-    return parse
-
-
-_positive_int = _int_at_least(1)
-_non_negative_int = _int_at_least(0)
-
-
-def _seed_list(text):
-    seeds = [_non_negative_int(s.strip()) for s in text.split(",")]
-    if len(set(seeds)) != len(seeds):
-        raise argparse.ArgumentTypeError(f"{text!r} names a seed twice")
-    return seeds
-
-
-def _macs(text):
-    try:
-        p, q = (int(x) for x in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not of the form PxQ, e.g. 64x32") from None
-    if p <= 0 or q <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: both P and Q must be positive")
-    return p, q
-
-
-def _cache_kib(text):
-    try:
-        kib = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of KiB") from None
-    if kib <= 0 or kib * 1024 != int(kib * 1024):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive whole number of bytes in KiB")
-    return int(kib * 1024)
-
-
-def _int_list(text):
-    """A comma-separated list of positive integers; a K suffix multiplies by 1024 (8K = 8192)."""
-    values = []
-    for item in text.split(","):
-        item = item.strip()
-        scale = 1024 if item[-1:] in ("k", "K") else 1
-        try:
-            value = int(item[:-1] if scale > 1 else item, 10) * scale
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{text!r} is not a comma-separated list of positive integers ({item!r})") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"{text!r}: {item!r} is not a positive integer")
-        values.append(value)
-    return values
-
-
-def _int_or_auto(text):
-    if text == "auto":
-        return text
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is neither 'auto' nor an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
-    return value
-
-
-def _shared_options(p):
-    g = p.add_argument_group("workload and budget (override --preset and --config)")
-    g.add_argument("--preset", choices=sorted(PRESETS), help="starting point (default: small)")
-    g.add_argument("--config", metavar="FILE.toml", help="TOML file with [workload], [budget], format")
-    g.add_argument("--seq-len", type=_positive_int, metavar="N", help="sequence length N")
-    g.add_argument("--head-dim", type=_positive_int, metavar="D", help="head dimension d")
-    g.add_argument("--heads", type=_positive_int, help="number of heads")
-    g.add_argument("--causal", action="store_true", default=None,
-                   help="causal masking: query row i sees keys 0..i (the MODE register's "
-                        "CAUSAL bit; the Plan counts the traffic a causal run moves)")
-    g.add_argument("--kv-len", type=_positive_int, metavar="N_KV",
-                   help="key/value rows (default: N); causal rows are aligned at the end "
-                        "(the KV_LEN register; the hardware holds max(N, N_KV) keys)")
-    g.add_argument("--kv-heads", type=_positive_int, metavar="H_KV",
-                   help="K/V heads (default: --heads), a divisor of --heads: heads / H_KV "
-                        "query heads share each (the HEAD_GROUP register)")
-    g.add_argument("--macs", type=_macs, metavar="PxQ", help="MAC lines x MACs per line")
-    g.add_argument("--exp-units", type=_positive_int, metavar="E", help="EXP modules")
-    g.add_argument("--cache-kib", type=_cache_kib, metavar="KIB", help="on-chip cache in KiB")
-    g.add_argument("--kv-buffer-bytes", type=_positive_int, metavar="B", help="KV buffer in bytes")
-    g.add_argument("--bw", type=_positive_int, metavar="B", help="off-chip bytes per cycle")
-    g.add_argument("--latency", type=_non_negative_int, metavar="CYCLES",
-                   help="off-chip latency in cycles")
-    g.add_argument("--clock-mhz", type=_positive_int, metavar="MHZ", help="clock frequency")
-    g.add_argument("--axi-width", type=_positive_int, metavar="BITS", help="AXI data width")
-    g.add_argument("--format", choices=sorted(FORMATS),
-                   help="number format: int8, or fp16 / bf16 storage with fp32 scores and O")
-    g.add_argument("--name", help="name of the build directory build/<name>/")
-    g.add_argument("--split", type=_int_or_auto, metavar="S|auto",
-                   help="MACs that share one Q row (a divisor of d; default auto: the mapping "
-                        "the cycle model finds fastest)")
-    g.add_argument("--rows-per-mac", type=_int_or_auto, metavar="R|auto",
-                   help="Q rows each group of s MACs holds (a = R x groups; default auto: "
-                        "the planner's choice)")
-
-
-def config_from_args(args):
-    macs = args.macs or (None, None)
-    return resolve(
-        preset_name=args.preset, config_file=args.config, format_name=args.format, name=args.name,
-        split=args.split, rows_per_mac=args.rows_per_mac,
-        workload={"seq_len": args.seq_len, "head_dim": args.head_dim, "heads": args.heads,
-                  "causal": args.causal, "kv_len": args.kv_len, "kv_heads": args.kv_heads},
-        budget={"mac_lines": macs[0], "macs_per_line": macs[1], "exp_units": args.exp_units,
-                "cache_bytes": args.cache_kib, "kv_buffer_bytes": args.kv_buffer_bytes,
-                "bw_bytes_per_cycle": args.bw, "latency_cycles": args.latency,
-                "clock_mhz": args.clock_mhz, "axi_data_bits": args.axi_width})
 
 
 def _out_dir(args, config):
@@ -159,34 +30,11 @@ def _show(args, data, render, paths):
         print(f"\nwrote {', '.join(str(p) for p in paths)}")
 
 
-def _choose(config):
-    """The Plan of `config` with the mapping the planner chooses (`--split` forces it)."""
-    from .model.planner import choose_plan
-    return choose_plan(config, progress=_progress)
-
-
-def _planned_config(config):
-    """The configuration of the options with its mapping (split, rows per group) fixed to the
-    planner's choice, so the floors that make their own Plan from it (gen, sim) build it. What the
-    RTL cannot build is refused first, before the planner models anything."""
-    from .hdl.top import check_plan
-    from .plan import make_plan
-
-    check_plan(make_plan(config))
-    plan = _choose(config)
-    c = plan.mapping_choice
-    runner = "" if c.runner_up is None else "; runner-up s = {}, r = {}".format(*c.runner_up)
-    _progress(f"mapping ({c.mode}): s = {plan.split}, r = {plan.rows_per_mac}, a = {plan.a}, "
-              f"{plan.macs_active} of {plan.budget.macs} MACs active, "
-              f"{c.candidate(*c.chosen).cycles} cycles modelled{runner}")
-    return dataclasses.replace(config, split=plan.split, rows_per_mac=plan.rows_per_mac)
-
-
 def cmd_plan(args):
     from .report import plan_json, plan_report
 
     config = config_from_args(args)
-    plan = _choose(config)
+    plan = choose_plan(config)
     data = plan_json(plan)
     out = _out_dir(args, config)
     out.mkdir(parents=True, exist_ok=True)
@@ -198,9 +46,9 @@ def cmd_plan(args):
 def cmd_gen(args):
     from .gen.build import generate
 
-    config = _planned_config(config_from_args(args))
+    config = planned_config(config_from_args(args))
     out = _out_dir(args, config)
-    summary = generate(config, out, run_lint=args.lint, log=_progress)
+    summary = generate(config, out, run_lint=args.lint, log=progress)
     print(f"wrote {summary['verilog']} ({summary['verilog_bytes']} bytes, converted in "
           f"{summary['convert_seconds']} s, peak RSS {summary['peak_rss_mib']} MiB)")
     for key in ("plan", "regmap_json", "regmap_c_header", "regmap_markdown", "report"):
@@ -235,9 +83,9 @@ def cmd_sim(args):
                                                       or args.backpressure))
     check_fits(make_plan(config), seq_len=n, heads=heads, engine=engine, memory=memory,
                kv_len=w.kv_len, kv_heads=heads // w.group)
-    config = _planned_config(config)
+    config = planned_config(config)
     out = _out_dir(args, config)
-    _progress(f"engine: {engine} ({why})")
+    progress(f"engine: {engine} ({why})")
     plan = make_plan(config)
     bar = ProgressBar(plan.traffic_at(seq_len=n, heads=heads).write_bytes, label="  ")
     opts = E2EOptions(simulator=args.simulator, seed=args.seed, inputs=args.inputs,
@@ -245,7 +93,7 @@ def cmd_sim(args):
                       backpressure=args.backpressure, memory=memory, engine=engine,
                       threads=args.threads, progress=bar)
     try:
-        report = run_e2e(config, out, opts, log=_progress)
+        report = run_e2e(config, out, opts, log=progress)
     except SimulatorMissing as exc:
         raise ConfigError(str(exc)) from None
     finally:
@@ -276,25 +124,6 @@ def cmd_sim(args):
     return 0 if run["bit_exact"] and run["bytes_match_plan"] else 1
 
 
-def _progress(message):
-    print(message, file=sys.stderr, flush=True)
-
-
-def _positive_number(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive finite number")
-    return value
-
-
-def _cache_kib_list(text):
-    """A comma-separated list of cache sizes in KiB, each as --cache-kib takes it."""
-    return [_cache_kib(item.strip()) for item in text.split(",")]
-
-
 def _compare_decoder(args, config, bws, caches):
     """`attenio compare` on a decoder shape: AttenIO against FlashAttention-2 alone (the
     other baselines have no model of N_kv != N or grouped heads), at each --seq-lens N."""
@@ -318,7 +147,8 @@ def _compare_decoder(args, config, bws, caches):
 
 
 def cmd_compare(args):
-    from .model.compare import compare, is_decoder, render_text, sweep, write_all
+    from .model.compare import compare, is_decoder, render_text, sweep
+    from .model.compareplots import write_all
     from .model.papertiming import PaperTiming
 
     bws, caches = args.bw or [], args.cache_kib or []
@@ -355,17 +185,17 @@ def cmd_compare(args):
 def cmd_synth(args):
     from .gen.synth import TARGETS, render_table, synthesize
 
-    config = _planned_config(config_from_args(args))
+    config = planned_config(config_from_args(args))
     out = _out_dir(args, config)
     targets = TARGETS if args.target == "all" else (args.target,)
     from concurrent.futures import ThreadPoolExecutor
 
     from .gen.build import generate
 
-    verilog = generate(config, out, log=_progress)["verilog"]
+    verilog = generate(config, out, log=progress)["verilog"]
 
     def one(target):        # the targets run side by side: each is one tool process at a time
-        log = _progress if len(targets) == 1 else (lambda s: _progress(f"[{target}] {s}"))
+        log = progress if len(targets) == 1 else (lambda s: progress(f"[{target}] {s}"))
         try:
             return synthesize(config, out, target=target, verilog=verilog, seed=args.seed,
                               pnr=not args.no_pnr, lut_mul_width=args.lut_mul_width, log=log,
@@ -417,7 +247,7 @@ def cmd_sweep(args):
 def _add_command(sub, name, func, help, *, with_json=False, out="build/<name>", **parser_options):
     """A subcommand with the shared options, -o/--out and, if asked, --json."""
     p = sub.add_parser(name, help=help, **parser_options)
-    _shared_options(p)
+    add_shared_options(p)
     if with_json:
         p.add_argument("--json", action="store_true", help="print the JSON instead of tables")
     p.add_argument("-o", "--out", metavar="DIR", help=f"output directory (default {out})")
@@ -426,8 +256,8 @@ def _add_command(sub, name, func, help, *, with_json=False, out="build/<name>", 
 
 
 def build_parser():
-    parser = _Parser(prog="attenio", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = Parser(prog="attenio", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     _add_command(sub, "plan", cmd_plan, with_json=True,
                  help="derive the I/O-optimal tiling and compare the baselines")
 
@@ -437,7 +267,7 @@ def build_parser():
 
     p = _add_command(sub, "sim", cmd_sim, help="simulate the generated accelerator end to end")
     p.add_argument("--simulator", choices=["verilator", "icarus"], default="verilator")
-    p.add_argument("--seed", type=_non_negative_int, default=1, help="seed of inputs and memory model")
+    p.add_argument("--seed", type=non_negative_int, default=1, help="seed of inputs and memory model")
     p.add_argument("--inputs", metavar="FILE.npz",
                    help="q, k, v arrays [heads, N, d]: float (run unquantized in fp16/bf16, "
                         "quantized for int8) or int8 with scale_*")
@@ -446,7 +276,7 @@ def build_parser():
                    help="random inputs to use without --inputs")
     p.add_argument("--latency-prob", type=float, default=0.0, metavar="P",
                    help="probability of a random memory stall per access")
-    p.add_argument("--latency-max", type=_non_negative_int, default=0, metavar="CYCLES",
+    p.add_argument("--latency-max", type=non_negative_int, default=0, metavar="CYCLES",
                    help="longest random memory stall")
     p.add_argument("--backpressure", type=float, default=0.0, metavar="P",
                    help="probability of a pause on each AXI channel per cycle")
@@ -459,7 +289,7 @@ def build_parser():
                    help="axiram: cocotbext-axi's AxiRam (protocol checks, random latency and "
                         "back-pressure; cocotb only, ~5k cycles/s); model: a memory model inside "
                         "the simulated design (default with the fast engine)")
-    p.add_argument("--threads", type=_positive_int, default=1,
+    p.add_argument("--threads", type=positive_int, default=1,
                    help="Verilator --threads of the fast model (default 1: see docs/simulation.md)")
 
     p = _add_command(sub, "synth", cmd_synth,
@@ -468,18 +298,13 @@ def build_parser():
                    help="generic: Yosys gate counts; ecp5: synth_ecp5 + nextpnr-ecp5 on the "
                         "LFE5U-85F (ULX3S); all: both")
     p.add_argument("--no-pnr", action="store_true", help="ecp5: stop after synthesis")
-    p.add_argument("--seed", type=_seed_list, default=[1], metavar="S[,S...]",
+    p.add_argument("--seed", type=seed_list, default=[1], metavar="S[,S...]",
                    help="nextpnr placement seed, or a comma-separated list: one place and route "
                         "per seed, side by side; the best is reported, with the spread")
-    p.add_argument("--pnr-timeout", type=_non_negative_int, default=0, metavar="MIN",
+    p.add_argument("--pnr-timeout", type=non_negative_int, default=0, metavar="MIN",
                    help="ecp5: stop a seed's nextpnr after MIN minutes and report it as not "
                         "routed (router2 can diverge and run on; default 0: no limit)")
-    p.add_argument("--lut-mul-width", type=_non_negative_int, default=LUT_MUL_WIDTH,
-                   metavar="BITS",
-                   help="ecp5: build multipliers with an operand of at most BITS bits and the "
-                        "other of at most 2 x BITS from LUTs instead of DSP blocks (default 8: "
-                        "the q*k products and the narrowest pieces of wide products; 0: every "
-                        "product in DSPs)")
+    add_lut_mul_width(p)
     p.add_argument("--no-forced-dsps", action="store_true",
                    help="ecp5: leave the pieces the design puts in DSPs whatever the LUT width "
                         "(the lanes' scale, the reciprocal's) to --lut-mul-width: for an array "
@@ -489,22 +314,22 @@ def build_parser():
     p = _add_command(sub, "compare", cmd_compare, with_json=True, out="build/<name>/compare",
                      help="cycles, traffic and utilization of AttenIO and the baselines",
                      conflict_handler="resolve")
-    p.add_argument("--seq-lens", type=_int_list, metavar="N,N,...",
+    p.add_argument("--seq-lens", type=int_list, metavar="N,N,...",
                    help="sequence lengths to compare, e.g. 8K,16K,32K (default: --seq-len)")
-    p.add_argument("--head-dims", type=_int_list, metavar="D,D,...",
+    p.add_argument("--head-dims", type=int_list, metavar="D,D,...",
                    help="head dimensions to compare, e.g. 64,128 (default: --head-dim)")
     g = p.add_argument_group("timing and sweeps")
     g.add_argument("--timing", choices=["fair", "paper"], default="fair",
                    help="fair (default): the cycle models, every dataflow overlapping memory and "
                         "compute at the full bandwidth; paper: the paper's evaluation assumptions "
                         "as closed forms (attenio.model.papertiming), beside the fair speedups")
-    g.add_argument("--bw-eff", type=_positive_number, metavar="B",
+    g.add_argument("--bw-eff", type=positive_number, metavar="B",
                    help="paper timing: bytes a cycle at which the baselines pay their traffic "
                         "(default half of --bw: 64 on the paper preset)")
-    g.add_argument("--bw", type=_int_list, metavar="B[,B,...]",
+    g.add_argument("--bw", type=int_list, metavar="B[,B,...]",
                    help="off-chip bytes per cycle; a list sweeps it (fair timing): AttenIO's "
                         "speedup, each baseline's crossover and a roofline, e.g. 4,8,16,32,64,128")
-    g.add_argument("--cache-kib", type=_cache_kib_list, metavar="KIB[,KIB,...]",
+    g.add_argument("--cache-kib", type=cache_kib_list, metavar="KIB[,KIB,...]",
                    help="on-chip cache in KiB; a list sweeps it (either timing), e.g. "
                         "64,128,256,512,768")
 
@@ -514,7 +339,7 @@ def build_parser():
     p.add_argument("--address", metavar="ADDR",
                    help="an existing Ray cluster (e.g. ray://head:10001; default: a local Ray "
                         "on every core of this machine)")
-    p.add_argument("--workers", type=_positive_int, metavar="N",
+    p.add_argument("--workers", type=positive_int, metavar="N",
                    help="at most N tasks at once (default: as many as the resources allow)")
     p.add_argument("--retry-failed", action="store_true",
                    help="rerun the points that failed (default: a recorded failure is done)")

@@ -59,7 +59,7 @@ from .formats import FloatFormat
 from .traffic import Traffic, Transfer
 
 __all__ = ["Reservation", "Candidate", "MappingChoice", "Plan", "make_plan", "attenio_traffic",
-           "run_kv_len", "wins_grouped",
+           "run_kv_len", "wins_grouped", "cache_bytes_used",
            "kv_prefetch_depth", "split_problem", "check_split", "valid_splits", "rows_problem",
            "rows_options"]
 
@@ -177,7 +177,8 @@ def reservations(config, a, depth):
     return rows
 
 
-def _cache_bytes(config, a, depth):
+def cache_bytes_used(config, a, depth):
+    """Bytes of the on-chip cache that a Q block of `a` rows takes with K/V staging `depth`."""
     return sum(r.bytes for r in reservations(config, a, depth) if r.where == "cache")
 
 
@@ -428,17 +429,17 @@ def _fit(config, split):
     w, b = config.workload, config.budget
     d = w.head_dim
     depth = kv_prefetch_depth(config, split)
-    if _cache_bytes(config, 1, depth) > b.cache_bytes:
+    if cache_bytes_used(config, 1, depth) > b.cache_bytes:
         raise ConfigError(
             f"a cache of {b.cache_bytes} bytes cannot hold one query row with its accumulators, "
             f"softmax state and {depth} staged K/V rows at d = {d}"
             f"{f' and split {split}' if split > 1 else ''} "
-            f"(needs {_cache_bytes(config, 1, depth)} bytes)")
+            f"(needs {cache_bytes_used(config, 1, depth)} bytes)")
     # Reservations grow linearly in a, up to rounding of bits to bytes; bisect.
     lo, hi = 1, max(1, b.cache_bytes)
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if _cache_bytes(config, mid, depth) <= b.cache_bytes:
+        if cache_bytes_used(config, mid, depth) <= b.cache_bytes:
             lo = mid
         else:
             hi = mid - 1

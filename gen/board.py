@@ -27,8 +27,8 @@ from attenio import validate
 from attenio.errors import ConfigError
 from attenio.plan import make_plan
 
-from .synth import (DEVICE, LUT_MUL_WIDTH, PLACER_OPTIONS, _pnr_summary, _yosys_cells,
-                    prepare_script, resources_of, run_tool)
+from .synth import (DEVICE, LUT_MUL_WIDTH, PLACER_OPTIONS, pnr_summary, prepare_script,
+                    resources_of, run_tool, yosys_cells)
 from .verilog import emit
 
 __all__ = ["emit_board", "prepare_board", "build_bitstream", "BOARD_NAME",
@@ -131,7 +131,7 @@ def build_bitstream(config, out_dir, *, clock_mhz=None, baud=115200,
     log("yosys synth_ecp5 ...")
     secs = run_tool("yosys", ["-l", f"{BOARD_NAME}.rpt", f"{BOARD_NAME}.ys"], cwd=out,
                     log_path=out / "yosys.log", log=log)
-    cells = _yosys_cells(out / "stat.json", BOARD_NAME)
+    cells = yosys_cells(out / "stat.json", BOARD_NAME)
     report["yosys"] = {"seconds": round(secs, 1), **cells}
     report["resources"] = resources_of(cells["cells_by_type"])
     log(f"nextpnr-ecp5 ({router}) ...")
@@ -139,7 +139,7 @@ def build_bitstream(config, out_dir, *, clock_mhz=None, baud=115200,
             "--textcfg", f"{BOARD_NAME}.config", "--report", "pnr_report.json", "--seed", str(seed),
             "--timing-allow-fail", "--router", router, *PLACER_OPTIONS]
     secs = run_tool("nextpnr-ecp5", args, cwd=out, log_path=out / "nextpnr.log", log=log)
-    pnr = _pnr_summary(out / "pnr_report.json")
+    pnr = pnr_summary(out / "pnr_report.json")
     report["nextpnr"] = {"seconds": round(secs, 1), "options": args[len(DEVICE["nextpnr"]):],
                          "derived_clocks_mhz": _derived_clocks(out / "nextpnr.log"), **pnr}
     clocks = pnr["fmax"].values()
@@ -161,23 +161,21 @@ def build_bitstream(config, out_dir, *, clock_mhz=None, baud=115200,
 
 
 def main(argv=None):
-    from attenio.cli import _Parser, _planned_config, _shared_options, config_from_args
+    from attenio.options import (Parser, add_lut_mul_width, add_shared_options, config_from_args,
+                                 planned_config)
 
-    p = _Parser(prog="python -m attenio.gen.board", description="Build the ULX3S 85F bitstream.")
-    _shared_options(p)
+    p = Parser(prog="python -m attenio.gen.board", description="Build the ULX3S 85F bitstream.")
+    add_shared_options(p)
     p.add_argument("-o", "--out", metavar="DIR",
                    help="output directory (default build/<name>/ulx3s)")
     p.add_argument("--baud", type=int, default=115200, help="UART baud rate (default 115200)")
-    p.add_argument("--lut-mul-width", type=int, default=LUT_MUL_WIDTH, metavar="BITS",
-                   help="products with an operand of at most BITS bits and the other of at "
-                        f"most 2 x BITS from LUTs, not DSPs (default {LUT_MUL_WIDTH}; 0: all in "
-                        "DSPs)")
+    add_lut_mul_width(p)
     p.add_argument("--router", choices=ROUTERS, default="router2", help="nextpnr's router")
     p.add_argument("--seed", type=int, default=1, help="nextpnr's placement seed")
     args = p.parse_args(argv)
     try:
         # The mapping the planner chooses, as `attenio gen` and `attenio synth` build it.
-        config = _planned_config(config_from_args(args))
+        config = planned_config(config_from_args(args))
         out = Path(args.out) if args.out else Path("build") / config.name / "ulx3s"
         r = build_bitstream(config, out, baud=args.baud, lut_mul_width=args.lut_mul_width,
                             router=args.router, seed=args.seed,

@@ -37,7 +37,8 @@ from attenio.errors import ConfigError
 from attenio.hdl.formats import dsp
 
 __all__ = ["TARGETS", "DEVICE", "PLACER_OPTIONS", "PNR_OPTIONS", "ToolMissing", "tool_path",
-           "run_tool", "harness_verilog", "synthesize", "render_table", "resources_of"]
+           "run_tool", "harness_verilog", "synthesize", "render_table", "resources_of",
+           "yosys_cells", "pnr_summary", "place_and_route", "fmax_cell"]
 
 TARGETS = ("generic", "ecp5")
 
@@ -224,7 +225,8 @@ def _abc_died(log_path):
     return bool(lines) and lines[-1].startswith("Running ABC command")
 
 
-def _yosys_cells(stat_path, top):
+def yosys_cells(stat_path, top):
+    """The cell counts of module `top` in a Yosys `stat -json` file."""
     data = json.loads(Path(stat_path).read_text())
     design = data.get("design") or data["modules"][f"\\{top}"]
     cells = {k: v for k, v in design.get("num_cells_by_type", {}).items() if not k.startswith("$scope")}
@@ -267,7 +269,8 @@ def _critical_paths(report, limit=3, steps=12):
     return out
 
 
-def _pnr_summary(report_path):
+def pnr_summary(report_path):
+    """Utilization, Fmax per clock and the critical paths of a nextpnr `--report` file."""
     r = json.loads(Path(report_path).read_text())
     util = {k: v for k, v in r.get("utilization", {}).items() if v.get("used")}
     fmax = {k: {"achieved_mhz": round(v["achieved"], 2), "constraint_mhz": round(v["constraint"], 2)}
@@ -446,7 +449,7 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
         secs = run_tool("yosys", ["-s", "synth.ys"], cwd=work, log_path=work / "yosys.log", log=log)
         report["yosys_retry"] = "synth_ecp5 -dff (ABC9 died on the first run)"
     top = "attenio_fmax" if target == "ecp5" else TOP_NAME
-    report["yosys"] = {"seconds": round(secs, 1), **_yosys_cells(work / stat, top)}
+    report["yosys"] = {"seconds": round(secs, 1), **yosys_cells(work / stat, top)}
     if target == "ecp5":
         res = resources_of(report["yosys"]["cells_by_type"])
         report["resources"] = res
@@ -468,7 +471,7 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
                                              "operand of at most 8 bits (q*k and more) from LUTs")
             log(f"skipping place and route: {report['why_not_placed']}")
         elif pnr:
-            runs = _place_and_route(work, mhz, seeds, log, timeout=pnr_timeout)
+            runs = place_and_route(work, mhz, seeds, log, timeout=pnr_timeout)
             routed = [r for r in runs if "error" not in r]
             if not routed:
                 raise RuntimeError("nextpnr-ecp5 routed no seed:\n" + "\n".join(
@@ -493,7 +496,7 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
     return report
 
 
-def _place_and_route(work, mhz, seeds, log, *, timeout=None):
+def place_and_route(work, mhz, seeds, log, *, timeout=None):
     """nextpnr on work/netlist.json under `HARNESS_LPF` (written to work/harness.lpf) at
     `mhz`, once per seed (side by side, at most one per core);
     returns a summary per seed, {seed, seconds, fmax_mhz: None, error} for one that failed
@@ -518,7 +521,7 @@ def _place_and_route(work, mhz, seeds, log, *, timeout=None):
             say(f"failed: {exc}")
             return {"seed": seed, "seconds": round(time.monotonic() - t0, 1), "fmax_mhz": None,
                     "error": str(exc).splitlines()[0]}
-        summary = _pnr_summary(work / f"pnr_report{tag}.json")
+        summary = pnr_summary(work / f"pnr_report{tag}.json")
         return {"seed": seed, "seconds": round(secs, 1), "fmax_mhz": _fmax_of(summary),
                 **summary}
 
@@ -526,7 +529,7 @@ def _place_and_route(work, mhz, seeds, log, *, timeout=None):
         return list(pool.map(one, seeds))
 
 
-def _fmax_cell(report):
+def fmax_cell(report):
     """The Fmax column: the best seed's, with the worst seed's before it when several ran."""
     if report.get("fmax_mhz"):
         worst = report.get("fmax_worst_mhz")
@@ -543,7 +546,7 @@ def render_table(reports):
         rows.append((f"{c['macs']} d={c['head_dim']} E={c['exp_units']}", r["target"],
                      *(str(res.get(k, "-")) for k in ("LUT", "FF", "DSP", "BRAM")),
                      str(r["yosys"]["num_cells"]),
-                     _fmax_cell(r),
+                     fmax_cell(r),
                      str(r["yosys"]["seconds"]), str(r.get("nextpnr", {}).get("seconds", "-"))))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.rjust(widths[i]) if i > 1 else cell.ljust(widths[i])

@@ -2,8 +2,8 @@
 
 `compare(config, seq_lens, head_dims)` plans and times every (N, d) on the
 config's hardware and returns one JSON-ready dict; `render_text`,
-`render_markdown` and `write_all` (its plots from `attenio.model.compareplots`)
-turn it into what people read. Speedups are always "of AttenIO over X":
+`render_markdown` turn it into what people read (`attenio.model.compareplots`
+writes it with its plots). Speedups are always "of AttenIO over X":
 cycles(X) / cycles(AttenIO), so > 1 means AttenIO is faster; traffic ratios are
 bytes(X) / bytes(AttenIO).
 
@@ -44,7 +44,7 @@ from .papertiming import PAPER_REPORTED, RULES, paper_one
 from .planner import choose_plan
 
 __all__ = ["compare", "sweep", "geomeans", "timing_line", "render_text", "render_markdown",
-           "write_all", "is_decoder", "decoder_one", "render_decoder", "METRICS", "TITLES",
+           "is_decoder", "decoder_one", "render_decoder", "METRICS", "TITLES",
            "SWEEP_AXES"]
 
 TITLES = {"attenio": "AttenIO", "standard": "Standard", "flat": "FLAT",
@@ -534,19 +534,6 @@ def render_markdown(data):
         lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
     lines.append("")
     return "\n".join(lines)
-
-
-def write_all(data, out):
-    """compare.json, compare.md and the plots in directory `out`; returns the paths."""
-    import json
-
-    from .compareplots import write_plots
-
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "compare.json", out / "compare.md"]
-    paths[0].write_text(json.dumps(data, indent=2) + "\n")
-    paths[1].write_text(render_markdown(data))
-    return paths + write_plots(data, out)
 
 
 # -- decoder shapes: AttenIO against FlashAttention-2 -------------------------------------

@@ -1,4 +1,7 @@
-"""The PNG plots of `attenio compare` (`attenio.model.compare`'s data), with matplotlib.
+"""The files of `attenio compare` (`attenio.model.compare`'s data): JSON, Markdown and
+PNG plots, with matplotlib.
+
+`write_all(data, out)` writes compare.json, compare.md and the plots.
 
 `write_plots(data, out)` picks what suits the data: the fair comparison's speedup,
 traffic, utilization and roofline plots; the paper timing's speedups (beside the
@@ -8,11 +11,13 @@ and the roofline of a bandwidth sweep. `plot_sweeps` draws several sweeps of one
 axis together (fair and paper timing of the cache sweep, for docs/paper.md).
 """
 
-from .baselinemodel import BASELINE_ORDER
-from .compare import SWEEP_AXES, TITLES
+import json
 
-__all__ = ["write_plots", "plot_roofline", "plot_paper_speedup", "plot_paper_time",
-           "plot_sweeps", "COLORS"]
+from .baselinemodel import BASELINE_ORDER
+from .compare import SWEEP_AXES, TITLES, render_markdown
+
+__all__ = ["write_all", "write_plots", "plot_roofline", "plot_paper_speedup",
+           "plot_paper_time", "plot_sweeps", "COLORS"]
 
 #: One colour per dataflow in every plot.
 COLORS = {"AttenIO": "black", "Standard": "tab:blue", "FLAT": "tab:orange", "FA-2": "tab:green",
@@ -38,6 +43,15 @@ def _save(fig, path):
 
 def _largest_n(data, d):
     return max(r["seq_len"] for r in data["rows"] if r["head_dim"] == d)
+
+
+def write_all(data, out):
+    """compare.json, compare.md and the plots in directory `out`; returns the paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / "compare.json", out / "compare.md"]
+    paths[0].write_text(json.dumps(data, indent=2) + "\n")
+    paths[1].write_text(render_markdown(data))
+    return paths + write_plots(data, out)
 
 
 def write_plots(data, out):

@@ -169,22 +169,20 @@ class SerialLink:
 
 def main(argv=None):
     """Run one attention on the board and check it against the golden model."""
-    import argparse
-
-    from attenio.cli import _planned_config, _shared_options, config_from_args
+    from attenio.options import Parser, add_shared_options, config_from_args, planned_config
     from attenio.errors import ConfigError
     from attenio.plan import make_plan
     from attenio.regmap import register_map
 
-    p = argparse.ArgumentParser(prog="python -m attenio.sim.host", description=main.__doc__)
+    p = Parser(prog="python -m attenio.sim.host", description=main.__doc__)
     p.add_argument("--port", required=True, help="serial port of the board, e.g. /dev/ttyUSB0")
     p.add_argument("--baud", type=int, default=115200)
     p.add_argument("--seed", type=int, default=1)
-    _shared_options(p)
+    add_shared_options(p)
     args = p.parse_args(argv)
     try:
         # Planned as `python -m attenio.gen.board` plans it, so the mapping is the board's.
-        plan = make_plan(_planned_config(config_from_args(args)))
+        plan = make_plan(planned_config(config_from_args(args)))
     except ConfigError as exc:
         p.exit(2, f"{p.prog}: error: {exc}\n")
     w = plan.workload

@@ -221,8 +221,8 @@ def test_host_script_through_simulated_board(seed):
 def test_host_script_through_simulated_small_board(seed):
     """The design `make bitstream` builds (the small preset, 4x4 MACs, with the planner's
     mapping as the board build plans it) under the host script; a few minutes."""
-    from attenio.cli import _planned_config
-    planned = _planned_config(resolve(preset_name="small"))
+    from attenio.options import planned_config
+    planned = planned_config(resolve(preset_name="small"))
     config = dict(preset_name="small", name="board_small", split=planned.split,
                   rows_per_mac=planned.rows_per_mac)
     r = _host_script_run(config, "board_small", seed, n=256, d=16, heads=1)

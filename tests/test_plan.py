@@ -10,7 +10,7 @@ from attenio import Budget, Config, ConfigError, FP16Format, Int8Format, Workloa
 from attenio.baselines import all_baselines
 from attenio.executor import (reference_attention, run_attenio, run_flashattention2, run_flat,
                               run_standard)
-from attenio.plan import (Candidate, _cache_bytes, check_split, kv_prefetch_depth, make_plan,
+from attenio.plan import (Candidate, cache_bytes_used, check_split, kv_prefetch_depth, make_plan,
                           rows_options, valid_splits)
 from attenio.model import planner
 from attenio.model.cyclemodel import simulate
@@ -88,8 +88,8 @@ def test_a_fit_is_the_largest_a_the_reservations_allow(name, d):
     c = dataclasses.replace(c, workload=dataclasses.replace(c.workload, head_dim=d))
     plan = make_plan(c)
     depth = kv_prefetch_depth(c)
-    assert _cache_bytes(c, plan.a_fit, depth) <= c.budget.cache_bytes
-    assert _cache_bytes(c, plan.a_fit + 1, depth) > c.budget.cache_bytes
+    assert cache_bytes_used(c, plan.a_fit, depth) <= c.budget.cache_bytes
+    assert cache_bytes_used(c, plan.a_fit + 1, depth) > c.budget.cache_bytes
     assert plan.cache_used_bytes <= c.budget.cache_bytes
     assert plan.a <= plan.a_fit <= plan.a_ideal
     if plan.a >= c.budget.macs:
@@ -159,8 +159,8 @@ def test_paper_preset_rounds_a_to_the_groups_of_each_split(d, expect):
         assert plan.groups == 2048 // s
         assert plan.macs_active == min(a, 2048 // s) * s
         assert plan.a_unsplit == expect[1][2]
-        assert _cache_bytes(c, a_fit, plan.kv_depth) <= c.budget.cache_bytes
-        assert _cache_bytes(c, a_fit + 1, plan.kv_depth) > c.budget.cache_bytes
+        assert cache_bytes_used(c, a_fit, plan.kv_depth) <= c.budget.cache_bytes
+        assert cache_bytes_used(c, a_fit + 1, plan.kv_depth) > c.budget.cache_bytes
 
 
 def test_small_preset_rounds_a_to_the_groups_of_each_split():

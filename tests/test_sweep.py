@@ -16,8 +16,9 @@ import pytest
 
 import ray
 
-from attenio.cli import _planned_config, main
+from attenio.cli import main
 from attenio.gen.synth import synthesize
+from attenio.options import planned_config
 from attenio.sweep import load_spec, read_rows, run_sweep
 from attenio.sweep.pareto import collect, front
 from attenio.sweep.spec import config_of
@@ -127,7 +128,7 @@ def test_synth_row_equals_synthesize(tiny, tmp_path):
     _, _, summary, _ = tiny
     row = _rows(summary, "synth")[4]
     assert row["error"] is None and row["command"] is None     # no command has level = "word"
-    config = _planned_config(config_of(argv_of(summary, 4)))
+    config = planned_config(config_of(argv_of(summary, 4)))
     report = synthesize(config, tmp_path, target="generic", generic_level="word",
                         log=lambda s: None)
     assert row["figures"]["num_cells"] == report["yosys"]["num_cells"] > 100

@@ -176,19 +176,19 @@ json.dump({{"fmax": {{"$glbnet$clk": {{"achieved": 60.0 + 7 * (seed % 3), "const
 def test_place_and_route_over_seeds_reports_the_best_and_the_spread(tmp_path, monkeypatch):
     """One netlist, one nextpnr run per seed (a stand-in nextpnr that answers 60 + 7 (seed mod
     3) MHz): the best seed's summary is the report's, every seed's Fmax and the worst kept."""
-    from attenio.gen.synth import _fmax_cell, _place_and_route
+    from attenio.gen.synth import fmax_cell, place_and_route
 
     fake = tmp_path / "nextpnr"
     fake.write_text(_FAKE_NEXTPNR.format(python=sys.executable))
     fake.chmod(0o755)
     monkeypatch.setenv("NEXTPNR_ECP5", str(fake))
-    runs = _place_and_route(tmp_path, 100, [1, 2, 3], log=lambda *a: None)
+    runs = place_and_route(tmp_path, 100, [1, 2, 3], log=lambda *a: None)
     assert [(r["seed"], r["fmax_mhz"]) for r in runs] == [(1, 67.0), (2, 74.0), (3, 60.0)]
     for seed in (1, 2, 3):
         assert (tmp_path / f"nextpnr_seed{seed}.log").exists()
     assert runs[1]["utilization"]["TRELLIS_COMB"]["used"] == 12   # each seed its own report
-    assert _fmax_cell({"fmax_mhz": 74.0, "fmax_worst_mhz": 60.0}) == "60.0-74.0"
-    assert _fmax_cell({"fmax_mhz": 74.0}) == "74.0"
+    assert fmax_cell({"fmax_mhz": 74.0, "fmax_worst_mhz": 60.0}) == "60.0-74.0"
+    assert fmax_cell({"fmax_mhz": 74.0}) == "74.0"
 
 
 _FAILING_NEXTPNR = """#!{python}
@@ -204,14 +204,14 @@ time.sleep(60)                           # a router that does not converge
 def test_place_and_route_reports_seeds_that_do_not_route(tmp_path, monkeypatch):
     """A seed whose nextpnr fails, or runs past the time limit, is reported with its error
     (and killed) rather than losing the other seeds' results."""
-    from attenio.gen.synth import _place_and_route
+    from attenio.gen.synth import place_and_route
 
     fake = tmp_path / "nextpnr"
     fake.write_text(_FAILING_NEXTPNR.format(python=sys.executable))
     fake.chmod(0o755)
     monkeypatch.setenv("NEXTPNR_ECP5", str(fake))
     t0 = time.monotonic()
-    runs = _place_and_route(tmp_path, 100, [2, 3], log=lambda *a: None, timeout=1)
+    runs = place_and_route(tmp_path, 100, [2, 3], log=lambda *a: None, timeout=1)
     assert time.monotonic() - t0 < 30
     assert [(r["seed"], r["fmax_mhz"]) for r in runs] == [(2, None), (3, None)]
     assert "failed with status 1" in runs[0]["error"]
@@ -260,14 +260,14 @@ def test_the_harness_clock_is_on_a_clock_pin_and_routes(tmp_path):
     `HARNESS_LPF` puts clk on the oscillator's pin G2, whose route to the global clock
     network exists on every placement (a pin the placer chooses may have none, and
     nextpnr then fails on the clock's first arc)."""
-    from attenio.gen.synth import HARNESS_LPF, _place_and_route, run_tool
+    from attenio.gen.synth import HARNESS_LPF, place_and_route, run_tool
 
     assert 'LOCATE COMP "clk" SITE "G2"' in HARNESS_LPF
     (tmp_path / "counter.v").write_text(_COUNTER)
     run_tool("yosys", ["-q", "-p", "synth_ecp5 -top attenio_fmax -json netlist.json",
                        "counter.v"], cwd=tmp_path, log_path=tmp_path / "yosys.log",
              log=lambda *a: None)
-    runs = _place_and_route(tmp_path, 100, [1, 2], log=lambda *a: None)
+    runs = place_and_route(tmp_path, 100, [1, 2], log=lambda *a: None)
     assert [r.get("error") for r in runs] == [None, None]
     assert all(r["fmax_mhz"] > 100 for r in runs)
     for seed in (1, 2):

@@ -71,17 +71,17 @@ class _RaisingParser(argparse.ArgumentParser):
 
 
 def options_parser():
-    """A parser of the options every command shares (`attenio.cli._shared_options`)."""
-    from attenio.cli import _shared_options
+    """A parser of the options every command shares (`attenio.options.add_shared_options`)."""
+    from attenio.options import add_shared_options
 
     p = _RaisingParser(prog="attenio sweep", add_help=False)
-    _shared_options(p)
+    add_shared_options(p)
     return p
 
 
 def config_of(argv):
     """The `Config` that a command given `argv` (shared options only) works on."""
-    from attenio.cli import config_from_args
+    from attenio.options import config_from_args
 
     return config_from_args(options_parser().parse_args(list(argv)))
 

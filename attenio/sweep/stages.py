@@ -71,9 +71,9 @@ def model_figures(config, out, options):
 
 def _planned(config):
     """The config with the planner's mapping fixed, as `attenio synth` and `sim` build it."""
-    from attenio.cli import _planned_config
+    from attenio.options import planned_config
 
-    return _planned_config(config)
+    return planned_config(config)
 
 
 def synth_figures(config, out, options):

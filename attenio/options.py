@@ -1,0 +1,206 @@
+"""The options every command shares, and what turns them into a planned `Config`.
+
+`attenio` (cli.py), the sweep's spec, the board build and the board's host script all
+parse the same workload and budget options and plan them the same way, so a point of a
+sweep or a bitstream means what the same options mean to `attenio gen`. Like the CLI,
+this module is the face of the project and may call every floor (lazily: parsing needs
+only the configuration).
+"""
+
+import argparse
+import dataclasses
+import sys
+
+from .config import PRESETS, resolve
+from .formats import FORMATS
+from .hdl.formats.dsp import LUT_MUL_WIDTH
+
+__all__ = ["Parser", "add_lut_mul_width", "add_shared_options", "cache_kib", "cache_kib_list",
+           "choose_plan", "config_from_args", "int_list", "int_or_auto", "macs",
+           "non_negative_int", "planned_config", "positive_int", "positive_number", "progress",
+           "seed_list"]
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error in one line."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def progress(message):
+    """A line of progress on stderr, so stdout keeps only the results."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def _int_at_least(low):
+    def parse(text):
+        try:
+            value = int(text, 0)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < low:
+            kind = "a positive" if low == 1 else "a non-negative"
+            raise argparse.ArgumentTypeError(f"{text!r} is not {kind} integer")
+        return value
+    return parse
+
+
+positive_int = _int_at_least(1)
+non_negative_int = _int_at_least(0)
+
+
+def positive_number(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive finite number")
+    return value
+
+
+def seed_list(text):
+    seeds = [non_negative_int(s.strip()) for s in text.split(",")]
+    if len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"{text!r} names a seed twice")
+    return seeds
+
+
+def macs(text):
+    try:
+        p, q = (int(x) for x in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not of the form PxQ, e.g. 64x32") from None
+    if p <= 0 or q <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: both P and Q must be positive")
+    return p, q
+
+
+def cache_kib(text):
+    try:
+        kib = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of KiB") from None
+    if kib <= 0 or kib * 1024 != int(kib * 1024):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive whole number of bytes in KiB")
+    return int(kib * 1024)
+
+
+def cache_kib_list(text):
+    """A comma-separated list of cache sizes in KiB, each as --cache-kib takes it."""
+    return [cache_kib(item.strip()) for item in text.split(",")]
+
+
+def int_list(text):
+    """A comma-separated list of positive integers; a K suffix multiplies by 1024 (8K = 8192)."""
+    values = []
+    for item in text.split(","):
+        item = item.strip()
+        scale = 1024 if item[-1:] in ("k", "K") else 1
+        try:
+            value = int(item[:-1] if scale > 1 else item, 10) * scale
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a comma-separated list of positive integers ({item!r})") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{text!r}: {item!r} is not a positive integer")
+        values.append(value)
+    return values
+
+
+def int_or_auto(text):
+    if text == "auto":
+        return text
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither 'auto' nor an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return value
+
+
+def add_shared_options(p):
+    """The workload and budget options of every command, in their own group of `p`."""
+    g = p.add_argument_group("workload and budget (override --preset and --config)")
+    g.add_argument("--preset", choices=sorted(PRESETS), help="starting point (default: small)")
+    g.add_argument("--config", metavar="FILE.toml", help="TOML file with [workload], [budget], format")
+    g.add_argument("--seq-len", type=positive_int, metavar="N", help="sequence length N")
+    g.add_argument("--head-dim", type=positive_int, metavar="D", help="head dimension d")
+    g.add_argument("--heads", type=positive_int, help="number of heads")
+    g.add_argument("--causal", action="store_true", default=None,
+                   help="causal masking: query row i sees keys 0..i (the MODE register's "
+                        "CAUSAL bit; the Plan counts the traffic a causal run moves)")
+    g.add_argument("--kv-len", type=positive_int, metavar="N_KV",
+                   help="key/value rows (default: N); causal rows are aligned at the end "
+                        "(the KV_LEN register; the hardware holds max(N, N_KV) keys)")
+    g.add_argument("--kv-heads", type=positive_int, metavar="H_KV",
+                   help="K/V heads (default: --heads), a divisor of --heads: heads / H_KV "
+                        "query heads share each (the HEAD_GROUP register)")
+    g.add_argument("--macs", type=macs, metavar="PxQ", help="MAC lines x MACs per line")
+    g.add_argument("--exp-units", type=positive_int, metavar="E", help="EXP modules")
+    g.add_argument("--cache-kib", type=cache_kib, metavar="KIB", help="on-chip cache in KiB")
+    g.add_argument("--kv-buffer-bytes", type=positive_int, metavar="B", help="KV buffer in bytes")
+    g.add_argument("--bw", type=positive_int, metavar="B", help="off-chip bytes per cycle")
+    g.add_argument("--latency", type=non_negative_int, metavar="CYCLES",
+                   help="off-chip latency in cycles")
+    g.add_argument("--clock-mhz", type=positive_int, metavar="MHZ", help="clock frequency")
+    g.add_argument("--axi-width", type=positive_int, metavar="BITS", help="AXI data width")
+    g.add_argument("--format", choices=sorted(FORMATS),
+                   help="number format: int8, or fp16 / bf16 storage with fp32 scores and O")
+    g.add_argument("--name", help="name of the build directory build/<name>/")
+    g.add_argument("--split", type=int_or_auto, metavar="S|auto",
+                   help="MACs that share one Q row (a divisor of d; default auto: the mapping "
+                        "the cycle model finds fastest)")
+    g.add_argument("--rows-per-mac", type=int_or_auto, metavar="R|auto",
+                   help="Q rows each group of s MACs holds (a = R x groups; default auto: "
+                        "the planner's choice)")
+
+
+def add_lut_mul_width(p):
+    """--lut-mul-width, as `attenio synth` and the board build take it."""
+    p.add_argument("--lut-mul-width", type=non_negative_int, default=LUT_MUL_WIDTH,
+                   metavar="BITS",
+                   help="ecp5: build multipliers with an operand of at most BITS bits and the "
+                        "other of at most 2 x BITS from LUTs instead of DSP blocks (default "
+                        f"{LUT_MUL_WIDTH}: the q*k products and the narrowest pieces of wide "
+                        "products; 0: every product in DSPs)")
+
+
+def config_from_args(args):
+    """The `Config` the shared options of `args` describe (preset < TOML < options)."""
+    pq = args.macs or (None, None)
+    return resolve(
+        preset_name=args.preset, config_file=args.config, format_name=args.format, name=args.name,
+        split=args.split, rows_per_mac=args.rows_per_mac,
+        workload={"seq_len": args.seq_len, "head_dim": args.head_dim, "heads": args.heads,
+                  "causal": args.causal, "kv_len": args.kv_len, "kv_heads": args.kv_heads},
+        budget={"mac_lines": pq[0], "macs_per_line": pq[1], "exp_units": args.exp_units,
+                "cache_bytes": args.cache_kib, "kv_buffer_bytes": args.kv_buffer_bytes,
+                "bw_bytes_per_cycle": args.bw, "latency_cycles": args.latency,
+                "clock_mhz": args.clock_mhz, "axi_data_bits": args.axi_width})
+
+
+def choose_plan(config):
+    """The Plan of `config` with the mapping the planner chooses (`--split` forces it)."""
+    from .model.planner import choose_plan as choose
+
+    return choose(config, progress=progress)
+
+
+def planned_config(config):
+    """The configuration of the options with its mapping (split, rows per group) fixed to the
+    planner's choice, so the floors that make their own Plan from it (gen, sim) build it. What the
+    RTL cannot build is refused first, before the planner models anything."""
+    from .hdl.top import check_plan
+    from .plan import make_plan
+
+    check_plan(make_plan(config))
+    plan = choose_plan(config)
+    c = plan.mapping_choice
+    runner = "" if c.runner_up is None else "; runner-up s = {}, r = {}".format(*c.runner_up)
+    progress(f"mapping ({c.mode}): s = {plan.split}, r = {plan.rows_per_mac}, a = {plan.a}, "
+             f"{plan.macs_active} of {plan.budget.macs} MACs active, "
+             f"{c.candidate(*c.chosen).cycles} cycles modelled{runner}")
+    return dataclasses.replace(config, split=plan.split, rows_per_mac=plan.rows_per_mac)
