@@ -41,10 +41,9 @@ costs r d / s cycles whether or not the last block's rows exist, so when N is no
 multiple of a, the fewest rows that keep the number of blocks do the same work in
 fewer cycles, and a few more blocks of a smaller a can beat a partial one.
 
-Which s are possible is `split_problem`'s to say: s divides d (each MAC of a group
-takes d/s of the row), s divides the MACs of one EXP lane (a group never
-straddles two lanes, so each row's score reaches one lane), and a chunk of s
-elements, what the feed carries a cycle, fits in one AXI beat.
+Which s are possible is the split rule's to say (`attenio.validate.split_breaks`: d,
+the MACs of one EXP lane and the AXI beat); `split_problem` words it for a
+configuration.
 """
 
 from dataclasses import asdict, dataclass, fields
@@ -80,27 +79,32 @@ class Reservation:
 
 
 def split_problem(config, split):
-    """Why `split` MACs cannot share a Q row on this configuration, or None if they can."""
+    """Why `split` MACs cannot share a Q row on this configuration (`validate.split_breaks`,
+    in words), or None if they can."""
     w, b, fmt = config.workload, config.budget, config.format
     try:
         validate.integer("mapping", "split", split, lo=1, error=ConfigError)
     except ConfigError as exc:
         return str(exc)
     d, q = w.head_dim, b.macs_per_line
-    if d % split:
-        return f"mapping: split {split} must divide the head dimension d = {d}"
-    if split > 1:
-        try:
-            lanes = validate.lanes_per_line(exp_units=b.exp_units, mac_lines=b.mac_lines,
-                                            macs_per_line=q, owner=f"mapping: split {split}",
-                                            error=ConfigError)
-        except ConfigError as exc:
-            return str(exc)
-        if (q // lanes) % split:
-            return (f"mapping: split {split} must divide the {q // lanes} MACs of one EXP lane "
-                    f"({q} MACs a line over {lanes} lane(s)), so no MAC group straddles two lanes")
+    try:
+        lanes = validate.lanes_per_line(exp_units=b.exp_units, mac_lines=b.mac_lines,
+                                        macs_per_line=q, owner=f"mapping: split {split}",
+                                        error=ConfigError)
+        lane_macs, no_lanes = q // lanes, None
+    except ConfigError as exc:
+        # EXP units that map onto no lanes: only a group of one MAC never straddles two
+        lanes, lane_macs, no_lanes = None, 1, str(exc)
     beat = b.axi_data_bits // 8
-    if beat % (split * fmt.element_bytes):
+    broken = validate.split_breaks(split, head_dim=d, lane_macs=lane_macs,
+                                   element_bytes=fmt.element_bytes, beat_bytes=beat)
+    if broken == "head_dim":
+        return f"mapping: split {split} must divide the head dimension d = {d}"
+    if broken == "lane":
+        return no_lanes or (
+            f"mapping: split {split} must divide the {lane_macs} MACs of one EXP lane "
+            f"({q} MACs a line over {lanes} lane(s)), so no MAC group straddles two lanes")
+    if broken == "beat":
         return (f"mapping: split {split} feeds chunks of {split * fmt.element_bytes} bytes of "
                 f"{fmt.name} a cycle, which must divide the {b.axi_data_bits}-bit AXI beat "
                 f"({beat} bytes)")

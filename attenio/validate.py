@@ -7,15 +7,16 @@ deep in an elaboration reads like a wrong option on the command line. The
 input, which the CLI turns into one line and exit status 2).
 
 The structural rules the hardware imposes on a budget (how EXP units map onto
-MAC lines) live here too, because the configuration, the planner, the RTL and
-the cycle model must all refuse the same budgets with the same words.
+MAC lines, which s MACs may share a Q row) live here too, because the
+configuration, the planner, the RTL and the cycle model must all refuse the same
+budgets for the same reasons.
 """
 
 from math import isfinite
 from numbers import Integral, Real
 
 __all__ = ["integer", "positive", "non_negative", "power_of_two", "positive_number", "flag",
-           "one_of", "index", "AXI_DATA_WIDTHS", "lanes_per_line"]
+           "one_of", "index", "AXI_DATA_WIDTHS", "lanes_per_line", "split_breaks", "split"]
 
 #: The AXI data widths, in bits, the DMA and the beat/element converters are built for
 #: (the budget's `axi_data_bits`).
@@ -108,13 +109,35 @@ def lanes_per_line(*, exp_units, mac_lines, macs_per_line, owner="budget", error
     return exp_units // mac_lines
 
 
+def split_breaks(s, *, head_dim, lane_macs=None, element_bytes=None, beat_bytes=None):
+    """The clause of the split rule that s breaks, or None if s MACs can share a Q row.
+
+    The rule, in the order its clauses are checked:
+
+    * "head_dim": s divides d (each MAC of a group holds d/s of the row's columns);
+    * "lane": s divides `lane_macs`, the MACs one softmax lane serves (q / L: a group
+      never straddles two lanes, so each row's score reaches one lane);
+    * "beat": a chunk of s elements of `element_bytes`, what the feed carries a cycle,
+      divides the AXI beat of `beat_bytes`.
+
+    A clause whose facts are not given (None) is not checked: the blocks inside the core
+    never see a beat, the golden model no lane. `s` is a positive int (the caller's check).
+    """
+    if head_dim % s:
+        return "head_dim"
+    if lane_macs is not None and lane_macs % s:
+        return "lane"
+    if beat_bytes is not None and beat_bytes % (s * element_bytes):
+        return "beat"
+    return None
+
+
 def split(owner, s, *, head_dim, macs_per_line, lanes=1, error=ValueError):
-    """s, the MACs one Q row is split over: a positive divisor of the head dimension (each
-    MAC of a row holds d/s of its columns) and of each softmax lane's share of a line
-    (q / L MACs: a row's group must not straddle two lanes)."""
+    """s, the MACs one Q row is split over, if it keeps the split rule (`split_breaks`) inside
+    the core: a positive divisor of the head dimension and of each softmax lane's q / L MACs."""
     integer(owner, "split", s, lo=1, error=error)
     share = macs_per_line // lanes
-    if head_dim % s or share % s:
+    if split_breaks(s, head_dim=head_dim, lane_macs=share):
         raise error(f"{owner}: split = {s} must divide the head dimension ({head_dim}) and the "
                     f"{share} MACs of each softmax lane")
     return s

@@ -67,6 +67,7 @@ import math
 
 import numpy as np
 
+from attenio import validate
 from attenio.hdl.formats import fp
 from attenio.hdl.formats.float import FloatArith
 from attenio.hdl.formats.fp import FP32
@@ -91,7 +92,7 @@ class FloatDatapath:
     `attenio.hdl.formats.float.FloatArith`."""
 
     def __init__(self, spec, *, max_seq_len, head_dim, split=1, fixed=None):
-        if head_dim % split:
+        if validate.split_breaks(split, head_dim=head_dim):
             raise ValueError(f"FloatDatapath: split {split} must divide d = {head_dim}")
         self.spec, self.split, self.head_dim = spec, split, head_dim
         self.arith = FloatArith(spec, max_seq_len=max_seq_len, head_dim=head_dim, fixed=fixed)
