@@ -164,203 +164,275 @@ class ReadSequencer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        aw, a = self._addr_width, self._block_rows
-        run = Signal(run_layout(aw))
+        walk = _ReadWalk(self, m)
+        walk.tag_fifo()
+        walk.walk_registers()
+        walk.command_port()
+        # The controller's `start` (from across the chip) enables the run's copy and the
+        # state's move only: LOAD, a cycle later, loads the first pass's hundreds of
+        # flip-flops from that copy, their enables decoded from the state as PASS's are.
+        with m.FSM():
+            walk.setup()                # IDLE, LOAD
+            walk.block_command()        # SIZE, BLOCK
+            walk.block_reads()          # Q, K_FIRST, KV_K, KV_V, V_LAST
+            walk.head_advance()         # PASS
+        return m
+
+
+class _ReadWalk:
+    """The pieces of one `ReadSequencer` elaboration into the module `m`: the registers
+    of the walk over passes, blocks and rows, and the states that step them."""
+
+    def __init__(self, sequencer, m):
+        self.sequencer, self.m = sequencer, m
+        self.addr_width = sequencer._addr_width
+        self.block_rows = sequencer._block_rows
+        self.max_seq_len = sequencer._max_seq_len
+        self.run = run = Signal(run_layout(self.addr_width))
+        self.setup_fields = run.setup
+
+    def tag_fifo(self):
+        """The FIFO of the kinds of the commands taken, read out on `kind`, and `tag_room`,
+        the registered room in it that the command handshake waits on."""
+        m, seq = self.m, self.sequencer
         # One slot more than `tag_depth`, so that `tag_room` (the level a cycle ago below
         # tag_depth: one write at most since, and with 3 slots or more the buffered FIFO's
         # inner store cannot fill in that write) can stand for the FIFO's w_rdy as a
         # register: the command handshake, and each counter it steps, then waits on no
         # comparison of the level.
-        depth = self._tag_depth + 1
+        depth = seq._tag_depth + 1
         m.submodules.tags = tags = SyncFIFOBuffered(width=Kind.as_shape().width, depth=depth)
         tag_room = Signal()
         m.d.sync += tag_room.eq(tags.level < depth - 1)
-        m.d.comb += [self.kind.valid.eq(tags.r_rdy), self.kind.payload.eq(tags.r_data),
-                     tags.r_en.eq(self.kind.ready)]
+        m.d.comb += [seq.kind.valid.eq(tags.r_rdy), seq.kind.payload.eq(tags.r_data),
+                     tags.r_en.eq(seq.kind.ready)]
+        self.tags, self.tag_room = tags, tag_room
 
+    def walk_registers(self):
+        """The loop counters and the registers of the walk: the rows left of a pass, the
+        next block's size and keys, the head and row pointers of Q, K and V."""
+        m, run, setup = self.m, self.run, self.setup_fields
+        block_rows, max_seq_len = self.block_rows, self.max_seq_len
         # Loop ends are tested on down-counters whose `last` is a register (`DownCounter`),
         # never on a count plus one compared with a run parameter (two carry chains in the
         # handshake path). A pass serves gb query heads (`setup_layout`): its blocks hold
         # rows_h rows of each, row-major, rows_valid = gb * rows_h block rows. Both are
         # kept, so nothing divides.
-        su = run.setup
-        n = self._max_seq_len
-        m.submodules.passes_left = passes_left = DownCounter(32)  # this one included
+        m.submodules.passes_left = self.passes_left = DownCounter(32)  # this one included
         # passes to read this K/V head: kv_every, 1 or the group (at most MAX_HEAD_GROUP)
-        m.submodules.group_left = group_left = DownCounter(MAX_HEAD_GROUP.bit_length())
-        m.submodules.q_left = q_left = DownCounter(a.bit_length())  # this block's Q rows to issue
-        m.submodules.q_heads = q_heads = DownCounter(8, init_last=True)  # this Q row's heads
-        m.submodules.kv_left = kv_left = DownCounter(n.bit_length())  # K/V pairs to issue after K_0
-        rows_left = Signal(32)      # block rows of this pass not yet in a block
-        rows_left_h = Signal(32)    # the same, rows of each head
-        rows_valid = Signal(range(a + 1))  # the next block's rows, min(rows_left, a_full)
-        rows_h = Signal(range(a + 1))      # of each head, rows_valid / gb
+        m.submodules.group_left = self.group_left = DownCounter(MAX_HEAD_GROUP.bit_length())
+        # this block's Q rows to issue
+        m.submodules.q_left = self.q_left = DownCounter(block_rows.bit_length())
+        # this Q row's heads
+        m.submodules.q_heads = self.q_heads = DownCounter(8, init_last=True)
+        # K/V pairs to issue after K_0
+        m.submodules.kv_left = self.kv_left = DownCounter(max_seq_len.bit_length())
+        self.rows_left = Signal(32)      # block rows of this pass not yet in a block
+        self.rows_left_h = Signal(32)    # the same, rows of each head
+        # the next block's rows, min(rows_left, a_full)
+        self.rows_valid = Signal(range(block_rows + 1))
+        self.rows_h = Signal(range(block_rows + 1))      # of each head, rows_valid / gb
         # causal: the last key of the rows already in blocks, rows_done + N_kv - N, kept
         # running so that a block's keys are one addition (the controller refused N_kv < N);
         # gb times it beside, the lanes' scaled diagonal of the next block
-        keys_end = Signal(range(n + 1))
-        gkeys_end = Signal(range(MAX_HEAD_GROUP * n + 1))
-        block_pairs = Signal(range(n + 1)) # this block's K/V rows less one, kv_left's start
-        one_key = Signal()                 # this block reads one K/V row
-        size_keys = Signal(range(n + 1))   # the next block's K/V rows, sized in SIZE
-        head_first = Signal()              # the next block is its pass's first
+        self.keys_end = Signal(range(max_seq_len + 1))
+        self.gkeys_end = Signal(range(MAX_HEAD_GROUP * max_seq_len + 1))
+        # this block's K/V rows less one, kv_left's start
+        self.block_pairs = Signal(range(max_seq_len + 1))
+        self.one_key = Signal()                 # this block reads one K/V row
+        # the next block's K/V rows, sized in SIZE
+        self.size_keys = Signal(range(max_seq_len + 1))
+        self.head_first = Signal()              # the next block is its pass's first
         # V_LAST's decision on rows, registered every cycle: rows_left changes only on
         # leaving BLOCK, and Q and K_FIRST take a cycle each before the next V_LAST, so the
         # flag is current there
-        more_rows = Signal()
-        m.d.sync += more_rows.eq(rows_left != 0)
+        self.more_rows = Signal()
+        m.d.sync += self.more_rows.eq(self.rows_left != 0)
         # SIZE's two decisions, registered the same way (rows_left and head_first change on
         # leaving BLOCK, at least two cycles before the next SIZE), and set from their
         # sources where IDLE and PASS load them for the very next cycle: SIZE is then one
         # carry chain (keys_end + rows_h) and the selection, not the 32-bit comparison too
-        full, short = Signal(), Signal()
-        m.d.sync += [full.eq(rows_left >= su.a_full),
-                     short.eq(run.causal & head_first & (su.short_h != 0))]
-        q_head, k_head, v_head = (Signal(aw, name=f"{t}_head") for t in "qkv")
-        q_ptr, k_ptr, v_ptr = (Signal(aw, name=f"{t}_ptr") for t in "qkv")
-        q_row = Signal(aw)                 # this Q row of the pass's first head
+        self.full = Signal()
+        self.short = Signal()
+        m.d.sync += [self.full.eq(self.rows_left >= setup.a_full),
+                     self.short.eq(run.causal & self.head_first & (setup.short_h != 0))]
+        self.q_head, self.k_head, self.v_head = (Signal(self.addr_width, name=f"{t}_head")
+                                                 for t in "qkv")
+        self.q_ptr, self.k_ptr, self.v_ptr = (Signal(self.addr_width, name=f"{t}_ptr")
+                                              for t in "qkv")
+        self.q_row = Signal(self.addr_width)    # this Q row of the pass's first head
 
-        issue_addr = Signal(aw)
-        issue_kind = Signal(Kind)
+    def command_port(self):
+        """`cmd` and the kinds' FIFO write: the command of the state in hand (`issue_row`),
+        offered while `issuing` and the FIFO has room; `issued` when the DMA takes it."""
+        m, seq, setup = self.m, self.sequencer, self.setup_fields
+        self.issue_addr = Signal(self.addr_width)
+        self.issue_kind = Signal(Kind)
         # The states Q to V_LAST issue a command each cycle the DMA takes one: `issuing`
         # is that, a register set on entering Q and cleared on leaving V_LAST, so the
         # handshake is a gate of registers with no decode of the state before it.
-        issuing = Signal()
-        issued = Signal()
-        gb_one = Signal()           # su.gb == 1, registered: q_heads' verdict on its init
-        m.d.sync += gb_one.eq(su.gb == 1)
+        self.issuing = Signal()
+        self.issued = Signal()
+        gb_one = Signal()           # setup.gb == 1, registered: q_heads' verdict on its init
+        m.d.sync += gb_one.eq(setup.gb == 1)
         m.d.comb += [
-            self.cmd.payload.addr.eq(issue_addr),
-            self.cmd.payload.length.eq(self._row_bytes),
-            self.cmd.valid.eq(issuing & tag_room),
-            tags.w_data.eq(issue_kind),
-            tags.w_en.eq(self.cmd.valid & self.cmd.ready),
-            issued.eq(self.cmd.valid & self.cmd.ready),
-            q_heads.init.eq(su.gb), q_heads.init_last.eq(gb_one),
+            seq.cmd.payload.addr.eq(self.issue_addr),
+            seq.cmd.payload.length.eq(seq._row_bytes),
+            seq.cmd.valid.eq(self.issuing & self.tag_room),
+            self.tags.w_data.eq(self.issue_kind),
+            self.tags.w_en.eq(seq.cmd.valid & seq.cmd.ready),
+            self.issued.eq(seq.cmd.valid & seq.cmd.ready),
+            self.q_heads.init.eq(setup.gb), self.q_heads.init_last.eq(gb_one),
         ]
 
-        def issue_row(kind, ptr, tensor=None):
-            """In this state, read the row of `kind` at `ptr`; once the command is taken,
-            `ptr` steps on by the row stride of `tensor` (None: it stays)."""
-            m.d.comb += [self.busy.eq(1), issue_addr.eq(ptr), issue_kind.eq(kind)]
-            if tensor is not None:
-                with m.If(issued):
-                    m.d.sync += ptr.eq(ptr + tensor.row_stride)
+    def issue_row(self, kind, ptr, tensor=None):
+        """In this state, read the row of `kind` at `ptr`; once the command is taken,
+        `ptr` steps on by the row stride of `tensor` (None: it stays)."""
+        m = self.m
+        m.d.comb += [self.sequencer.busy.eq(1), self.issue_addr.eq(ptr),
+                     self.issue_kind.eq(kind)]
+        if tensor is not None:
+            with m.If(self.issued):
+                m.d.sync += ptr.eq(ptr + tensor.row_stride)
 
-        def count_down(counter, state):
-            """Once the command is taken, `counter` counts it; the one taken at 1 moves to
-            `state` (a later `m.next` in the same state yields to this one)."""
-            with m.If(issued):
-                m.d.comb += counter.step.eq(1)
-                with m.If(counter.last):
-                    m.next = state
+    def count_down(self, counter, state):
+        """Once the command is taken, `counter` counts it; the one taken at 1 moves to
+        `state` (a later `m.next` in the same state yields to this one)."""
+        m = self.m
+        with m.If(self.issued):
+            m.d.comb += counter.step.eq(1)
+            with m.If(counter.last):
+                m.next = state
 
-        def first_block_of_pass():
-            """LOAD's and PASS's loads for a pass's first block, from the latched run."""
-            m.d.sync += [rows_left.eq(su.gn), rows_left_h.eq(run.seq_len),
-                         keys_end.eq(su.skip), gkeys_end.eq(su.gskip),
-                         head_first.eq(1), full.eq(su.gn >= su.a_full),
-                         short.eq(run.causal & (su.short_h != 0))]
+    def first_block_of_pass(self):
+        """LOAD's and PASS's loads for a pass's first block, from the latched run."""
+        run, setup = self.run, self.setup_fields
+        self.m.d.sync += [self.rows_left.eq(setup.gn), self.rows_left_h.eq(run.seq_len),
+                          self.keys_end.eq(setup.skip), self.gkeys_end.eq(setup.gskip),
+                          self.head_first.eq(1), self.full.eq(setup.gn >= setup.a_full),
+                          self.short.eq(run.causal & (setup.short_h != 0))]
 
-        # The controller's `start` (from across the chip) enables the run's copy and the
-        # state's move only: LOAD, a cycle later, loads the first pass's hundreds of
-        # flip-flops from that copy, their enables decoded from the state as PASS's are.
-        with m.FSM():
-            with m.State("IDLE"):
-                with m.If(self.start):
-                    m.d.sync += run.eq(self.run)
-                    m.next = "LOAD"
-            with m.State("LOAD"):
-                m.d.comb += [self.busy.eq(1),
-                             passes_left.load.eq(1), passes_left.init.eq(su.passes),
-                             group_left.load.eq(1), group_left.init.eq(su.kv_every)]
-                first_block_of_pass()
-                m.d.sync += [q_head.eq(run.q.base), k_head.eq(run.k.base),
-                             v_head.eq(run.v.base), q_ptr.eq(run.q.base), q_row.eq(run.q.base)]
-                m.next = "SIZE"
-            with m.State("SIZE"):           # one cycle per block to size it
-                m.d.comb += self.busy.eq(1)
-                # causal: keys_end + rows_h, the three sums side by side and selected by
-                # the registered decisions, so that the block command's n_keys comes from a
-                # register: the KV buffer checks it and loads its counters from it in the
-                # cycle it takes the command (the controller refused a seq_len or kv_len
-                # above max_seq_len)
-                m.d.sync += [
-                    rows_valid.eq(Mux(short, su.short, Mux(full, su.a_full, rows_left))),
-                    rows_h.eq(Mux(short, su.short_h, Mux(full, su.a_g, rows_left_h))),
-                    size_keys.eq(Mux(run.causal, Mux(short, keys_end + su.short_h,
-                                                     Mux(full, keys_end + su.a_g,
-                                                         keys_end + rows_left_h)),
-                                     run.kv_len))]
-                m.next = "BLOCK"
-            with m.State("BLOCK"):
-                m.d.comb += [self.busy.eq(1), self.block.valid.eq(1),
-                             self.block.payload.rows_valid.eq(rows_valid),
-                             self.block.payload.n_keys.eq(size_keys),
-                             self.block.payload.causal.eq(run.causal),
-                             self.block.payload.gdiag.eq(Mux(run.causal, gkeys_end, 0)),
-                             self.block.payload.step.eq(su.gb)]
-                with m.If(self.block.ready):
-                    m.d.comb += [q_left.load.eq(1), q_left.init.eq(rows_valid),
-                                 q_heads.load.eq(1)]
-                    m.d.sync += [k_ptr.eq(k_head), v_ptr.eq(v_head),
-                                 rows_left.eq(rows_left - rows_valid),
-                                 rows_left_h.eq(rows_left_h - rows_h),
-                                 block_pairs.eq(size_keys - 1), one_key.eq(size_keys == 1),
-                                 keys_end.eq(size_keys), gkeys_end.eq(gkeys_end + rows_valid),
-                                 head_first.eq(0), issuing.eq(1)]
-                    m.next = "Q"
-            with m.State("Q"):              # row t of each of the pass's heads, then t + 1
-                issue_row(Kind.Q, q_ptr)
-                with m.If(issued):
-                    m.d.comb += [q_heads.step.eq(1), q_heads.load.eq(q_heads.last)]
-                    m.d.sync += q_ptr.eq(q_ptr + run.q.head_stride)
-                    with m.If(q_heads.last):
-                        m.d.sync += [q_row.eq(q_row + run.q.row_stride),
-                                     q_ptr.eq(q_row + run.q.row_stride)]
-                count_down(q_left, "K_FIRST")
-            with m.State("K_FIRST"):
-                issue_row(Kind.K, k_ptr, run.k)
-                with m.If(issued):
-                    m.d.comb += [kv_left.load.eq(1), kv_left.init.eq(block_pairs)]
-                    with m.If(one_key):
-                        m.next = "V_LAST"
-                    with m.Else():
-                        m.next = "KV_K"
-            with m.State("KV_K"):
-                issue_row(Kind.K, k_ptr, run.k)
-                with m.If(issued):
-                    m.next = "KV_V"
-            with m.State("KV_V"):
-                issue_row(Kind.V, v_ptr, run.v)
-                with m.If(issued):
+    def setup(self):
+        """IDLE latches the run on `start`; LOAD loads the first pass's counters and the
+        head pointers from that copy."""
+        m, seq, run, setup = self.m, self.sequencer, self.run, self.setup_fields
+        with m.State("IDLE"):
+            with m.If(seq.start):
+                m.d.sync += run.eq(seq.run)
+                m.next = "LOAD"
+        with m.State("LOAD"):
+            m.d.comb += [seq.busy.eq(1),
+                         self.passes_left.load.eq(1), self.passes_left.init.eq(setup.passes),
+                         self.group_left.load.eq(1), self.group_left.init.eq(setup.kv_every)]
+            self.first_block_of_pass()
+            m.d.sync += [self.q_head.eq(run.q.base), self.k_head.eq(run.k.base),
+                         self.v_head.eq(run.v.base), self.q_ptr.eq(run.q.base),
+                         self.q_row.eq(run.q.base)]
+            m.next = "SIZE"
+
+    def block_command(self):
+        """SIZE sizes the next block (its rows and keys) in a cycle of its own; BLOCK
+        offers it on `block` and, once taken, starts its reads."""
+        m, seq, run, setup = self.m, self.sequencer, self.run, self.setup_fields
+        full, short, keys_end = self.full, self.short, self.keys_end
+        with m.State("SIZE"):           # one cycle per block to size it
+            m.d.comb += seq.busy.eq(1)
+            # causal: keys_end + rows_h, the three sums side by side and selected by
+            # the registered decisions, so that the block command's n_keys comes from a
+            # register: the KV buffer checks it and loads its counters from it in the
+            # cycle it takes the command (the controller refused a seq_len or kv_len
+            # above max_seq_len)
+            m.d.sync += [
+                self.rows_valid.eq(Mux(short, setup.short,
+                                       Mux(full, setup.a_full, self.rows_left))),
+                self.rows_h.eq(Mux(short, setup.short_h,
+                                   Mux(full, setup.a_g, self.rows_left_h))),
+                self.size_keys.eq(Mux(run.causal, Mux(short, keys_end + setup.short_h,
+                                                      Mux(full, keys_end + setup.a_g,
+                                                          keys_end + self.rows_left_h)),
+                                      run.kv_len))]
+            m.next = "BLOCK"
+        with m.State("BLOCK"):
+            m.d.comb += [seq.busy.eq(1), seq.block.valid.eq(1),
+                         seq.block.payload.rows_valid.eq(self.rows_valid),
+                         seq.block.payload.n_keys.eq(self.size_keys),
+                         seq.block.payload.causal.eq(run.causal),
+                         seq.block.payload.gdiag.eq(Mux(run.causal, self.gkeys_end, 0)),
+                         seq.block.payload.step.eq(setup.gb)]
+            with m.If(seq.block.ready):
+                m.d.comb += [self.q_left.load.eq(1), self.q_left.init.eq(self.rows_valid),
+                             self.q_heads.load.eq(1)]
+                m.d.sync += [self.k_ptr.eq(self.k_head), self.v_ptr.eq(self.v_head),
+                             self.rows_left.eq(self.rows_left - self.rows_valid),
+                             self.rows_left_h.eq(self.rows_left_h - self.rows_h),
+                             self.block_pairs.eq(self.size_keys - 1),
+                             self.one_key.eq(self.size_keys == 1),
+                             keys_end.eq(self.size_keys),
+                             self.gkeys_end.eq(self.gkeys_end + self.rows_valid),
+                             self.head_first.eq(0), self.issuing.eq(1)]
+                m.next = "Q"
+
+    def block_reads(self):
+        """The reads of one block, a command a state per cycle taken: its Q rows (row t of
+        each of the pass's heads, then t + 1), then the K/V pass K_0, K_1, V_0, ...,
+        V_(n-1); V_LAST goes on to the next block, the next pass, or IDLE."""
+        m, run = self.m, self.run
+        with m.State("Q"):              # row t of each of the pass's heads, then t + 1
+            self.issue_row(Kind.Q, self.q_ptr)
+            with m.If(self.issued):
+                m.d.comb += [self.q_heads.step.eq(1), self.q_heads.load.eq(self.q_heads.last)]
+                m.d.sync += self.q_ptr.eq(self.q_ptr + run.q.head_stride)
+                with m.If(self.q_heads.last):
+                    m.d.sync += [self.q_row.eq(self.q_row + run.q.row_stride),
+                                 self.q_ptr.eq(self.q_row + run.q.row_stride)]
+            self.count_down(self.q_left, "K_FIRST")
+        with m.State("K_FIRST"):
+            self.issue_row(Kind.K, self.k_ptr, run.k)
+            with m.If(self.issued):
+                m.d.comb += [self.kv_left.load.eq(1), self.kv_left.init.eq(self.block_pairs)]
+                with m.If(self.one_key):
+                    m.next = "V_LAST"
+                with m.Else():
                     m.next = "KV_K"
-                count_down(kv_left, "V_LAST")
-            with m.State("V_LAST"):
-                issue_row(Kind.V, v_ptr)
-                with m.If(issued):
-                    m.d.sync += issuing.eq(0)
-                    with m.If(more_rows):
-                        m.next = "SIZE"
-                    with m.Elif(passes_left.last):
-                        m.next = "IDLE"
-                    with m.Else():
-                        m.next = "PASS"
-            with m.State("PASS"):           # the next pass's heads, a cycle after V_LAST's
-                # command is taken: its hundreds of enables then come from the state, not
-                # from the handshake and the decisions behind it
-                m.d.comb += [self.busy.eq(1), passes_left.step.eq(1), group_left.step.eq(1),
-                             group_left.load.eq(group_left.last),
-                             group_left.init.eq(su.kv_every)]
-                first_block_of_pass()
-                m.d.sync += [q_head.eq(q_head + su.q_group_stride),
-                             q_row.eq(q_head + su.q_group_stride),
-                             q_ptr.eq(q_head + su.q_group_stride)]
-                with m.If(group_left.last):     # the next K/V head
-                    m.d.sync += [k_head.eq(k_head + run.k.head_stride),
-                                 v_head.eq(v_head + run.v.head_stride)]
-                m.next = "SIZE"
-        return m
+        with m.State("KV_K"):
+            self.issue_row(Kind.K, self.k_ptr, run.k)
+            with m.If(self.issued):
+                m.next = "KV_V"
+        with m.State("KV_V"):
+            self.issue_row(Kind.V, self.v_ptr, run.v)
+            with m.If(self.issued):
+                m.next = "KV_K"
+            self.count_down(self.kv_left, "V_LAST")
+        with m.State("V_LAST"):
+            self.issue_row(Kind.V, self.v_ptr)
+            with m.If(self.issued):
+                m.d.sync += self.issuing.eq(0)
+                with m.If(self.more_rows):
+                    m.next = "SIZE"
+                with m.Elif(self.passes_left.last):
+                    m.next = "IDLE"
+                with m.Else():
+                    m.next = "PASS"
+
+    def head_advance(self):
+        """PASS moves the pointers to the next pass's query heads (and every `kv_every`
+        passes to the next K/V head) and loads its first block."""
+        m, seq, run, setup = self.m, self.sequencer, self.run, self.setup_fields
+        with m.State("PASS"):           # the next pass's heads, a cycle after V_LAST's
+            # command is taken: its hundreds of enables then come from the state, not
+            # from the handshake and the decisions behind it
+            m.d.comb += [seq.busy.eq(1), self.passes_left.step.eq(1),
+                         self.group_left.step.eq(1),
+                         self.group_left.load.eq(self.group_left.last),
+                         self.group_left.init.eq(setup.kv_every)]
+            self.first_block_of_pass()
+            next_head = self.q_head + setup.q_group_stride
+            m.d.sync += [self.q_head.eq(next_head), self.q_row.eq(next_head),
+                         self.q_ptr.eq(next_head)]
+            with m.If(self.group_left.last):     # the next K/V head
+                m.d.sync += [self.k_head.eq(self.k_head + run.k.head_stride),
+                             self.v_head.eq(self.v_head + run.v.head_stride)]
+            m.next = "SIZE"
 
 
 class WriteSequencer(wiring.Component):
