@@ -463,15 +463,17 @@ class WriteSequencer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        aw = self._addr_width
-        run = Signal(run_layout(aw))
-        su = run.setup
+        addr_width = self._addr_width
+        run = Signal(run_layout(addr_width))
+        setup = run.setup
         # a pass of gb heads writes row t of each in turn; the ends are registers
         # (`DownCounter`), since the DMA's `ready` enables everything they decide
         m.submodules.o_heads = o_heads = DownCounter(8, init_last=True)  # this row's heads
         m.submodules.rows_left = rows_left = DownCounter(32, init_last=True)  # this pass's rows
         m.submodules.passes_left = passes_left = DownCounter(32)
-        o_head, o_row, o_ptr = Signal(aw), Signal(aw), Signal(aw)
+        o_head = Signal(addr_width)     # this pass's first head, row 0
+        o_row = Signal(addr_width)      # this row of the pass's first head
+        o_ptr = Signal(addr_width)      # the next command's row
         issuing = Signal()
         started = Signal()
         outstanding = Signal(33)
@@ -495,8 +497,8 @@ class WriteSequencer(wiring.Component):
             self.busy.eq(issuing | (outstanding != 0)),
             # a start (which the controller gives only between runs) loads all three
             o_heads.load.eq(self.start | row_end), o_heads.step.eq(taken),
-            o_heads.init.eq(Mux(self.start, self.run.setup.gb, su.gb)),
-            o_heads.init_last.eq(Mux(self.start, self.run.setup.gb == 1, su.gb == 1)),
+            o_heads.init.eq(Mux(self.start, self.run.setup.gb, setup.gb)),
+            o_heads.init_last.eq(Mux(self.start, self.run.setup.gb == 1, setup.gb == 1)),
             rows_left.load.eq(self.start | pass_end), rows_left.step.eq(row_end),
             rows_left.init.eq(Mux(self.start, self.run.seq_len, run.seq_len)),
             # compared, then selected: the start pulse comes from the controller, far away
@@ -516,9 +518,9 @@ class WriteSequencer(wiring.Component):
                 m.d.sync += [o_row.eq(o_row + run.o.row_stride),
                              o_ptr.eq(o_row + run.o.row_stride)]
                 with m.If(rows_left.last):
-                    m.d.sync += [o_head.eq(o_head + su.o_group_stride),
-                                 o_row.eq(o_head + su.o_group_stride),
-                                 o_ptr.eq(o_head + su.o_group_stride)]
+                    next_head = o_head + setup.o_group_stride
+                    m.d.sync += [o_head.eq(next_head), o_row.eq(next_head),
+                                 o_ptr.eq(next_head)]
                     with m.If(passes_left.last):
                         m.d.sync += issuing.eq(0)
         with m.If(self.start):
