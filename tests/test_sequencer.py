@@ -1,6 +1,10 @@
 """The DMA command sequencers against their Python twins, under random back-pressure."""
 
+import gc
+import warnings
+
 import pytest
+from amaranth.hdl import UnusedElaboratable
 from amaranth.sim import Simulator
 
 from attenio.hdl.sequencer import (Kind, ReadSequencer, WriteSequencer, read_schedule,
@@ -75,10 +79,15 @@ def test_read_sequencer_never_loses_a_tag_when_its_tags_back_up(rng, tag_depth):
 
 
 def test_read_sequencer_refuses_a_tag_fifo_of_one():
-    with pytest.raises(ValueError, match="ReadSequencer: tag_depth must be an integer >= 2, "
-                                         "not 1"):
-        ReadSequencer(addr_width=32, block_rows=4, row_bytes=ROW_BYTES, max_seq_len=64,
-                      tag_depth=1)
+    # the half-built object is never elaborated; keep Amaranth's warning about it here
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        with pytest.raises(ValueError, match="ReadSequencer: tag_depth must be an integer "
+                                             ">= 2, not 1") as info:
+            ReadSequencer(addr_width=32, block_rows=4, row_bytes=ROW_BYTES, max_seq_len=64,
+                          tag_depth=1)
+        del info
+        gc.collect()
 
 
 def check_read_sequencer(rng, seq_len, heads, block_rows, causal, kv_len, group, grouped, *,
@@ -206,3 +215,69 @@ def test_read_schedule_grouped_reads_each_kv_row_once_a_group():
     assert blocks == [(2, 2, 0)] * 2
     assert [a for kind, a in cmds if kind == Kind.Q] == [0, 1000, 2000, 3000]
     assert [a for kind, a in cmds if kind == Kind.K] == [5000, 5010, 5100, 5110]
+
+
+async def cycles_until(ctx, signal, limit=50):
+    """The cycles from now until `signal` is high (0: it is high in this cycle)."""
+    for cycle in range(limit):
+        if ctx.get(signal):
+            return cycle
+        await ctx.tick()
+    raise AssertionError(f"{signal} stayed low for {limit} cycles")
+
+
+def test_read_sequencer_offers_its_first_block_and_command_at_its_published_latencies(rng):
+    """`block_latency` and `command_latency` as the timing of the top counts them: the
+    cycles from the one with `start` to the first offered on `block` and on `cmd`, every
+    consumer ready."""
+    t = run_params(rng, 5, 2)
+    dut = ReadSequencer(addr_width=32, block_rows=4, row_bytes=ROW_BYTES, max_seq_len=64)
+
+    async def tb(ctx):
+        set_run(ctx, dut.run, 5, 2, t)
+        for ready in (dut.cmd.ready, dut.kind.ready, dut.block.ready):
+            ctx.set(ready, 1)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        block = 1 + await cycles_until(ctx, dut.block.valid)
+        assert block == ReadSequencer.block_latency
+        assert block + await cycles_until(ctx, dut.cmd.valid) == ReadSequencer.command_latency
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+
+
+def test_write_sequencer_finishes_its_published_latency_after_the_last_completion(rng):
+    """`finish_latency`: the cycles from the one in which the last write's completion is on
+    `done` to the first with `finished`."""
+    seq_len, heads = 3, 2
+    t = run_params(rng, seq_len, heads)
+    dut = WriteSequencer(addr_width=32, row_bytes=ROW_BYTES)
+
+    async def tb(ctx):
+        set_run(ctx, dut.run, seq_len, heads, t)
+        ctx.set(dut.cmd.ready, 1)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        issued = 0
+        while issued < seq_len * heads:     # every command taken, no completion yet
+            issued += ctx.get(dut.cmd.valid)
+            await ctx.tick()
+        for left in range(issued, 0, -1):   # then the completions, the last alone
+            ctx.set(dut.done.valid, 1)
+            await ctx.delay(1e-9)
+            assert not ctx.get(dut.finished)
+            await ctx.tick()
+            ctx.set(dut.done.valid, 0)
+            if left > 1 and rng.random() < 0.5:
+                await ctx.tick()
+        assert await cycles_until(ctx, dut.finished) + 1 == WriteSequencer.finish_latency
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
