@@ -256,6 +256,11 @@ def _add_command(sub, name, func, help, *, with_json=False, out="build/<name>", 
 
 
 def build_parser():
+    from .gen.synth import TARGETS
+    from .sim.e2e import ENGINES
+    from .sim.golden import INPUT_KINDS
+    from .sim.runner import SIMULATORS
+
     parser = Parser(prog="attenio", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     _add_command(sub, "plan", cmd_plan, with_json=True,
@@ -266,13 +271,12 @@ def build_parser():
     p.add_argument("--lint", action="store_true", help="also run verilator --lint-only -Wall")
 
     p = _add_command(sub, "sim", cmd_sim, help="simulate the generated accelerator end to end")
-    p.add_argument("--simulator", choices=["verilator", "icarus"], default="verilator")
+    p.add_argument("--simulator", choices=SIMULATORS, default="verilator")
     p.add_argument("--seed", type=non_negative_int, default=1, help="seed of inputs and memory model")
     p.add_argument("--inputs", metavar="FILE.npz",
                    help="q, k, v arrays [heads, N, d]: float (run unquantized in fp16/bf16, "
                         "quantized for int8) or int8 with scale_*")
-    p.add_argument("--input-kind", default="gaussian",
-                   choices=["gaussian", "spread", "equal", "dominant", "dominant_far", "ascending"],
+    p.add_argument("--input-kind", default="gaussian", choices=INPUT_KINDS,
                    help="random inputs to use without --inputs")
     p.add_argument("--latency-prob", type=float, default=0.0, metavar="P",
                    help="probability of a random memory stall per access")
@@ -280,7 +284,7 @@ def build_parser():
                    help="longest random memory stall")
     p.add_argument("--backpressure", type=float, default=0.0, metavar="P",
                    help="probability of a pause on each AXI channel per cycle")
-    p.add_argument("--engine", choices=["auto", "fast", "cocotb"], default="auto",
+    p.add_argument("--engine", choices=("auto", *ENGINES), default="auto",
                    help="fast: the Verilated design driven from C++ on the in-design memory "
                         "model, no Python in the loop (long runs); cocotb: the cocotb bench "
                         "(AxiRam, random latency, back-pressure, Icarus); auto (default): fast "
@@ -294,7 +298,7 @@ def build_parser():
 
     p = _add_command(sub, "synth", cmd_synth,
                      help="synthesize (Yosys) and, for ECP5, place and route (nextpnr)")
-    p.add_argument("--target", choices=["generic", "ecp5", "all"], default="generic",
+    p.add_argument("--target", choices=(*TARGETS, "all"), default="generic",
                    help="generic: Yosys gate counts; ecp5: synth_ecp5 + nextpnr-ecp5 on the "
                         "LFE5U-85F (ULX3S); all: both")
     p.add_argument("--no-pnr", action="store_true", help="ecp5: stop after synthesis")

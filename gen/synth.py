@@ -36,11 +36,15 @@ from attenio import validate
 from attenio.errors import ConfigError
 from attenio.hdl.formats import dsp
 
-__all__ = ["TARGETS", "DEVICE", "PLACER_OPTIONS", "PNR_OPTIONS", "ToolMissing", "tool_path",
+__all__ = ["TARGETS", "GENERIC_LEVELS", "DEVICE", "PLACER_OPTIONS", "PNR_OPTIONS", "ToolMissing", "tool_path",
            "run_tool", "harness_verilog", "synthesize", "render_table", "resources_of",
            "yosys_cells", "pnr_summary", "place_and_route", "fmax_cell"]
 
 TARGETS = ("generic", "ecp5")
+
+#: How far the generic target synthesizes: "gate" (synth -flatten -noabc, gate counts) or
+#: "word" (the coarse part of synth only: word-level cells, seconds instead of a minute).
+GENERIC_LEVELS = ("gate", "word")
 
 #: The ULX3S 85F part as nextpnr names it, with its capacity (Lattice DS1044).
 DEVICE = {"name": "LFE5U-85F-6CABGA381", "nextpnr": ["--85k", "--package", "CABGA381", "--speed", "6"],
@@ -417,7 +421,7 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
     stat = "stat.json"
     extra = (yosys_extra or "").strip()
     if target == "generic":
-        validate.one_of("synth", "generic_level", generic_level, ("gate", "word"),
+        validate.one_of("synth", "generic_level", generic_level, GENERIC_LEVELS,
                         error=ConfigError)
         run = "-noabc" if generic_level == "gate" else "-run begin:fine"
         script = (f"read_verilog -sv attenio_top.v\nsynth -flatten {run} -top {TOP_NAME}\n{extra}\n"

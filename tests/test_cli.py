@@ -290,6 +290,25 @@ def test_bad_input_is_one_line_and_status_2(capsys, tmp_path, monkeypatch, comma
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
+def _choices(command, option):
+    from attenio.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command").choices[command]
+    return tuple(next(a for a in sub._actions if option in a.option_strings).choices)
+
+
+def test_sim_offers_what_the_simulation_knows_and_nothing_else():
+    from attenio.gen.synth import TARGETS
+    from attenio.sim.e2e import ENGINES
+    from attenio.sim.golden import INPUT_KINDS
+    from attenio.sim.runner import SIMULATORS
+
+    assert _choices("sim", "--simulator") == SIMULATORS == ("verilator", "icarus")
+    assert _choices("sim", "--input-kind") == INPUT_KINDS and "dominant_far" in INPUT_KINDS
+    assert set(_choices("sim", "--engine")) == {"auto", *ENGINES} == {"auto", "fast", "cocotb"}
+    assert _choices("synth", "--target") == (*TARGETS, "all")
+
+
 @pytest.mark.parametrize("argv, start, fragment", [
     (["plan", "--config", "bad.toml"], "attenio plan: error: config file", "not valid TOML"),
     (["compare", "--seq-lens", "8K,x"], "attenio compare: error: argument --seq-lens", ""),

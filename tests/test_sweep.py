@@ -219,6 +219,10 @@ def test_the_front_is_the_undominated_points():
     ('[base]\nmacz = "4x4"\n', "unknown option 'macz'"),
     ('stages = ["plan", "place"]\n', "stages must be a non-empty list of plan, model, synth, sim"),
     ('[synth]\ntarget = "ice40"\n', "[synth] target must be 'generic' or 'ecp5', not 'ice40'"),
+    ('[sim]\ninput_kind = "uniform"\n', "[sim] input_kind must be 'gaussian' or 'spread' or "
+                                         "'equal' or 'dominant' or 'dominant_far' or "
+                                         "'ascending', not 'uniform'"),
+    ('[sim]\nsimulator = "xcelium"\n', "[sim] simulator must be 'verilator' or 'icarus'"),
 ])
 def test_a_bad_spec_is_one_line_before_any_work(tmp_path, capsys, body, words):
     (tmp_path / "bad.toml").write_text(body)

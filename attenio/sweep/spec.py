@@ -36,7 +36,9 @@ from pathlib import Path
 
 from attenio.config import read_toml
 from attenio.errors import ConfigError
-from attenio.gen.synth import LUT_MUL_WIDTH
+from attenio.gen.synth import GENERIC_LEVELS, LUT_MUL_WIDTH, TARGETS
+from attenio.sim.golden import INPUT_KINDS
+from attenio.sim.runner import SIMULATORS
 
 __all__ = ["STAGES", "STAGE_OPTIONS", "Point", "Task", "Spec", "load_spec", "options_parser",
            "config_of"]
@@ -49,15 +51,13 @@ STAGES = ("plan", "model", "synth", "sim")
 STAGE_OPTIONS = {
     "plan": {},
     "model": {},
-    "synth": {"target": ("generic", ("generic", "ecp5")),
-              # gate: `attenio synth --target generic` (synth -flatten -noabc); word: the
-              # coarse part of synth only (word-level cells, seconds instead of a minute)
-              "level": ("gate", ("gate", "word")),
+    "synth": {"target": ("generic", TARGETS),
+              "level": ("gate", GENERIC_LEVELS),       # the generic target's, gen.synth
               "pnr": (True, bool), "lut_mul_width": (LUT_MUL_WIDTH, int), "seed": (1, int),
               "memory_gib": (2.0, float)},
-    "sim": {"simulator": ("verilator", ("verilator", "icarus")),
+    "sim": {"simulator": ("verilator", SIMULATORS),
             "memory": ("model", ("model", "axiram")), "seed": (1, int),
-            "input_kind": ("gaussian", str), "memory_gib": (2.0, float)},
+            "input_kind": ("gaussian", INPUT_KINDS), "memory_gib": (2.0, float)},
 }
 
 _TOP_KEYS = {"name", "stages", "base", "grid", "points", *STAGE_OPTIONS}
