@@ -1,4 +1,5 @@
-"""Closed-form I/O analysis of tall-and-skinny MMM and of attention (DESIGN.md section 3).
+"""Closed-form I/O analysis of tall-and-skinny MMM and of attention (Lu et al., "I/O Analysis
+is All You Need", ASPLOS 2026).
 
 All counts are in elements and exact (with the ceilings a finite N brings); the
 `*_continuous` forms are the smooth approximations of the analysis, kept to show

@@ -1,4 +1,4 @@
-"""The baseline dataflows of DESIGN.md section 4, planned on the same budget.
+"""The baseline dataflows AttenIO is compared with, planned on the same budget.
 
 Each baseline is a `BaselinePlan`: its own tiling (chosen by its own rule, in
 elements of the stored precision, M = cache bytes / element bytes), its on-chip

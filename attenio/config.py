@@ -141,7 +141,7 @@ def _preset(name, fmt, *, seq_len, head_dim, **budget):
 
 
 PRESETS = {c.name: c for c in (
-    # DESIGN.md section 3: the paper's evaluation hardware.
+    # The paper's evaluation hardware (Lu et al., ASPLOS 2026; docs/paper.md).
     _preset("paper", FP16Format(), seq_len=65536, head_dim=64,
             mac_lines=64, macs_per_line=32, exp_units=128, cache_bytes=512 * 1024,
             kv_buffer_bytes=256, bw_bytes_per_cycle=128, latency_cycles=100, clock_mhz=1000,

@@ -4,8 +4,8 @@ The default comparison (`attenio.model.compare`, "fair" timing) runs every dataf
 through the cycle models on the same hardware, memory and compute overlapped at
 the full bandwidth; where compute binds, no dataflow can beat another. The
 paper's speedups (`PAPER_REPORTED`) rest on other assumptions, decoded from its
-figures (DESIGN.md section 3). `PaperTiming` states each as a field, so any of them
-can be switched off and its share of the difference measured:
+figures (docs/paper.md measures what each contributes). `PaperTiming` states each as
+a field, so any of them can be switched off and its share of the difference measured:
 
 rule 1  ``baselines_serial``, ``bw_eff``: Standard, FLAT and FlashAttention-2 pay
         their off-chip traffic after their compute, without overlap, at an
