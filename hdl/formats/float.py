@@ -192,13 +192,13 @@ class FloatArith:
 
     def _exp_arg(self, st, x, mo):
         mo = Value.cast(mo)
-        d = fp._add(st, x, Cat(mo[:31], ~mo[31]), "farg_d")
+        d = fp.staged_add(st, x, Cat(mo[:31], ~mo[31]), "farg_d")
         d_nan = (d[23:31] == 0xFF) & (d[:23] != 0)
         up = Signal(name="farg_up")
         neg = Signal(32, name="farg_neg")
         st.stage(up.eq(~d[31] & (d[:31] != 0) & ~d_nan), neg.eq(Cat(d[:31], Const(1, 1))))
         cfg = self._fixed.cfg
-        z = fp._to_fixed(st, neg, cfg.x_frac, self.x_shape.width, "farg_z")
+        z = fp.staged_to_fixed(st, neg, cfg.x_frac, self.x_shape.width, "farg_z")
         return z, st.delay(up, fp.to_fixed_latency(cfg.x_frac, self.x_shape.width), "farg_up")
 
     def exp2(self, m, z, *, domain="sync", en=None):
@@ -216,15 +216,15 @@ class FloatArith:
         return self._update(Stages(m, domain, en), up, e32, o, v)
 
     def _update(self, st, up, e32, o, v):
-        v32 = fp._convert(st, v, self._spec, FP32, "fupd_v")
+        v32 = fp.staged_convert(st, v, self._spec, FP32, "fupd_v")
         wait = fp.convert_latency(self._spec, FP32)
         up1, e1, o1 = (st.delay(x, wait, f"fupd_{n}") for x, n in ((up, "up"), (e32, "e"),
                                                                       (o, "o")))
         other, addend, e2 = (Signal(32, name=f"fupd_{n}") for n in ("b", "addend", "e2"))
         st.stage(other.eq(Mux(up1, o1, v32)), addend.eq(Mux(up1, v32, o1)), e2.eq(e1))
-        prod = fp._mul(st, e2, other, FP32, FP32, "fupd_mul")
-        return fp._add(st, prod, st.delay(addend, fp.mul_latency(FP32, FP32), "fupd_addend"),
-                       "fupd_add")
+        prod = fp.staged_mul(st, e2, other, FP32, FP32, "fupd_mul")
+        addend_late = st.delay(addend, fp.mul_latency(FP32, FP32), "fupd_addend")
+        return fp.staged_add(st, prod, addend_late, "fupd_add")
 
     def update_l(self, m, up, e, l, *, domain="sync"):
         """l' = rescale(e, l) + 1 if up, else l + e (fixed point: `Int8Arith.update`)."""
@@ -241,10 +241,10 @@ class FloatArith:
     def _finalize(self, st, o, y, ey):
         exp = Signal(signed(8), name="ffin_exp")
         st.m.d.comb += exp.eq(-self._fixed.cfg.recip_frac - Value.cast(ey))
-        r = fp._from_fixed(st, y, exp, "ffin_r")
+        r = fp.staged_from_fixed(st, y, exp, "ffin_r")
         o1 = st.delay(o, fp.from_fixed_latency(len(Value.cast(y))), "ffin_o")
-        return fp._convert(st, fp._mul(st, o1, r, FP32, FP32, "ffin_mul"), FP32, self._spec,
-                           "ffin_out")
+        prod = fp.staged_mul(st, o1, r, FP32, FP32, "ffin_mul")
+        return fp.staged_convert(st, prod, FP32, self._spec, "ffin_out")
 
     # -- twins --------------------------------------------------------------------------
 

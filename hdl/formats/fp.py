@@ -1,7 +1,7 @@
 """IEEE 754 binary floating point: the encodings, pipelined builders and their NumPy twins.
 
 The floating-point formats (fp16 or bf16 storage, fp32 accumulation) are built
-from three operations, each an Amaranth builder beside a NumPy twin that
+from these operations, each an Amaranth builder beside a NumPy twin that
 computes the same bits:
 
 * `mul`: the product of two numbers (fp16, bf16 or fp32 each), rounded to fp32;
@@ -33,6 +33,12 @@ on every platform NumPy runs on) and the conversions of NumPy (fp16) and
 ml_dtypes (bf16), then make NaNs canonical; their agreement with SoftFloat is
 tested, so they are an executable statement of the semantics above.
 
+Each builder takes the Module to build in (``mul(m, ...)``, with its clock domain and
+stall enable); its staged form (`staged_mul`, ...) takes a `dsp.Stages` instead, for a
+builder that chains several of them on one pipeline and counts their stages as one
+(`attenio.hdl.formats.float.FloatArith`). Each latency function (`mul_latency`, ...)
+is the stage count of the staged form.
+
 Every builder ends in the same normalize-round-pack pipeline (`_round_pack`): a
 value sig * 2**e with an unsigned integer significand is normalized (leading-zero
 count, shift), placed at the destination's exponent (subnormal results shifted
@@ -54,9 +60,11 @@ from amaranth.hdl import Cat, Const, Mux, Signal, Value, signed
 from .dsp import Stages, partial_products, sum_partials
 
 __all__ = ["FloatSpec", "FP16", "BF16", "FP32", "SPECS", "mul", "add", "convert", "maximum",
-           "to_fixed", "from_fixed", "mul_latency", "add_latency", "convert_latency",
-           "maximum_latency", "to_fixed_latency", "from_fixed_latency", "np_mul", "np_add",
-           "np_convert", "np_maximum", "np_to_fixed", "np_from_fixed", "np_canonical"]
+           "to_fixed", "from_fixed", "staged_mul", "staged_add", "staged_convert",
+           "staged_maximum", "staged_to_fixed", "staged_from_fixed", "mul_latency",
+           "add_latency", "convert_latency", "maximum_latency", "to_fixed_latency",
+           "from_fixed_latency", "np_mul", "np_add", "np_convert", "np_maximum", "np_to_fixed",
+           "np_from_fixed", "np_canonical"]
 
 
 @dataclass(frozen=True)
@@ -213,7 +221,8 @@ def _round_up(guard, rest, lsb):
 
 def _round_pack(st, *, sign, zero_sign, sig, e, dst, nan, inf, name):
     """The fp `dst` encoding of (-1)**sign * sig * 2**e, rounded to nearest even; NaN if
-    `nan`, (-1)**sign inf if `inf`, and (-1)**zero_sign 0 if sig is 0. Five stages."""
+    `nan`, (-1)**sign inf if `inf`, and (-1)**zero_sign 0 if sig is 0: one stage per
+    numbered step below."""
     m = st.m
     M, E = dst.man_bits, dst.exp_bits
     sig = Value.cast(sig)
@@ -279,10 +288,12 @@ def mul(m, a, b, src_a, src_b, *, domain="sync", en=None, name="fmul"):
     """fp32 bits of a * b for encodings a of `src_a` and b of `src_b`, `mul_latency`
     cycles later: unpack, the significands' product (ECP5 DSPs) with the exponents'
     sum, the partial products' sum, then `_round_pack`."""
-    return _mul(Stages(m, domain, en), a, b, src_a, src_b, name)
+    return staged_mul(Stages(m, domain, en), a, b, src_a, src_b, name)
 
 
-def _mul(st, a, b, src_a, src_b, name):
+def staged_mul(st, a, b, src_a, src_b, name):
+    """`mul` staged on `st` (a `dsp.Stages`), its registers named after `name`: the fp32
+    product `mul_latency(src_a, src_b)` stages later."""
     _check("mul", src_a=src_a, src_b=src_b)
     m = st.m
     sa, siga, ea, za, ia, na = _unpack(m, a, src_a, f"{name}_a")
@@ -312,10 +323,12 @@ def add(m, a, b, *, domain="sync", en=None, name="fadd"):
     """fp32 bits of a + b for fp32 encodings a, b, `add_latency` cycles later: unpack and
     compare magnitudes, swap and the exponents' difference, align (three extra bits,
     the lowest sticky), add or subtract, then `_round_pack`."""
-    return _add(Stages(m, domain, en), a, b, name)
+    return staged_add(Stages(m, domain, en), a, b, name)
 
 
-def _add(st, a, b, name):
+def staged_add(st, a, b, name):
+    """`add` staged on `st` (a `dsp.Stages`), its registers named after `name`: the fp32
+    sum `add_latency()` stages later."""
     m = st.m
     a, b = Value.cast(a), Value.cast(b)
     M = FP32.man_bits
@@ -363,10 +376,12 @@ def _add(st, a, b, name):
 def convert(m, x, src, dst, *, domain="sync", en=None, name="fcvt"):
     """`dst` bits of encoding x of `src`, rounded to nearest even, `convert_latency`
     cycles later: unpack, then `_round_pack`."""
-    return _convert(Stages(m, domain, en), x, src, dst, name)
+    return staged_convert(Stages(m, domain, en), x, src, dst, name)
 
 
-def _convert(st, x, src, dst, name):
+def staged_convert(st, x, src, dst, name):
+    """`convert` staged on `st` (a `dsp.Stages`), its registers named after `name`: the
+    `dst` encoding `convert_latency(src, dst)` stages later."""
     _check("convert", src=src, dst=dst)
     m = st.m
     s, sig, e, _, inf, nan = _unpack(m, x, src, name)
@@ -380,7 +395,7 @@ def _convert(st, x, src, dst, name):
 def maximum(m, a, b, *, domain="sync", en=None, name="fmax"):
     """fp32 bits of the larger of fp32 encodings a and b (NaN if either is, -0 < +0),
     `maximum_latency` cycles later: the order keys and NaN tests, then one comparison."""
-    return _maximum(Stages(m, domain, en), a, b, name)
+    return staged_maximum(Stages(m, domain, en), a, b, name)
 
 
 def _order_key(x):
@@ -390,7 +405,9 @@ def _order_key(x):
     return Mux(x[31], ~x, Cat(x[:31], Const(1, 1)))
 
 
-def _maximum(st, a, b, name):
+def staged_maximum(st, a, b, name):
+    """`maximum` staged on `st` (a `dsp.Stages`), its registers named after `name`: the
+    larger fp32 encoding `maximum_latency()` stages later."""
     a, b = Value.cast(a), Value.cast(b)
     nan = lambda x: (x[23:31] == 0xFF) & (x[:23] != 0)
     ka, kb = Signal(32, name=f"{name}_ka"), Signal(32, name=f"{name}_kb")
@@ -408,10 +425,12 @@ def to_fixed(m, x, frac, width, *, domain="sync", en=None, name="ffix"):
     saturated, NaN to the most negative value; `to_fixed_latency` cycles later:
     unpack, the shift distance, the shift with its guard and sticky bits, the rounding
     increment, the sign, the saturation."""
-    return _to_fixed(Stages(m, domain, en), x, frac, width, name)
+    return staged_to_fixed(Stages(m, domain, en), x, frac, width, name)
 
 
-def _to_fixed(st, x, frac, width, name):
+def staged_to_fixed(st, x, frac, width, name):
+    """`to_fixed` staged on `st` (a `dsp.Stages`), its registers named after `name`: the
+    signed(`width`) integer `to_fixed_latency(frac, width)` stages later."""
     m = st.m
     s, sig, e, _, inf, nan = _unpack(m, x, FP32, name)
     lo, hi = -(1 << (width - 1)), (1 << (width - 1)) - 1
@@ -456,10 +475,12 @@ def _to_fixed(st, x, frac, width, name):
 def from_fixed(m, value, exp, *, domain="sync", en=None, name="fflt"):
     """fp32 bits of unsigned `value` times 2**`exp` (a signed input), rounded to nearest
     even, `from_fixed_latency` cycles later: the operands registered, then `_round_pack`."""
-    return _from_fixed(Stages(m, domain, en), value, exp, name)
+    return staged_from_fixed(Stages(m, domain, en), value, exp, name)
 
 
-def _from_fixed(st, value, exp, name):
+def staged_from_fixed(st, value, exp, name):
+    """`from_fixed` staged on `st` (a `dsp.Stages`), its registers named after `name`: the
+    fp32 encoding `from_fixed_latency(len(value))` stages later."""
     value, exp = Value.cast(value), Value.cast(exp)
     sig1 = Signal(len(value), name=f"{name}_sig1")
     e1 = Signal(_EXP, name=f"{name}_e1")
@@ -469,24 +490,36 @@ def _from_fixed(st, value, exp, name):
 
 
 def mul_latency(src_a, src_b):
-    return Stages.count_of(_mul, Signal(src_a.width), Signal(src_b.width), src_a, src_b, "fmul")
+    """Cycles from `mul`'s operands (of `src_a` and `src_b`) to its product: the stages
+    `staged_mul` registers."""
+    return Stages.count_of(staged_mul, Signal(src_a.width), Signal(src_b.width), src_a, src_b,
+                           "fmul")
 
 
 def add_latency():
-    return Stages.count_of(_add, Signal(32), Signal(32), "fadd")
+    """Cycles from `add`'s operands to its sum: the stages `staged_add` registers."""
+    return Stages.count_of(staged_add, Signal(32), Signal(32), "fadd")
 
 
 def convert_latency(src, dst):
-    return Stages.count_of(_convert, Signal(src.width), src, dst, "fcvt")
+    """Cycles from `convert`'s input (of `src`) to its `dst` encoding: the stages
+    `staged_convert` registers."""
+    return Stages.count_of(staged_convert, Signal(src.width), src, dst, "fcvt")
 
 
 def maximum_latency():
-    return Stages.count_of(_maximum, Signal(32), Signal(32), "fmax")
+    """Cycles from `maximum`'s operands to its result: the stages `staged_maximum`
+    registers."""
+    return Stages.count_of(staged_maximum, Signal(32), Signal(32), "fmax")
 
 
 def to_fixed_latency(frac, width):
-    return Stages.count_of(_to_fixed, Signal(32), frac, width, "ffix")
+    """Cycles from `to_fixed`'s input to its integer: the stages `staged_to_fixed`
+    registers."""
+    return Stages.count_of(staged_to_fixed, Signal(32), frac, width, "ffix")
 
 
 def from_fixed_latency(value_bits):
-    return Stages.count_of(_from_fixed, Signal(value_bits), Signal(signed(8)), "fflt")
+    """Cycles from `from_fixed`'s inputs (a `value_bits`-bit value) to its fp32 encoding:
+    the stages `staged_from_fixed` registers."""
+    return Stages.count_of(staged_from_fixed, Signal(value_bits), Signal(signed(8)), "fflt")
