@@ -1,0 +1,274 @@
+"""`KVBuffer` against a plain model of its rows, under random back-pressure and feed gaps,
+and its published latencies measured."""
+
+import pytest
+from amaranth.hdl import signed
+from amaranth.sim import Simulator
+
+from attenio.hdl.kv_buffer import Kind, KVBuffer
+
+C_SHAPE = signed(12)
+
+
+def kv_order(n_keys):
+    """The K/V rows of a block in the feed's order, (kind, j): K_0, K_1, V_0, K_2, V_1, ...,
+    K_(n-1), V_(n-2), V_(n-1)."""
+    order = [(Kind.K, 0)]
+    for j in range(1, n_keys):
+        order += [(Kind.K, j), (Kind.V, j - 1)]
+    return order + [(Kind.V, n_keys - 1)]
+
+
+def buffer_rows(blocks, *, mac_lines, macs_per_line, head_dim, split):
+    """The plain model: the rows the buffer announces for `blocks` (dicts of the block
+    command and its `c`), in order, as (kind, the tag's fields that the kind gives
+    meaning to). A Q row goes to the next MAC group of a line, then the next line, then
+    the next slot; the halves alternate from 0 across blocks."""
+    groups, chunks = macs_per_line // split, head_dim // split
+    rows = []
+    for block in blocks:
+        common = {"rows_valid": block["rows_valid"], "c": block["c"],
+                  "causal": block["causal"], "gdiag": block["gdiag"], "step": block["step"]}
+        for i in range(block["rows_valid"]):
+            rows.append((Kind.Q, {**common, "is_q": 1, "is_s": 0, "is_u": 0,
+                                  "mac": i % groups, "line": i // groups % mac_lines,
+                                  "qbase": i // (groups * mac_lines) * chunks}))
+        n = block["n_keys"]
+        for kind, j in kv_order(n):
+            rows.append((kind, {**common, "is_q": 0, "is_s": int(kind == Kind.K),
+                                "is_u": int(kind == Kind.V), "bank": j % 2,
+                                "first": int(j == 0), "last": int(kind == Kind.V and j == n - 1)}))
+    return [(kind, {**fields, "half": k % 2}) for k, (kind, fields) in enumerate(rows)]
+
+
+def random_block(rng, *, block_rows, max_seq_len):
+    causal = int(rng.integers(0, 2))
+    return {"rows_valid": int(rng.integers(1, block_rows + 1)),
+            "n_keys": int(rng.integers(1, min(max_seq_len, 6) + 1)),
+            "causal": causal, "gdiag": int(rng.integers(0, 4 * max_seq_len + 1)),
+            "step": int(rng.integers(1, 5)) if causal else int(rng.integers(0, 5)),
+            "c": int(rng.integers(-2 ** 11, 2 ** 11))}
+
+
+def tag_of(view):
+    """The row tag's fields, as `buffer_rows` names them."""
+    return {"half": view.half, "is_q": view.is_q, "is_s": view.is_s, "is_u": view.is_u,
+            "line": view.line, "mac": view.mac, "qbase": view.qbase, "bank": view.bank,
+            "first": view.first, "last": view.last, "rows_valid": view.rows_valid,
+            "c": view.c, "causal": view.mask.causal, "gdiag": view.mask.gdiag,
+            "step": view.mask.step}
+
+
+def set_block(ctx, dut, block):
+    for name in ("rows_valid", "n_keys", "causal", "gdiag", "step"):
+        ctx.set(getattr(dut.start.payload, name), block[name])
+    ctx.set(dut.c, block["c"])
+
+
+@pytest.mark.parametrize("mac_lines, macs_per_line, rows_per_mac, head_dim, split", [
+    (2, 4, 3, 8, 1),        # several slots a MAC, a row a chunk per element
+    (2, 4, 2, 8, 2),        # a Q row split over two MACs, chunks of two elements
+    (3, 4, 2, 8, 4),        # a group of the whole line
+    (1, 2, 4, 2, 2)])       # a row of one chunk: every element is a row's last
+def test_kv_buffer_delivers_the_models_rows_under_back_pressure_and_feed_gaps(
+        rng, mac_lines, macs_per_line, rows_per_mac, head_dim, split):
+    """Several blocks, causal or not, through both halves: every row is announced once, in
+    the model's order with its tags, and the replay reads back the chunks fed into it."""
+    block_rows = rows_per_mac * mac_lines * macs_per_line // split
+    max_seq_len = 8
+    dut = KVBuffer(mac_lines=mac_lines, macs_per_line=macs_per_line, rows_per_mac=rows_per_mac,
+                   block_rows=block_rows, head_dim=head_dim, max_seq_len=max_seq_len,
+                   c_shape=C_SHAPE, split=split)
+    blocks = [random_block(rng, block_rows=block_rows, max_seq_len=max_seq_len)
+              for _ in range(4)]
+    expect = buffer_rows(blocks, mac_lines=mac_lines, macs_per_line=macs_per_line,
+                         head_dim=head_dim, split=split)
+    chunks = head_dim // split
+    # the feed: every row's chunks, random elements, tagged with the row's kind
+    feed = [(kind, [int(x) for x in rng.integers(-128, 128, size=split)])
+            for kind, _ in expect for _ in range(chunks)]
+    feed_chance, ready_chance, release_chance = rng.uniform(0.3, 1.0, size=3)
+    print(f"feed {feed_chance:.2f}, row ready {ready_chance:.2f}, release {release_chance:.2f}")
+    got = []            # (kind, tag) of every row taken off `row`
+    read_back = []      # the chunks the replay read of each released row
+
+    async def tb(ctx):
+        next_block = next_feed = 0
+        held = []       # rows taken and not released: [tag, chunks read]
+        reading = None  # the chunk whose address was given last cycle
+        both_full = False
+        for _ in range(40 * len(feed) + 200):
+            if next_block < len(blocks) and rng.random() < 0.7:
+                set_block(ctx, dut, blocks[next_block])
+                ctx.set(dut.start.valid, 1)
+            else:
+                ctx.set(dut.start.valid, 0)
+            feeding = next_feed < len(feed) and rng.random() < feed_chance
+            ctx.set(dut.feed.valid, int(feeding))
+            if feeding:
+                kind, value = feed[next_feed]
+                ctx.set(dut.feed.payload.kind, kind)
+                ctx.set(dut.feed.payload.value, value)
+            # the replay reads the row it holds chunk by chunk, then releases it; it takes
+            # the next row when it holds none or in the cycle it releases its own (the
+            # buffer's contract: a taken row's half stays `full` until its release)
+            if reading is not None:
+                held[0][1].append([int(x) for x in ctx.get(dut.rd_data)])
+                reading = None
+            release = bool(held) and len(held[0][1]) == chunks and rng.random() < release_chance
+            ctx.set(dut.release, int(release))
+            ctx.set(dut.row.ready, int((not held or release) and rng.random() < ready_chance))
+            if held and len(held[0][1]) < chunks and not release:
+                reading = len(held[0][1])
+                ctx.set(dut.rd_addr, held[0][0]["half"] * chunks + reading)
+            await ctx.delay(1e-9)
+            assert not ctx.get(dut.error)
+            both_full |= bool(held) and bool(ctx.get(dut.row.valid))
+            if ctx.get(dut.start.valid) and ctx.get(dut.start.ready):
+                next_block += 1
+            if ctx.get(dut.feed.valid) and ctx.get(dut.feed.ready):
+                next_feed += 1
+            if release:
+                read_back.append(held.pop(0)[1])
+            if ctx.get(dut.row.valid) and ctx.get(dut.row.ready):
+                payload = ctx.get(dut.row.payload)
+                kind = Kind.Q if payload.is_q else Kind.K if payload.is_s else Kind.V
+                got.append((kind, tag_of(payload)))
+                held.append([got[-1][1], []])
+                assert len(held) == 1
+            await ctx.tick()
+            if len(read_back) == len(expect) and not ctx.get(dut.busy):
+                break
+        assert not ctx.get(dut.busy) and not ctx.get(dut.error)
+        assert both_full, "the buffer never held a row beside the one being read"
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    assert [kind for kind, _ in got] == [kind for kind, _ in expect]
+    for k, ((_, tag), (_, model)) in enumerate(zip(got, expect)):
+        assert {name: tag[name] for name in model} == model, f"row {k}"
+    rows_fed = [[value for _, value in feed[k * chunks:(k + 1) * chunks]]
+                for k in range(len(expect))]
+    assert read_back == rows_fed
+
+
+def test_kv_buffer_flags_an_element_of_the_wrong_kind():
+    """A K element where the block's Q row is due raises the sticky `error`."""
+    dut = KVBuffer(mac_lines=1, macs_per_line=2, rows_per_mac=2, block_rows=4, head_dim=2,
+                   max_seq_len=4, c_shape=C_SHAPE)
+
+    async def tb(ctx):
+        set_block(ctx, dut, {"rows_valid": 1, "n_keys": 1, "causal": 0, "gdiag": 0,
+                             "step": 1, "c": 0})
+        ctx.set(dut.start.valid, 1)
+        await ctx.tick()
+        ctx.set(dut.start.valid, 0)
+        ctx.set(dut.feed.valid, 1)
+        ctx.set(dut.feed.payload.kind, Kind.K)
+        await ctx.tick().until(dut.feed.ready)
+        await ctx.tick()
+        assert ctx.get(dut.error)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+
+
+# -- the published latencies -------------------------------------------------------------------
+
+def small_buffer():
+    return KVBuffer(mac_lines=1, macs_per_line=2, rows_per_mac=2, block_rows=4, head_dim=4,
+                    max_seq_len=4, c_shape=C_SHAPE)
+
+
+async def cycles_until(ctx, signal, limit=50):
+    """The cycles from now until `signal` is high (0: it is high in this cycle)."""
+    for cycle in range(limit):
+        if ctx.get(signal):
+            return cycle
+        await ctx.tick()
+    raise AssertionError(f"{signal} stayed low for {limit} cycles")
+
+
+async def take_block(ctx, dut, rows_valid=2, n_keys=1):
+    """Offer a block until it is taken; returns in the cycle after the handshake."""
+    set_block(ctx, dut, {"rows_valid": rows_valid, "n_keys": n_keys, "causal": 0, "gdiag": 0,
+                         "step": 1, "c": 0})
+    ctx.set(dut.start.valid, 1)
+    await ctx.tick().until(dut.start.ready)
+    ctx.set(dut.start.valid, 0)
+
+
+def run(dut, bench):
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+def test_kv_buffer_fills_its_published_start_latency_after_taking_a_block():
+    """`start_latency`: from the cycle a block is taken on `start` to `filling`, and with it
+    the feed's `ready`, the cycle of the block's first element at the earliest."""
+    dut = small_buffer()
+
+    async def tb(ctx):
+        ctx.set(dut.feed.valid, 1)
+        ctx.set(dut.feed.payload.kind, Kind.Q)
+        await take_block(ctx, dut)
+        assert 1 + await cycles_until(ctx, dut.filling) == KVBuffer.start_latency
+        assert ctx.get(dut.feed.ready)
+
+    run(dut, tb)
+
+
+def test_kv_buffer_offers_a_row_its_published_row_latency_after_its_last_element():
+    """`row_latency`: from the cycle the row's last element is taken off `feed` to the row
+    offered on `row`."""
+    dut = small_buffer()
+    chunks = 4
+
+    async def tb(ctx):
+        await take_block(ctx, dut)
+        ctx.set(dut.feed.valid, 1)
+        ctx.set(dut.feed.payload.kind, Kind.Q)
+        taken = 0
+        while True:
+            await ctx.delay(1e-9)
+            assert not ctx.get(dut.row.valid)
+            taken += ctx.get(dut.feed.ready)
+            await ctx.tick()
+            if taken == chunks:
+                break
+        ctx.set(dut.feed.valid, 0)
+        assert 1 + await cycles_until(ctx, dut.row.valid) == KVBuffer.row_latency
+
+    run(dut, tb)
+
+
+def test_kv_buffer_refills_a_half_its_published_refill_latency_after_its_release():
+    """`refill_latency`: both halves full and the feed waiting, from the cycle of the
+    oldest half's `release` to the cycle its next element is taken."""
+    dut = small_buffer()
+    chunks = 4
+
+    async def tb(ctx):
+        await take_block(ctx, dut, rows_valid=3)
+        ctx.set(dut.feed.valid, 1)
+        ctx.set(dut.feed.payload.kind, Kind.Q)
+        ctx.set(dut.row.ready, 1)
+        for _ in range(2 * chunks):          # two rows, then the buffer is full
+            await ctx.tick().until(dut.feed.ready)
+        for _ in range(5):
+            assert not ctx.get(dut.feed.ready)
+            await ctx.tick()
+        ctx.set(dut.release, 1)
+        await ctx.delay(1e-9)
+        assert not ctx.get(dut.feed.ready)
+        await ctx.tick()
+        ctx.set(dut.release, 0)
+        assert 1 + await cycles_until(ctx, dut.feed.ready) == KVBuffer.refill_latency
+
+    run(dut, tb)
