@@ -113,6 +113,10 @@ class CoreTiming:
     score_period      cycles per chunk of a K row: r (slot by slot, int8) or
                       max(r, L_acc) (chunk by chunk, the float formats' accumulator loop);
                       a K row costs score_period*d/s cycles, a V row r*d/s
+    feed_pad_rows     whether a partial Q block's rows past ``rows_valid`` come on the
+                      feed (as zeros): they do not, the feed carries ``rows_valid * d`` Q
+                      elements (the module docstring's ``feed``), so a Q load costs
+                      ``rows_valid * d / s`` cycles
     """
 
     line_skew: int
@@ -127,6 +131,7 @@ class CoreTiming:
     row_ready: int
     row_refill: int
     score_period: int
+    feed_pad_rows: bool
 
     @property
     def sm_latency(self):
@@ -153,6 +158,7 @@ class CoreTiming:
             row_ready=KVBuffer.row_latency,
             row_refill=KVBuffer.refill_latency,
             score_period=score_period(arith, rows_per_mac) or rows_per_mac,
+            feed_pad_rows=False,
         )
 
 

@@ -21,7 +21,8 @@ d/s chunks of s elements, one chunk a cycle (the "feed row" below).
   stall when L_sm > r*d/s (the doc's condition); every other SM_j hides behind
   U_(j-1) and S_(j+1), so the steady state stalls only when L_sm > 2*r*d/s, by
   (L_sm - 2*r*d/s)/2 cycles a K/V row (the wait of U_(j-1) is also hidden under).
-  E must be a multiple of p (the doc's rule); otherwise L = max(1, E // p).
+  E must be L * p with L dividing q (`attenio.validate.lanes_per_line`): the model
+  refuses other budgets as the RTL does.
 * **O drain**: after U(N-1) the block's valid rows are normalized one chunk
   per cycle (valid*d/s cycles plus `normalizer_latency`) and written out, while
   the next block loads. S_0 of the next block waits until the drain has read
@@ -103,8 +104,8 @@ class Mapping:
     s_phase: int        # cycles of S_j: score_period * feed_row (the float formats' idle
                         # slots included)
     s_tail: int         # idle cycles after S_j's last word: score_period - r
-    lane_rows: int      # rows each lane handles per SM: r * q / (s L)
-    skew: int           # cycles from a word at MAC 0 to the line's last MAC
+    lane_rows: int      # rows each lane handles per SM (`RtlParams.lane_rows`)
+    skew: int           # cycles from a word at MAC 0 to the line's last MAC (`line_skew`)
     macs: int           # P
     lanes: int          # E
     depth: int          # rows the DMA may read ahead (the Plan's kv_depth)
@@ -113,15 +114,12 @@ class Mapping:
     def of(cls, plan, params=None):
         params = params or RtlParams.of(plan)
         b, d, s = plan.budget, plan.workload.head_dim, plan.split
-        q = b.macs_per_line
-        lanes_per_line = max(1, b.exp_units // b.mac_lines)
         feed_row = d // s
         r = plan.rows_per_mac
         period = params.score_period or r
         return cls(a=plan.a, d=d, split=s, rows_per_mac=r, feed_row=feed_row,
                    phase=r * feed_row, s_phase=period * feed_row, s_tail=period - r,
-                   lane_rows=max(1, r * q // (s * lanes_per_line)),
-                   skew=q - 1 if params.line_skew is None else params.line_skew,
+                   lane_rows=params.lane_rows, skew=params.line_skew,
                    macs=b.macs, lanes=b.exp_units, depth=plan.kv_depth)
 
 
@@ -451,7 +449,7 @@ def simulate(plan, *, seq_len=None, heads=None, causal=None, params=None, fast=T
     """Run the schedule of `plan` for `seq_len` query rows and `kv_len` key rows (each <= the
     Plan's max_keys; kv_len's default: `attenio.plan.run_kv_len`) and `heads` query heads,
     with or without causal masking (default: the workload's), on `memory` (an
-    `attenio.model.memmodel.Memory`; default: the budget's link). Which K/V head a query head
+    `attenio.model.memmodel.Memory`; default: the budget's link, `Memory.of`). Which K/V head a query head
     reads does not change the time; whether a block serves the `group` query heads of a
     K/V head (`grouped`, MODE.GROUPED; defaults: the Plan's and the workload's g) does:
     a pass of a Q block's rows then covers them all, heads / g passes."""
@@ -470,8 +468,7 @@ def simulate(plan, *, seq_len=None, heads=None, causal=None, params=None, fast=T
         raise ValueError(f"simulate: causal attention needs kv_len >= seq_len, not {n_kv} < {n}")
     m = Mapping.of(plan, params)
     eb = plan.config.format.element_bytes
-    mem = memory or Memory.of(b, burst_overhead=params.burst_overhead,
-                              axi_rate_cap=params.axi_rate_cap)
+    mem = memory or Memory.of(b)
     grouped = plan.grouped if grouped is None else grouped
     gb = (group or w.group) if grouped else 1
     if gb > plan.a or h % gb:

@@ -49,7 +49,9 @@ class Memory:
     axi_bytes         AXI data bus width in bytes: sizes the bursts, and with
                       `axi_rate_cap` caps the rate at one beat per cycle
     burst_overhead    idle cycles on the data bus per AXI burst (address phase,
-                      turnaround); 0 for a memory that pipelines bursts back to back
+                      turnaround); 0 for a memory that pipelines bursts back to back.
+                      The memory's cost, not the accelerator's: its DMA reader holds
+                      RREADY high (`attenio.hdl.dma.DMAReader`)
     write_latency     cycles from a write's last data to its response (None: `latency`)
     axi_rate_cap      True: one AXI port moves at most one beat per cycle, so the
                       rate is min(bw_bytes, axi_bytes); False (default): the memory

@@ -4,12 +4,14 @@ The schedule of docs/microarchitecture.md fixes the order of everything; how
 many cycles each hand-over takes is the hardware's to say. `RtlParams.of(plan)`
 asks the blocks the Plan generates (`attenio.hdl.core.CoreTiming`,
 `attenio.hdl.top.TopTiming`), so the model follows any change of a pipeline
-without a number to update here.
+without a number to update here, and a field that no block publishes (a timing
+field renamed, say) is an error rather than a stale number.
 """
 
 from dataclasses import dataclass, fields
 
 from attenio import validate
+from attenio.errors import ConfigError
 
 __all__ = ["RtlParams"]
 
@@ -18,11 +20,15 @@ __all__ = ["RtlParams"]
 class RtlParams:
     """The latencies of the RTL that the schedule leaves open, as named knobs.
 
-    `RtlParams.of(plan)` takes them from the hardware the Plan generates (each
-    block publishes the latencies of the stages it builds); the defaults are the
-    small preset's, for what-if runs of the model alone.
+    Every field but `block_gap` is the hardware's: `RtlParams.of(plan)` takes it from
+    the block that builds the stage (`CoreTiming`, `TopTiming`), and there is no
+    default to fall back on. What-if runs of the model start from the hardware's and
+    change what they ask about: `RtlParams.of(plan, lane_latency=30)` or
+    `dataclasses.replace(RtlParams.of(plan), ...)`. The memory the model runs on
+    (bandwidth, latency, a per-burst cost, one beat a cycle per port) is not the RTL's
+    and is no field here: `attenio.model.memmodel.Memory`, `simulate(memory=...)`.
 
-    lane_latency        U_j may enter line_skew + r*q/L + lane_latency cycles after
+    lane_latency        U_j may enter line_skew + lane_rows + lane_latency cycles after
                         the cycle following S_j's last word at the array's entry (the
                         score's operand and product registers, the lane's stages to
                         the MACs' bus registers, the replay's reaction and entry
@@ -32,7 +38,9 @@ class RtlParams:
     lane_start          cycles from the lanes' earliest read of S_j's scores (the model's
                         SM start) to their first row in flight (the start pulse's register,
                         the lane's run register)
-    line_skew           cycles from MAC 0 to the last MAC of a line (None: q - 1)
+    line_skew           cycles from MAC 0 to the last MAC of a line
+    lane_rows           rows each lane reads per softmax pass: r*q/(L s), L the lanes of a
+                        line (`attenio.validate.lanes_per_line`)
     drain_start         cycles from the block's last V word at the last MAC to the
                         normalizer's first read (the O update written, the start)
     normalizer_latency  cycles from a drain read to its byte in the output FIFO
@@ -43,9 +51,9 @@ class RtlParams:
                         then on a starved array counts as `mem_stall`)
     write_tail          cycles from the last O byte entering the normalizer's FIFO to
                         `done`, beyond the memory's write response (`Memory.write_latency`)
-    feed_pad_rows       True: the last, partial Q block would feed its rows past N as
-                        zeros (Qload always a*d cycles); the core feeds only the valid
-                        rows (rows_valid*d cycles), hence False
+    feed_pad_rows       True: the last, partial Q block feeds its rows past N as zeros
+                        (Qload always a*d cycles); False: only the valid rows
+                        (rows_valid*d cycles), as the core's `feed` port takes them
     row_issue           cycles from a row's launch to its first word at the array (the
                         replay's); the next block's first K row may launch in the
                         cycle after the drain's last read of O and l
@@ -67,51 +75,56 @@ class RtlParams:
     feed_lead           cycles by which a beat's last element leaves the unpacker before
                         the KV buffer takes it, when the buffer sets the pace (the feed's
                         register slice: `StreamSlice.lead`)
-    block_gap           controller bubble cycles between U(N-1) and the next Qload
-    burst_overhead      idle data-bus cycles per AXI burst (the DMA's per-burst cost)
-    axi_rate_cap        a single AXI port moves one beat per cycle: the link rate is
-                        min(bw, axi_data_bits / 8) (see `attenio.model.memmodel.Memory`)
-    score_period        cycles per chunk of a K row (`CoreTiming.score_period`): None for
-                        r (int8's slot-by-slot replay), max(r, L_acc) for a float format
+    score_period        cycles per chunk of a K row (`CoreTiming.score_period`): r for
+                        int8's slot-by-slot replay, max(r, L_acc) for a float format;
+                        a what-if may set None, read as r
+    block_gap           the model's what-if, no block's: cycles a controller would idle
+                        between a block's U(N-1) and the next block's Qload. The RTL has
+                        no such bubble (the core takes the next block's command while the
+                        previous one computes; the hand-over is `block_command` and
+                        `block_fill`), so `RtlParams.of` sets 0 unless asked otherwise
     """
 
-    lane_latency: int = 26
-    lane_busy_tail: int = 20
-    line_skew: int | None = None
-    drain_start: int = 6
-    normalizer_latency: int = 33
-    read_start: int = 14
-    feed_start: int = 4
-    write_tail: int = 9
-    feed_pad_rows: bool = False
-    lane_start: int = 5
-    row_issue: int = 3
-    row_ready: int = 1
-    row_refill: int = 1
-    room_issue: int = 7
-    beat_leave: int = 5
-    block_command: int = 11
-    block_fill: int = 1
-    feed_lead: int = 1
-    block_gap: int = 0
-    burst_overhead: int = 0
-    axi_rate_cap: bool = False
-    score_period: int | None = None
+    lane_latency: int
+    lane_busy_tail: int
+    lane_start: int
+    line_skew: int
+    lane_rows: int
+    drain_start: int
+    normalizer_latency: int
+    read_start: int
+    feed_start: int
+    write_tail: int
+    feed_pad_rows: bool
+    row_issue: int
+    row_ready: int
+    row_refill: int
+    room_issue: int
+    beat_leave: int
+    block_command: int
+    block_fill: int
+    feed_lead: int
+    score_period: int | None
+    block_gap: int
 
     def __post_init__(self):
         for f in fields(self):
             v = getattr(self, f.name)
             if f.type is bool or f.type == "bool":
                 validate.flag("RtlParams", f.name, v)
-            elif v is not None:
+            elif not (v is None and f.name == "score_period"):
                 validate.integer("RtlParams", f.name, v, lo=0)
 
     @classmethod
-    def of(cls, plan, **overrides):
-        """The latencies of the RTL generated for `plan`, from its blocks.
+    def of(cls, plan, *, block_gap=0, **overrides):
+        """The latencies of the RTL generated for `plan`, from its blocks; `block_gap` and
+        `overrides` (fields by name) for what-if runs.
 
-        A float format with the paper's 16-bit O accounting (analysis only, no RTL)
-        takes the latencies of the fp32-O datapath the RTL builds."""
+        Raises ConfigError for a budget whose EXP units the RTL cannot spread over its
+        lanes (`attenio.validate.lanes_per_line`, as `attenio.hdl.top.check_plan` does),
+        and ValueError naming a field that no block publishes. A float format with the
+        paper's 16-bit O accounting (analysis only, no RTL) takes the latencies of the
+        fp32-O datapath the RTL builds."""
         import dataclasses
 
         from attenio.formats import FloatFormat
@@ -124,13 +137,17 @@ class RtlParams:
         if isinstance(fmt, FloatFormat) and fmt.o_acc_bits != 32:
             fmt = dataclasses.replace(fmt, o_acc_bits=32)
         arith = arith_of(fmt, max_seq_len=w.max_keys, head_dim=w.head_dim)
-        lanes = max(1, b.exp_units // b.mac_lines)
+        lanes = validate.lanes_per_line(exp_units=b.exp_units, mac_lines=b.mac_lines,
+                                        macs_per_line=b.macs_per_line, owner="budget",
+                                        error=ConfigError)
         core = CoreTiming.of(arith, macs_per_line=b.macs_per_line,
                              rows_per_mac=plan.rows_per_mac, lanes=lanes, split=plan.split)
         top = TopTiming.of(plan)
-        # every field of the two timings that is a knob here, by name
-        knobs = {f.name for f in fields(cls)}
-        kw = {f.name: getattr(timing, f.name) for timing in (core, top) for f in fields(timing)
-              if f.name in knobs}
-        kw.update(overrides)
-        return cls(**kw)
+        published = {f.name: getattr(timing, f.name) for timing in (core, top)
+                     for f in fields(timing)}
+        published["block_gap"] = block_gap
+        missing = [f.name for f in fields(cls) if f.name not in published]
+        if missing:
+            raise ValueError(f"RtlParams.of: no block publishes {', '.join(missing)} "
+                             f"(CoreTiming, TopTiming)")
+        return cls(**{f.name: published[f.name] for f in fields(cls)} | overrides)

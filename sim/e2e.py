@@ -315,7 +315,7 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
     golden_s = time.perf_counter() - t0
     ref = data.reference(causal=causal)
 
-    period = RtlParams.of(plan).score_period or plan.rows_per_mac    # a K row's chunk
+    period = RtlParams.of(plan).score_period    # cycles a chunk of a K row
     rmap = register_map(plan)
     # KV_LEN = 0 (its reset) when N_kv = N: what a driver that predates KV_LEN writes
     regs = {"SEQ_LEN": n, "HEADS": heads, "SCALE_C": int(data.c),

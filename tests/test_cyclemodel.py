@@ -5,7 +5,7 @@ from math import ceil
 
 import pytest
 
-from attenio import FP16Format, analysis, preset
+from attenio import FP16Format, analysis, preset, validate
 from attenio.baselines import all_baselines
 from attenio.plan import make_plan
 from attenio.model.baselinemodel import matmul, simulate_baseline, simulate_baselines
@@ -54,11 +54,12 @@ def test_fast_walk_equals_event_walk(kw, variant):
 
 def test_fast_walk_equals_event_walk_with_rtl_knobs():
     plan = make_plan(config(seq_len=600, bw_bytes_per_cycle=2))
-    params = RtlParams(lane_latency=30, line_skew=7, normalizer_latency=9, block_gap=5,
-                       read_start=3, feed_start=2, write_tail=2, burst_overhead=3, axi_rate_cap=True,
-                       feed_pad_rows=False, room_issue=9, block_command=3)
-    assert simulate(plan, params=params).counters() == \
-        simulate(plan, params=params, fast=False).counters()
+    params = RtlParams.of(plan, lane_latency=30, line_skew=7, normalizer_latency=9, block_gap=5,
+                          read_start=3, feed_start=2, write_tail=2, feed_pad_rows=True,
+                          room_issue=9, block_command=3)
+    memory = Memory.of(plan.budget, burst_overhead=3, axi_rate_cap=True)
+    assert simulate(plan, params=params, memory=memory).counters() == \
+        simulate(plan, params=params, memory=memory, fast=False).counters()
 
 
 @pytest.mark.parametrize("kw", CASES[:4])
@@ -132,15 +133,15 @@ def test_interlock_stalls_the_feed_when_the_lanes_are_slower():
     plan = make_plan(config())
     m, n, blocks = Mapping.of(plan), plan.workload.seq_len, plan.q_blocks
     lanes = lambda lat: m.skew + m.lane_rows + lat
-    fast = simulate(plan, params=RtlParams(lane_latency=4))
+    fast = simulate(plan, params=RtlParams.of(plan, lane_latency=4))
     assert fast.interlock_stall == 0
     mid = 40
     assert m.phase < lanes(mid) <= 2 * m.phase
-    res = simulate(plan, params=RtlParams(lane_latency=mid))
+    res = simulate(plan, params=RtlParams.of(plan, lane_latency=mid))
     assert res.interlock_stall == 2 * (lanes(mid) - m.phase) * blocks
     slow = 80
     assert lanes(slow) > 2 * m.phase
-    res = simulate(plan, params=RtlParams(lane_latency=slow))
+    res = simulate(plan, params=RtlParams.of(plan, lane_latency=slow))
     # U_(j-1) waits for SM_(j-1), which had U_(j-2)'s wait, U_(j-2) and S_j to hide behind:
     # two rows take 2 (2 r d) + (lanes - 2 r d) cycles, half of the excess a row
     steady = (lanes(slow) - 2 * m.phase) / 2 * n * blocks
@@ -303,15 +304,30 @@ def test_fa2_decoder_shapes_read_each_query_heads_kv():
 
 
 def test_rtl_params_are_the_hardware_latencies():
-    """`RtlParams.of` reads the latencies the blocks publish: the defaults are the small
-    preset's, and the normalizer follows the reciprocal's Newton steps (7 stages each);
-    tests/test_rtl_timing.py holds the result to the RTL's counters exactly."""
-    import dataclasses
-
+    """`RtlParams.of` reads every field from the blocks (`CoreTiming`, `TopTiming`), the
+    what-if `block_gap` aside, and the normalizer follows the reciprocal's Newton steps
+    (7 stages each); tests/test_rtl_timing.py holds the result to the RTL's counters
+    exactly."""
     from attenio.formats import Int8Format
+    from attenio.hdl.core import CoreTiming
+    from attenio.hdl.formats import arith_of
+    from attenio.hdl.top import TopTiming
     small = make_plan(preset("small"))
-    assert RtlParams.of(small) == RtlParams(line_skew=small.budget.macs_per_line - 1,
-                                            score_period=small.rows_per_mac)
+    b, w = small.budget, small.workload
+    core = CoreTiming.of(arith_of(small.config.format, max_seq_len=w.max_keys,
+                                  head_dim=w.head_dim),
+                         macs_per_line=b.macs_per_line, rows_per_mac=small.rows_per_mac,
+                         lanes=validate.lanes_per_line(exp_units=b.exp_units,
+                                                       mac_lines=b.mac_lines,
+                                                       macs_per_line=b.macs_per_line),
+                         split=small.split)
+    top = TopTiming.of(small)
+    params = RtlParams.of(small)
+    for f in dataclasses.fields(RtlParams):
+        if f.name != "block_gap":
+            timing = core if hasattr(core, f.name) else top
+            assert getattr(params, f.name) == getattr(timing, f.name), f.name
+    assert params.block_gap == 0 and params.line_skew == b.macs_per_line - 1
     drains = []
     for iters in range(4):
         fmt = Int8Format(p_frac=16, recip_iters=iters)
@@ -319,7 +335,38 @@ def test_rtl_params_are_the_hardware_latencies():
         drains.append(RtlParams.of(plan).normalizer_latency)
     assert drains == [14, 24, 33, 42]
     assert RtlParams.of(small, write_tail=0).write_tail == 0            # overrides
+    assert RtlParams.of(small, block_gap=3).block_gap == 3
     assert RtlParams.of(make_plan(preset("paper"))).line_skew == 31     # fp16: int8 stands in
+
+
+def test_a_field_no_block_publishes_is_an_error_not_a_default():
+    """A knob the hardware does not publish (a timing field renamed, say) must not fall
+    back to a number: `of` names it, and the dataclass has no defaults to fall back on."""
+    @dataclasses.dataclass(frozen=True)
+    class Renamed(RtlParams):
+        lane_tail: int = 0
+
+    with pytest.raises(ValueError, match="no block publishes lane_tail"):
+        Renamed.of(make_plan(preset("small")))
+    with pytest.raises(TypeError):
+        RtlParams(lane_latency=30)
+
+
+def test_the_model_refuses_the_budgets_the_rtl_refuses():
+    """EXP units that do not spread evenly over the lanes of a line: the Plan exists (the
+    I/O analysis needs no lanes), but neither the RTL nor the cycle model can time it, and
+    both say so in the same words (`attenio.validate.lanes_per_line`)."""
+    from attenio.errors import ConfigError
+    from attenio.hdl.top import check_plan
+    # 3 EXP units over 4 lines; 12 make 3 lanes a line, which do not share its 4 MACs evenly
+    for exp_units in (3, 12):
+        plan = make_plan(config(exp_units=exp_units))
+        with pytest.raises(ConfigError) as rtl:
+            check_plan(plan)
+        with pytest.raises(ConfigError) as model:
+            simulate(plan)
+        assert str(model.value) == str(rtl.value)
+        assert "exp_units" in str(model.value)
 
 
 @pytest.mark.parametrize("n, n_kv, causal", [(1, 1000, False), (1, 1000, True),
