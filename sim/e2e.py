@@ -42,11 +42,11 @@ from attenio.model.memmodel import Memory
 from .progress import follow
 from attenio.model.rtl_params import RtlParams
 from .run_data import RunData, load_inputs
-from .runner import run_bench
+from .runner import primitive_models, run_bench
 from .tb.counters import counter_names
 
 __all__ = ["ENGINES", "AUTO_FAST_CYCLES", "Layout", "E2EOptions", "choose_engine", "run_e2e",
-           "load_inputs"]
+           "load_inputs", "rtl_digest", "cached_verilog"]
 
 #: how a run is simulated: the cocotb bench, or the fast C++ harness (attenio.sim.fast)
 ENGINES = ("cocotb", "fast")
@@ -203,17 +203,28 @@ def model_depth(plan):
     return (size + 0x1000) // beat
 
 
-def _rtl_digest():
-    """A digest of the generator's RTL sources (attenio.hdl), so that a change to the
-    hardware invalidates Verilog generated earlier for the same Plan."""
-    import attenio.hdl
+def rtl_digest(hdl_dir=None):
+    """A digest of every source the simulated Verilog is made from, so that a change to the
+    hardware invalidates Verilog generated earlier for the same Plan: every module of the
+    generator's RTL at any depth (`hdl_dir`, default attenio.hdl's folder: the formats'
+    builders too) and the models of the ECP5 primitives simulated beside it
+    (`attenio.sim.runner.primitive_models`). Each file is hashed under its path relative
+    to its folder, in sorted order, so the digest depends on the sources and where they
+    sit among each other, not on where the tree is."""
+    if hdl_dir is None:
+        import attenio.hdl
+        hdl_dir = Path(attenio.hdl.__file__).parent
+    hdl_dir = Path(hdl_dir)
+    sources = [(f"hdl/{f.relative_to(hdl_dir).as_posix()}", f) for f in hdl_dir.rglob("*.py")]
+    sources += [(f"sim/models/{f.name}", f) for f in primitive_models()]
     h = hashlib.sha256()
-    for f in sorted(Path(attenio.hdl.__file__).parent.glob("*.py")):
-        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    for name, f in sorted(sources):
+        body = f.read_bytes()
+        h.update(f"{name}\0{len(body)}\0".encode() + body)
     return h.hexdigest()
 
 
-def _verilog(config, build_dir, memory, log):
+def cached_verilog(config, build_dir, memory, log):
     """Generate the Verilog unless the same Plan was generated there already by the same RTL.
 
     With `memory` "model" the simulated top is `attenio_sim_top` (the accelerator
@@ -238,7 +249,7 @@ def _verilog(config, build_dir, memory, log):
     hardware = hardware_plan(None)
     if hardware.a != plan.a:        # the group raised the rows a block may hold (g * N)
         hardware = hardware_plan(w.kv_heads)
-    stamp = json.dumps({"plan": plan_json(hardware), "rtl": _rtl_digest()}, sort_keys=True)
+    stamp = json.dumps({"plan": plan_json(hardware), "rtl": rtl_digest()}, sort_keys=True)
     name = SIM_TOP_NAME if memory == "model" else TOP_NAME
     v = build_dir / f"{name}.v"
     stamp_file = build_dir / f".{name}_stamp"
@@ -285,7 +296,7 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
                               f"this hardware is generated for (raise --seq-len or --kv-len)")
     if w.causal and n_kv < n:
         raise ConfigError(f"causal attention needs N_kv >= N, not {n_kv} < {n}")
-    plan, verilog, toplevel = _verilog(config, out_dir, opts.memory, log)
+    plan, verilog, toplevel = cached_verilog(config, out_dir, opts.memory, log)
     grouped = opts.grouped
     if grouped is None:
         grouped = heads % data.group == 0 and wins_grouped(

@@ -9,7 +9,6 @@ import dataclasses
 
 import pytest
 
-from attenio import preset
 from attenio.analysis import q_blocks
 from attenio.plan import make_plan
 from attenio.regmap import ErrorCode
@@ -139,25 +138,6 @@ def test_memory_model_inside_the_design(tmp_path_factory, seed):
                                          quick_build=True, seq_len=70, heads=1, memory="model"))
     assert report["memory"] == "model"
     check_good(report, 70, 1, exact=True)
-
-
-def test_generated_verilog_is_reused_only_for_the_same_plan_and_rtl(tmp_path, monkeypatch):
-    """A change to the hardware sources must not simulate Verilog generated before it."""
-    import attenio.gen.build as build
-    import attenio.sim.e2e as e2e
-    calls = []
-
-    def fake_generate(config, out, log=print):
-        calls.append(out)
-        (out / f"{build.TOP_NAME}.v").write_text("module attenio_top; endmodule\n")
-    monkeypatch.setattr(build, "generate", fake_generate)
-    config = preset("small")
-    e2e._verilog(config, tmp_path, "axiram", log=lambda s: None)
-    e2e._verilog(config, tmp_path, "axiram", log=lambda s: None)
-    assert len(calls) == 1                       # same Plan, same RTL: reused
-    monkeypatch.setattr(e2e, "_rtl_digest", lambda: "changed")
-    e2e._verilog(config, tmp_path, "axiram", log=lambda s: None)
-    assert len(calls) == 2                       # the RTL changed: generated again
 
 
 # Every float pair is in the slow suite: a float design's Verilator build takes minutes and
