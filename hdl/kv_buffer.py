@@ -17,16 +17,17 @@ against the order above (a mismatch raises the sticky `error`, the element is
 still used), and announces each complete row on the `row` stream with what the
 array needs to know of it (`row_layout`). A row's half of the buffer stays
 reserved until the replay pulses `release` after its last read; the halves are
-used alternately, so `row` and `release` both follow the same order.
+used alternately, so `row` and `release` both follow the same order. A taken row's
+half stays `full` until its release, and `row.valid` is that flag: so the replay takes
+a row only while it holds none, or in the cycle it releases the one it holds.
 
-A row is offered on `row` the cycle after its last element arrives, from the
+A row is offered on `row` `row_latency` after its last element arrives, from the
 stored tag and the half's `full` flag: registers, since the replay's launch
-fans out from `row.valid`. A half is refilled from the cycle after its
-`release` (`refill_latency`): the feed's `ready` is a register of its own, loaded
-with the next cycle's `filling` and the next fill half's `full`, since the feed
-slice, the replay and the row counters that its handshake enables are spread over
-the chip (a LUT of `fill_half` and `full` there cost two long routes before the
-handshake).
+fans out from `row.valid`. A half is refilled `refill_latency` after its
+`release`: the feed's `ready` is a register of its own, loaded with the next
+cycle's `filling` and the next fill half's `full`, since the feed slice, the replay
+and the row counters that its handshake enables are spread over the chip (a LUT of
+`fill_half` and `full` there would put two long routes before the handshake).
 """
 
 from amaranth.hdl import Module, Mux, Signal, signed

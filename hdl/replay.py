@@ -18,7 +18,8 @@ issues its last word (or when idle) and the schedule allows it:
 The softmax constant of a block and its causal mask reach the lanes through two
 registers from the row being replayed, loaded in the cycle after its S_0 launch (so
 the launch decision does not also drive their enables, and the lanes read them far
-away from it); no lane uses them before S_0's scores exist, q + 1 cycles later.
+away from it); they hold the block's values from the cycle S_0's first word enters
+the array (`RowReplay.issue_latency` after the launch), before any of its scores exists.
 """
 
 from amaranth.hdl import Module, Mux, Signal, signed
@@ -101,7 +102,7 @@ class RowReplay(wiring.Component):
         nxt = row.payload
         # The words left of the row, whose end is a register (`DownCounter`): the last word
         # frees the replay for the next row and releases the row's half of the buffer,
-        # which the feed refills in that very cycle.
+        # which the feed refills from the next cycle on (`KVBuffer.refill_latency`).
         k_words = P * d if P else r * d
         m.submodules.words_left = left = DownCounter(max(d, k_words, r * d).bit_length())
         m.d.comb += [left.init.eq(Mux(nxt.is_q, d, Mux(nxt.is_s, k_words, r * d))),
@@ -162,15 +163,14 @@ class RowReplay(wiring.Component):
             m.d.sync += active.eq(0)
         # U_j's consume and the last V row's drain command leave from registers, a cycle
         # after the launch: the lanes' `ready` is next looked at for U_(j+2), four launches
-        # later (the clear reaches the array's registered AND three cycles after the
-        # launch), and the normalizer's for the next block's S_0, after its Q rows.
+        # later, by when the clear has long reached the array's registered AND, and the
+        # normalizer's for the next block's S_0, after its Q rows.
         m.d.sync += [self.consume.eq(Mux(launch & nxt.is_u, Mux(nxt.bank, 0b10, 0b01), 0)),
                      self.drain.valid.eq(launch & nxt.is_u & nxt.last),
                      self.drain.payload.rows_valid.eq(nxt.rows_valid)]
         # The entry register: the word with the buffer's read, which leaves a block RAM
-        # late in its cycle (5.6 ns on ECP5), so it is registered beside the RAM before
-        # it travels to every line; the (bank, slot) it takes at the next edge go to each
-        # line's copy.
+        # late in its cycle, so it is registered beside the RAM before it travels to every
+        # line; the (bank, slot) it takes at the next edge go to each line's copy.
         entry = Signal.like(self.word, name="entry_out")
         m.d.sync += [entry.eq(word), entry.value.eq(self.rd_data)]
         m.d.comb += [self.word.eq(entry),
