@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
 from attenio.hdl.formats import fp
@@ -55,6 +56,47 @@ def test_the_semantics_in_examples():
     # x * 2 for 0.75, 0.25, -1.25 (ties: 1.5 -> 2, 0.5 -> 0, -2.5 -> -2), inf, NaN
     assert list(fp.np_to_fixed([0x3F400000, 0x3E800000, 0xBFA00000, 0x7F800000, 0x7FC00000],
                                1, 8)) == [2, 0, -2, 127, -128]
+
+
+def test_the_named_encodings_are_the_ieee_bits():
+    assert (FP32.neg_inf, FP32.neg_zero, FP32.nan) == (0xFF800000, 0x80000000, 0x7FC00000)
+    assert (FP16.neg_inf, FP16.neg_zero, FP16.nan) == (0xFC00, 0x8000, 0x7E00)
+    assert (BF16.neg_inf, BF16.neg_zero, BF16.nan) == (0xFF80, 0x8000, 0x7FC0)
+    assert [FP32.encode(x) for x in (1.0, -2.0, 0.1, 2.0 ** -149)] == [
+        0x3F800000, 0xC0000000, 0x3DCCCCCD, 0x00000001]
+    assert FP16.encode(1 + 2 ** -11) == 0x3C00                          # a tie: to even, down
+    assert BF16.encode(1 + 3 * 2 ** -8) == 0x3F82                       # a tie: to even, up
+
+
+@pytest.mark.parametrize("spec", [FP16, BF16, FP32], ids=lambda s: s.name)
+def test_the_field_helpers_read_the_encoding_as_the_twins_do(spec, rng):
+    edges = [0, spec.neg_zero, spec.inf, spec.neg_inf, spec.nan, spec.nan | spec.sign_bit,
+             spec.inf | 1, 1, spec.sign_bit - 1]
+    xs = np.concatenate([edges, rng.integers(0, 1 << spec.width, 200)]).astype(np.uint64)
+    m = Module()
+    x = Signal(spec.width)
+    outs = {"sign": Signal(), "magnitude": Signal(spec.width - 1), "nan": Signal(),
+            "negated": Signal(spec.width), "neg_mag": Signal(spec.width)}
+    builders = {"sign": fp.sign_of, "magnitude": fp.magnitude_of, "nan": fp.nan_of,
+                "negated": fp.negated, "neg_mag": fp.negative_magnitude}
+    m.d.comb += [outs[k].eq(build(x, spec)) for k, build in builders.items()]
+    got = {k: [] for k in outs}
+
+    async def bench(ctx):
+        for v in xs:
+            ctx.set(x, int(v))
+            for k, sig in outs.items():
+                got[k].append(ctx.get(sig))
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    sign = np.uint64(spec.sign_bit)
+    assert got["sign"] == list((xs & sign != 0).astype(int))
+    assert got["magnitude"] == list(xs & (sign - np.uint64(1)))
+    assert got["nan"] == list(spec.is_nan(xs).astype(int))
+    assert got["negated"] == list(xs ^ sign)
+    assert got["neg_mag"] == list(xs | sign)
 
 
 def _run_harness(ops, rng, count, limit):

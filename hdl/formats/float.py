@@ -26,7 +26,7 @@ The fixed-point pieces (exp2, update_l, reciprocal) are `Int8Arith`'s, built fro
 """
 
 import numpy as np
-from amaranth.hdl import Cat, Const, Mux, Signal, Value, signed, unsigned
+from amaranth.hdl import Const, Mux, Signal, Value, signed, unsigned
 
 from attenio.formats import Int8Format
 
@@ -73,11 +73,11 @@ class FloatArith:
 
     @property
     def score_shape(self):
-        return unsigned(32)
+        return unsigned(FP32.width)
 
     @property
     def o_shape(self):
-        return unsigned(32)
+        return unsigned(FP32.width)
 
     @property
     def x_shape(self):
@@ -90,11 +90,11 @@ class FloatArith:
     @property
     def factor_shape(self):
         """e on the lanes' bus to the MACs: fp32 (`to_float`), the MACs' multiplier's."""
-        return unsigned(32)
+        return unsigned(FP32.width)
 
     @property
     def c_shape(self):
-        return unsigned(32)
+        return unsigned(FP32.width)
 
     @property
     def l_shape(self):
@@ -111,12 +111,12 @@ class FloatArith:
     @property
     def c(self):
         """The softmax constant log2(e) / sqrt(d) as fp32 bits (a CSR's value)."""
-        return int(np.float32(np.log2(np.e) / np.sqrt(self._head_dim)).view(np.uint32))
+        return FP32.encode(np.log2(np.e) / np.sqrt(self._head_dim))
 
     @property
     def m_init(self):
         """The initial running max: -inf."""
-        return 0xFF800000
+        return FP32.neg_inf
 
     # -- latencies ----------------------------------------------------------------------
 
@@ -141,7 +141,7 @@ class FloatArith:
 
     @property
     def exp_arg_latency(self):
-        return self._latency("exp_arg", unsigned(32), unsigned(32))
+        return self._latency("exp_arg", self.score_shape, self.score_shape)
 
     @property
     def to_float_latency(self):
@@ -149,7 +149,7 @@ class FloatArith:
 
     @property
     def update_latency(self):
-        return self._latency("update", unsigned(1), unsigned(32), unsigned(32),
+        return self._latency("update", unsigned(1), self.factor_shape, self.o_shape,
                              self.element_shape)
 
     @property
@@ -166,7 +166,7 @@ class FloatArith:
 
     @property
     def finalize_latency(self):
-        return self._latency("finalize", unsigned(32), self._fixed.recip_shape,
+        return self._latency("finalize", self.o_shape, self._fixed.recip_shape,
                              self._fixed.recip_exp_shape)
 
     # -- builders -----------------------------------------------------------------------
@@ -191,12 +191,11 @@ class FloatArith:
         return self._exp_arg(Stages(m, domain, en), x, mo)
 
     def _exp_arg(self, st, x, mo):
-        mo = Value.cast(mo)
-        d = fp.staged_add(st, x, Cat(mo[:31], ~mo[31]), "farg_d")
-        d_nan = (d[23:31] == 0xFF) & (d[:23] != 0)
+        d = fp.staged_add(st, x, fp.negated(mo), "farg_d")
         up = Signal(name="farg_up")
-        neg = Signal(32, name="farg_neg")
-        st.stage(up.eq(~d[31] & (d[:31] != 0) & ~d_nan), neg.eq(Cat(d[:31], Const(1, 1))))
+        neg = Signal(FP32.width, name="farg_neg")
+        st.stage(up.eq(~fp.sign_of(d) & (fp.magnitude_of(d) != 0) & ~fp.nan_of(d)),
+                 neg.eq(fp.negative_magnitude(d)))
         cfg = self._fixed.cfg
         z = fp.staged_to_fixed(st, neg, cfg.x_frac, self.x_shape.width, "farg_z")
         return z, st.delay(up, fp.to_fixed_latency(cfg.x_frac, self.x_shape.width), "farg_up")
@@ -220,7 +219,8 @@ class FloatArith:
         wait = fp.convert_latency(self._spec, FP32)
         up1, e1, o1 = (st.delay(x, wait, f"fupd_{n}") for x, n in ((up, "up"), (e32, "e"),
                                                                       (o, "o")))
-        other, addend, e2 = (Signal(32, name=f"fupd_{n}") for n in ("b", "addend", "e2"))
+        other, addend, e2 = (Signal(FP32.width, name=f"fupd_{n}")
+                             for n in ("b", "addend", "e2"))
         st.stage(other.eq(Mux(up1, o1, v32)), addend.eq(Mux(up1, v32, o1)), e2.eq(e1))
         prod = fp.staged_mul(st, e2, other, FP32, FP32, "fupd_mul")
         addend_late = st.delay(addend, fp.mul_latency(FP32, FP32), "fupd_addend")
@@ -261,9 +261,10 @@ class FloatArith:
         return fp.np_maximum(a, b)
 
     def np_exp_arg(self, x, mo):
-        d = fp.np_add(x, np.asarray(mo, np.uint32) ^ np.uint32(1 << 31))
-        up = (d >> 31 == 0) & (d & np.uint32(0x7FFFFFFF) != 0) & ~FP32.is_nan(d)
-        z = fp.np_to_fixed(d | np.uint32(1 << 31), self._fixed.cfg.x_frac, self.x_shape.width)
+        sign = np.uint32(FP32.sign_bit)
+        d = fp.np_add(x, np.asarray(mo, np.uint32) ^ sign)
+        up = (d & sign == 0) & (d & ~sign != 0) & ~FP32.is_nan(d)
+        z = fp.np_to_fixed(d | sign, self._fixed.cfg.x_frac, self.x_shape.width)
         return z, up
 
     def np_exp2(self, z):

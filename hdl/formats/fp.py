@@ -63,7 +63,8 @@ __all__ = ["FloatSpec", "FP16", "BF16", "FP32", "SPECS", "mul", "add", "convert"
            "to_fixed", "from_fixed", "staged_mul", "staged_add", "staged_convert",
            "staged_maximum", "staged_to_fixed", "staged_from_fixed", "mul_latency",
            "add_latency", "convert_latency", "maximum_latency", "to_fixed_latency",
-           "from_fixed_latency", "np_mul", "np_add", "np_convert", "np_maximum", "np_to_fixed",
+           "from_fixed_latency", "sign_of", "magnitude_of", "negated", "negative_magnitude",
+           "nan_of", "np_mul", "np_add", "np_convert", "np_maximum", "np_to_fixed",
            "np_from_fixed", "np_canonical"]
 
 
@@ -95,9 +96,28 @@ class FloatSpec:
         return self.exp_all_ones << self.man_bits
 
     @property
+    def sign_bit(self):
+        """The sign bit's mask: the encoding of x with it flipped is -x's."""
+        return 1 << (self.width - 1)
+
+    @property
+    def neg_zero(self):
+        """-0's bits: the sign bit alone (-0 + x is x for every x, where +0 + -0 is +0)."""
+        return self.sign_bit
+
+    @property
+    def neg_inf(self):
+        """-inf's bits."""
+        return self.sign_bit | self.inf
+
+    @property
     def nan(self):
         """The canonical quiet NaN's bits: sign 0, exponent all ones, the quiet bit."""
         return self.inf | (1 << (self.man_bits - 1))
+
+    def encode(self, value):
+        """The encoding (an int) of the real number `value`, rounded to nearest even."""
+        return int(self.from_float(np.asarray(value).astype(self.np_dtype)))
 
     def is_nan(self, bits):
         """Which of `bits` (an array of encodings) are NaNs."""
@@ -165,7 +185,8 @@ def np_convert(x, src, dst):
 def _np_order_key(bits):
     """fp32 encodings as unsigned keys in numeric order (-0 just below +0)."""
     bits = np.asarray(bits, dtype=np.uint32)
-    return np.where(bits >> 31 == 1, ~bits, bits | np.uint32(1 << 31)).astype(np.uint32)
+    sign = np.uint32(FP32.sign_bit)
+    return np.where(bits & sign != 0, ~bits, bits | sign).astype(np.uint32)
 
 
 def np_maximum(a, b):
@@ -212,6 +233,35 @@ def _unpack(m, x, spec, name):
     m.d.comb += [sig.eq(Cat(mant, normal)),
                  e.eq(Mux(normal, ef, 1) - (spec.bias + M))]
     return sign, sig, e, ~normal & (mant == 0), special & (mant == 0), special & (mant != 0)
+
+
+def sign_of(x, spec=FP32):
+    """The sign bit of encoding `x` (an Amaranth value) of `spec`."""
+    return Value.cast(x)[spec.width - 1]
+
+
+def magnitude_of(x, spec=FP32):
+    """Encoding `x` of `spec` without its sign bit: the bits of |x|, which order as |x| does
+    when compared as unsigned integers."""
+    return Value.cast(x)[:spec.width - 1]
+
+
+def negated(x, spec=FP32):
+    """-x: encoding `x` of `spec` with its sign bit inverted (wires and one inverter)."""
+    return Cat(magnitude_of(x, spec), ~sign_of(x, spec))
+
+
+def negative_magnitude(x, spec=FP32):
+    """-|x|: encoding `x` of `spec` with its sign bit set (wires only)."""
+    return Cat(magnitude_of(x, spec), Const(1, 1))
+
+
+def nan_of(x, spec=FP32):
+    """Whether encoding `x` of `spec` is a NaN: exponent all ones, mantissa not zero
+    (combinational)."""
+    x = Value.cast(x)
+    M, E = spec.man_bits, spec.exp_bits
+    return (x[M:M + E] == spec.exp_all_ones) & (x[:M] != 0)
 
 
 def _round_up(guard, rest, lsb):
@@ -341,7 +391,7 @@ def staged_add(st, a, b, name):
 
     # 1: unpacked, and which magnitude is larger (the encodings compare as integers)
     r1, s1 = regs(1, sa=sa, sb=sb, siga=siga, sigb=sigb, ea=ea, eb=eb,
-                  a_ge=a[:31] >= b[:31],
+                  a_ge=magnitude_of(a) >= magnitude_of(b),
                   nan=na | nb | (ia & ib & (sa != sb)), inf=ia | ib, inf_sign=Mux(ia, sa, sb))
     st.stage(s1)
     # 2: the larger first, the exponents' difference (never negative)
@@ -402,20 +452,20 @@ def _order_key(x):
     """An fp32 encoding as an unsigned key in numeric order: negative encodings inverted,
     positive ones above them."""
     x = Value.cast(x)
-    return Mux(x[31], ~x, Cat(x[:31], Const(1, 1)))
+    return Mux(sign_of(x), ~x, negative_magnitude(x))
 
 
 def staged_maximum(st, a, b, name):
     """`maximum` staged on `st` (a `dsp.Stages`), its registers named after `name`: the
     larger fp32 encoding `maximum_latency()` stages later."""
     a, b = Value.cast(a), Value.cast(b)
-    nan = lambda x: (x[23:31] == 0xFF) & (x[:23] != 0)
-    ka, kb = Signal(32, name=f"{name}_ka"), Signal(32, name=f"{name}_kb")
-    a1, b1 = Signal(32, name=f"{name}_a1"), Signal(32, name=f"{name}_b1")
+    W = FP32.width
+    ka, kb = Signal(W, name=f"{name}_ka"), Signal(W, name=f"{name}_kb")
+    a1, b1 = Signal(W, name=f"{name}_a1"), Signal(W, name=f"{name}_b1")
     nan1 = Signal(name=f"{name}_nan1")
     st.stage(ka.eq(_order_key(a)), kb.eq(_order_key(b)), a1.eq(a), b1.eq(b),
-             nan1.eq(nan(a) | nan(b)))
-    out = Signal(32, name=f"{name}_out")
+             nan1.eq(nan_of(a) | nan_of(b)))
+    out = Signal(W, name=f"{name}_out")
     st.stage(out.eq(Mux(nan1, FP32.nan, Mux(ka >= kb, a1, b1))))
     return out
 
@@ -498,7 +548,7 @@ def mul_latency(src_a, src_b):
 
 def add_latency():
     """Cycles from `add`'s operands to its sum: the stages `staged_add` registers."""
-    return Stages.count_of(staged_add, Signal(32), Signal(32), "fadd")
+    return Stages.count_of(staged_add, Signal(FP32.width), Signal(FP32.width), "fadd")
 
 
 def convert_latency(src, dst):
@@ -510,13 +560,13 @@ def convert_latency(src, dst):
 def maximum_latency():
     """Cycles from `maximum`'s operands to its result: the stages `staged_maximum`
     registers."""
-    return Stages.count_of(staged_maximum, Signal(32), Signal(32), "fmax")
+    return Stages.count_of(staged_maximum, Signal(FP32.width), Signal(FP32.width), "fmax")
 
 
 def to_fixed_latency(frac, width):
     """Cycles from `to_fixed`'s input to its integer: the stages `staged_to_fixed`
     registers."""
-    return Stages.count_of(staged_to_fixed, Signal(32), frac, width, "ffix")
+    return Stages.count_of(staged_to_fixed, Signal(FP32.width), frac, width, "ffix")
 
 
 def from_fixed_latency(value_bits):
