@@ -237,7 +237,8 @@ def test_core_refuses_formats():
     from attenio.formats import FP16Format
     tiny = dict(mac_lines=1, macs_per_line=1, rows_per_mac=1, head_dim=4, exp_units=1,
                 max_seq_len=8)
-    with pytest.raises(ValueError, match="the RTL accumulates O in fp32; o_acc_bits = 16"):
+    with pytest.raises(ValueError, match="^the fp16 RTL accumulates O in fp32; o_acc_bits = 16 is "
+                                         "the paper's accounting, for analysis only$"):
         AttentionCore(**tiny, fmt=FP16Format(o_acc_bits=16))
     with pytest.raises(ValueError, match="fmt must be an Int8Format or a FloatFormat, not 'int8'"):
         AttentionCore(**tiny, fmt="int8")

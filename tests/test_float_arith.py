@@ -7,7 +7,7 @@ import pytest
 from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
-from attenio.hdl.formats import fp
+from attenio.hdl.formats import arith_of, check_o_accumulator, fp
 from attenio.hdl.formats.float import FloatArith
 from attenio.hdl.formats.fp import FP32
 
@@ -107,3 +107,18 @@ def test_builder_equals_twin(arith, rng, op):
 def test_storage_must_be_a_16_bit_format():
     with pytest.raises(TypeError, match="storage must be FP16 or BF16"):
         FloatArith(FP32, max_seq_len=16, head_dim=8)
+
+
+def test_the_rtl_builds_only_fp32_o_accumulators():
+    from attenio.formats import BF16Format, FP16Format, Int8Format
+    for fmt in (Int8Format(), FP16Format(), BF16Format()):
+        check_o_accumulator(fmt)                                       # buildable: no error
+    assert arith_of(FP16Format(), max_seq_len=64, head_dim=16).o_shape.width \
+        == FP16Format().o_acc_bits
+    refused = BF16Format(o_acc_bits=16)
+    message = ("^the bf16 RTL accumulates O in fp32; o_acc_bits = 16 is the paper's "
+               "accounting, for analysis only$")
+    with pytest.raises(ValueError, match=message):
+        check_o_accumulator(refused)
+    with pytest.raises(ValueError, match=message):
+        arith_of(refused, max_seq_len=64, head_dim=16)

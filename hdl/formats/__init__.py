@@ -1,5 +1,7 @@
 """Number formats: one module per format family, each with its hardware builders and
-their bit-exact NumPy twins side by side (DESIGN.md section 5).
+their bit-exact NumPy twins side by side, so that the golden models
+(`attenio.sim.golden`, `attenio.sim.golden_fp`), which call only the twins, compute
+the RTL's bits.
 
 * `int8`: `Int8Arith`, the int8 datapath (exact scores, base-2 fixed-point softmax).
 * `float`: `FloatArith`, the fp16 and bf16 datapath (fp32 scores and O, the int8
@@ -14,22 +16,31 @@ their bit-exact NumPy twins side by side (DESIGN.md section 5).
 A new family is a new module here, exported below.
 """
 
+from attenio.formats import FloatFormat, Int8Format
+
 from .float import FloatArith
+from .fp import FP32, SPECS
 from .int8 import Int8Arith
 
-__all__ = ["FloatArith", "Int8Arith", "arith_of"]
+__all__ = ["FloatArith", "Int8Arith", "arith_of", "check_o_accumulator"]
+
+
+def check_o_accumulator(fmt):
+    """Raise ValueError if the RTL cannot build format `fmt`'s O accumulators: a float
+    format's are fp32 (`FloatArith.o_shape`), and an ``o_acc_bits`` other than that is
+    the paper's accounting, which only the analysis reads."""
+    if isinstance(fmt, FloatFormat) and fmt.o_acc_bits != FP32.width:
+        raise ValueError(f"the {fmt.name} RTL accumulates O in fp32; o_acc_bits = "
+                         f"{fmt.o_acc_bits} is the paper's accounting, for analysis only")
 
 
 def arith_of(fmt, *, max_seq_len, head_dim):
-    """The datapath (`Int8Arith` or `FloatArith`) of an `attenio.formats` format object."""
-    from attenio.formats import FloatFormat, Int8Format
-    from . import fp
+    """The datapath (`Int8Arith` or `FloatArith`) of an `attenio.formats` format object;
+    ValueError if the RTL cannot build it (`check_o_accumulator`)."""
     if isinstance(fmt, Int8Format):
         return Int8Arith(fmt, max_seq_len=max_seq_len, head_dim=head_dim)
     if isinstance(fmt, FloatFormat):
-        if fmt.o_acc_bits != 32:
-            raise ValueError(f"{fmt.name} format: the RTL accumulates O in fp32; o_acc_bits = "
-                             f"{fmt.o_acc_bits} is the paper's accounting, for analysis only")
-        return FloatArith(fp.SPECS[fmt.name], max_seq_len=max_seq_len, head_dim=head_dim,
+        check_o_accumulator(fmt)
+        return FloatArith(SPECS[fmt.name], max_seq_len=max_seq_len, head_dim=head_dim,
                           fixed=fmt.fixed)
     raise TypeError(f"not a format object: {fmt!r}")
