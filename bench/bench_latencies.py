@@ -1,0 +1,197 @@
+"""The latencies the hardware builders publish, on the small and paper presets in int8, fp16
+and bf16; writes docs/latencies.md.
+
+docs/microarchitecture.md names every latency by the property that computes it and gives
+its formula; this page gives the values, asked of the builders at the planner's mapping
+(nothing is elaborated): the core's (`attenio.hdl.core.AttentionCore.from_plan(plan)`,
+its `timing`, a `CoreTiming`), the setup before LAUNCH (`Controller.setup_cycles`), and
+every latency the cycle model takes from the RTL (`attenio.model.rtl_params.RtlParams.of`,
+from `CoreTiming` and `TopTiming`). The last table is the cycle model's time at those
+mappings. `python bench/bench_latencies.py` rewrites the page; tests/test_latency_table.py
+checks that its latency tables are what the builders say today.
+"""
+
+import dataclasses
+import gc
+import re
+import sys
+import time
+import warnings
+from dataclasses import fields
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "latencies.md"
+
+#: (preset, N): the small preset at its own N, the paper's at N = 8K (its d = 64)
+SHAPES = (("small", None), ("paper", 8192))
+FORMATS = ("int8", "fp16", "bf16")
+
+#: the core table's columns: (heading, what computes it)
+CORE_COLUMNS = (
+    ("L_acc", "`FloatArith.accumulate_latency`: an fp32 addition (float formats)"),
+    ("L_mul", "`FloatArith.product_latency`: a product of two elements (float formats)"),
+    ("P", "`CoreTiming.score_period`: cycles per chunk of a K row, r or max(r, L_acc)"),
+    ("score", "`MAC.score_latency(arith, s)`: the last K word at a group's last MAC to "
+              "the row's score in its bank"),
+    ("S", "`SoftmaxLane.stages(arith)`: a lane's stages from a row's issue to its "
+          "write-back of m and l"),
+    ("lane", "`CoreTiming.lane_latency`: score + `SoftmaxLane.ready_stage` + "
+             "`PEArray.ready_latency` + `RowReplay.issue_latency`"),
+    ("L_sm", "`CoreTiming.sm_latency`: (q - 1) + r q/(L s) + lane"),
+    ("(P+r)d/s", "the other work that covers L_sm: S_(j+1) and U_(j-1)"),
+    ("slack", "`AttentionCore.interlock_slack`: (P + r) d/s - L_sm; negative: U_j waits"),
+    ("pass", "the shortest time between a lane's passes: max(r q/(L s), S + 1)"),
+    ("norm", "`Normalizer.latency(arith)`: a drain issue to its byte in the output FIFO"),
+    ("setup", "`Controller.setup_cycles()`: START's checks to LAUNCH, uncounted: "
+              "bits(a) + bits(N_max) + bits(HEADS) + 1 + bits(g_max)"),
+)
+
+
+def config_of(preset_name, format_name, seq_len=None):
+    """The preset in `format_name`, at `seq_len` query rows (default the preset's)."""
+    from attenio.config import resolve
+
+    config = resolve(preset_name=preset_name, format_name=format_name)
+    if seq_len is not None:
+        config = dataclasses.replace(
+            config, workload=dataclasses.replace(config.workload, seq_len=seq_len))
+    return config
+
+
+def planned():
+    """The planner's Plan of every preset, N and format this page covers."""
+    from attenio.model.planner import choose_plan
+
+    return [choose_plan(config_of(p, f, n)) for p, n in SHAPES for f in FORMATS]
+
+
+def _name(plan):
+    return f"{plan.config.name}, {plan.config.format.name}"
+
+
+def core_row(plan):
+    """The core table's cells for `plan`, as CORE_COLUMNS orders them (after the mapping)."""
+    from amaranth.hdl import UnusedElaboratable
+
+    with warnings.catch_warnings():     # the core and controller are built only to be asked
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        cells = _core_cells(plan)
+        gc.collect()                    # they hold cycles: collect them inside the filter
+    return cells
+
+
+def _core_cells(plan):
+    from attenio.formats import FloatFormat
+    from attenio.hdl.controller import Controller
+    from attenio.hdl.core import AttentionCore
+    from attenio.hdl.mac import MAC
+    from attenio.hdl.normalizer import Normalizer
+    from attenio.hdl.softmax import SoftmaxLane
+    from attenio.hdl.top import ADDR_WIDTH
+
+    core = AttentionCore.from_plan(plan)
+    arith, t = core.arith, core.timing
+    w, b = plan.workload, plan.budget
+    d, s, r = w.head_dim, plan.split, plan.rows_per_mac
+    is_float = isinstance(plan.config.format, FloatFormat)
+    stages = SoftmaxLane.stages(arith)
+    controller = Controller(addr_width=ADDR_WIDTH, max_seq_len=w.max_keys,
+                            beat_bytes=b.axi_data_bits // 8, block_rows=plan.a)
+    return [arith.accumulate_latency if is_float else "-",
+            arith.product_latency if is_float else "-",
+            t.score_period, MAC.score_latency(arith, s), stages, t.lane_latency,
+            t.sm_latency, (t.score_period + r) * d // s, core.interlock_slack,
+            max(t.lane_rows, stages + 1), Normalizer.latency(arith), controller.setup_cycles()]
+
+
+def _table(head, rows):
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def latency_tables(plans):
+    """The page's latency tables for `plans`, as Markdown: (the core's, the cycle model's
+    RtlParams)."""
+    from attenio.model.rtl_params import RtlParams
+
+    core = _table(["design", "N", "d", "s", "r", *(h for h, _ in CORE_COLUMNS)],
+                  [[_name(p), p.workload.seq_len, p.workload.head_dim, p.split, p.rows_per_mac,
+                    *core_row(p)] for p in plans])
+    params = [RtlParams.of(p) for p in plans]
+    rtl = _table(["field", *(_name(p) for p in plans)],
+                 [[f"`{f.name}`", *(getattr(x, f.name) for x in params)]
+                  for f in fields(RtlParams)])
+    return core, rtl
+
+
+def plans_of_page(text):
+    """The Plans the core table of a rendered page was made for (its design, N, s, r)."""
+    from attenio.plan import make_plan
+
+    plans = []
+    for line in text.split("\n## Around the core")[0].splitlines():
+        m = re.match(r"\| (\w+), (\w+) \| (\d+) \| \d+ \| (\d+) \| (\d+) \|", line)
+        if m:
+            preset_name, format_name, n, s, r = m.groups()
+            plans.append(make_plan(config_of(preset_name, format_name, int(n)), split=int(s),
+                                   rows_per_mac=int(r)))
+    return plans
+
+
+def model_table(plans):
+    """The cycle model's cycles and PE time at each Plan's mapping (the planner's candidate)."""
+    rows = []
+    for p in plans:
+        c = p.mapping_choice.candidate(p.split, p.rows_per_mac)
+        rows.append([_name(p), p.workload.seq_len, p.split, p.rows_per_mac, p.a, c.cycles,
+                     f"{c.pe_util:.1%}"])
+    return _table(["design", "N", "s", "r", "a", "cycles", "PE time"], rows) + "\n"
+
+
+def render(plans):
+    legend = "\n".join(f"* **{h}**: {what}" for h, what in CORE_COLUMNS)
+    core, rtl = latency_tables(plans)
+    return f"""# Latencies of the generated hardware
+
+Generated by `make bench` (bench/bench_latencies.py) from the hardware builders; do not
+edit by hand. docs/microarchitecture.md gives each latency's formula and role; here
+are their values at the planner's mapping (`attenio plan`) of the small preset and of
+the paper preset at N = 8K, in each format. Cycles throughout.
+
+## The core
+
+{legend}
+
+{core}
+
+## Around the core
+
+Every latency the cycle model takes from the RTL (`RtlParams.of(plan)`, the fields
+documented in `attenio.model.rtl_params`), from `CoreTiming` and `TopTiming`:
+
+{rtl}
+
+## What they cost
+
+The cycle model (`attenio.model.cyclemodel`, equal to the RTL's counters) at the same
+mappings, one head: the float formats' longer pipelines leave the array idle in the K
+rows' empty slots (P > r) and at the interlock (slack < 0).
+
+{model_table(plans)}"""
+
+
+def main():
+    t0 = time.perf_counter()
+    plans = planned()
+    text = render(plans)
+    print(text)
+    DOC.write_text(text)
+    print(f"(written to {DOC.relative_to(ROOT)}; {time.perf_counter() - t0:.1f} s, the planner "
+          f"included)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
