@@ -22,7 +22,6 @@ from amaranth.lib.wiring import In, Out
 
 from attenio import validate
 from attenio.errors import ConfigError
-from attenio.formats import FloatFormat
 from attenio.regmap import register_map
 
 from .axi import AXI_4KB, AXI_MAX_BURST_BEATS, AXI4LiteSignature, AXI4Signature
@@ -31,6 +30,7 @@ from .controller import Controller
 from .core import AttentionCore, Kind
 from .csr import CSRBlock
 from .dma import DMA, DMAReader, DMAWriter
+from .formats import check_o_accumulator
 from .kv_buffer import KVBuffer
 from .normalizer import Normalizer
 from .replay import RowReplay
@@ -94,9 +94,10 @@ class TopTiming:
 def check_plan(plan):
     """Raise ConfigError if the RTL cannot be generated for `plan`."""
     fmt = plan.config.format
-    if isinstance(fmt, FloatFormat) and fmt.o_acc_bits != 32:
-        raise ConfigError(f"the {fmt.name} RTL accumulates O in fp32; o_acc_bits = "
-                          f"{fmt.o_acc_bits} is the paper's accounting, for analysis only")
+    try:
+        check_o_accumulator(fmt)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     row_bytes = plan.workload.head_dim * fmt.element_bytes
     b = plan.budget
     validate.lanes_per_line(exp_units=b.exp_units, mac_lines=b.mac_lines,
