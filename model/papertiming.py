@@ -10,17 +10,16 @@ a field, so any of them can be switched off and its share of the difference meas
 rule 1  ``baselines_serial``, ``bw_eff``: Standard, FLAT and FlashAttention-2 pay
         their off-chip traffic after their compute, without overlap, at an
         effective bandwidth of ``bw_eff`` bytes a cycle (default half the budget's
-        peak: 64 of the paper hardware's 128).
+        peak).
 rule 2  ``softmax_exposed``, ``exps_per_score``: AttenIO's memory stays hidden
         behind its compute (its three overlap levels), its softmax does not: each
         K/V row adds exps_per_score * a / E cycles after the scores (P and the
         rescale factor of each of the block's a rows, over the E EXP units), kept
-        exact: rounded up to whole cycles a row it would grow by less than E / (2a),
-        3 % at a = 1985.
+        exact: rounded up to whole cycles a row it would grow by less than E / (2a).
 rule 3  ``a_rule``: AttenIO's Q block is the analytic optimum with every on-chip
         value at the stored precision, a = (M - d) / (2 d + 4), M = cache bytes /
-        element bytes (1985 at d = 64, 1007 at d = 128 for 512 KB of fp16), not the
-        Plan's a, which also counts what the hardware reserves and fills the array.
+        element bytes (`analytic_a`; docs/paper.md gives it for the paper preset),
+        not the Plan's a, which also counts what the hardware reserves and fills the array.
 
 Common to every dataflow here: compute runs on the whole array, 2 d / P cycles
 for each (query row, key) pair the schedule visits, whatever its tiling, and
