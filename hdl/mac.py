@@ -35,8 +35,8 @@ sums meet in an adder chain along the group, which the systolic skew makes
 free of waiting: MAC g finishes its partial one cycle after MAC g - 1, so one
 cycle after that it adds the running sum of MACs 0 .. g - 1 (a register in MAC
 g - 1) and passes the sum on; the last MAC of the group writes the row's score
-into its bank. One adder per cycle, one cycle of latency more than s = 1 for
-any s (`MAC.score_latency`), and no wire longer than one MAC (a tree would take
+into its bank. One adder per cycle, the same latency for every s > 1
+(`MAC.score_latency`), and no wire longer than one MAC (a tree would take
 log2 s stages and reach across s MACs).
 
 The floating-point formats (`FloatArith`) keep the same storage and word, with
@@ -49,8 +49,8 @@ adder's other input is -0 for a slot's first chunk (-0 + x is x for every x),
 so the sum starts from the first product. With s > 1 a MAC keeps its r partial
 sums of each bank and adds the running sum of the MACs before it when that
 arrives on the chain (`chain_layout`, one addition of L cycles per MAC): the
-chain's latency grows by L per MAC instead of one cycle, and the lanes start
-that much later (`MAC.score_latency`).
+chain's latency grows by L per MAC, and the lanes start that much later
+(`MAC.score_latency`).
 """
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Shape, Signal, Value, signed
@@ -62,6 +62,7 @@ from attenio import validate
 
 from .formats import FloatArith, Int8Arith
 from .formats.dsp import PartialProducts, Stages, dsp_lut_width, force, lut_built, mul_widths
+from .formats.fp import FP32
 from .softmax import pa_layout
 
 __all__ = ["word_layout", "chain_layout", "pick_layout", "pick_addr", "check_arith",
@@ -178,18 +179,25 @@ class MAC(wiring.Component):
         register, then the update pipeline of the format (its ``update``)."""
         return 1 + arith.update_latency
 
+    #: cycles from a K word at an int8 MAC to its q * k: the operand registers, then the
+    #: product's two (`_qk`'s, or in a DSP its product register and the relay)
+    int8_product_latency = 3
+
     @staticmethod
     def score_latency(arith, split):
         """Cycles from the last K word at a group's last MAC to the row's score in its
-        bank. int8: the operand registers and q*k's two stages (`MAC._qk`) before the
-        accumulator's, and with s > 1 the adder chain's stage. Float: the product and the
-        accumulator's pipelines, and with s > 1 one addition per MAC of the chain plus
-        the registers between them (see the module docstring). Then the score's own
-        register before the banks (`_write_score`)."""
+        bank. int8: q * k (`int8_product_latency`), then the accumulator (combinational
+        into the next register), and with s > 1 the partial sum's register before the
+        adder chain. Float: the product and the accumulator's pipelines, and with s > 1
+        one addition per MAC of the chain and the chain's registers, all but one of which
+        the words' skew hides (see the module docstring). Then the score's own register
+        before the banks (`_write_score`)."""
         if isinstance(arith, FloatArith):
-            Lm, La = arith.product_latency, arith.accumulate_latency
-            return 1 + (Lm + La if split == 1 else Lm + La * split + 1)
-        return 4 if split == 1 else 5
+            product, accumulate = arith.product_latency, arith.accumulate_latency
+            if split == 1:
+                return 1 + product + accumulate
+            return 1 + product + accumulate * split + 1
+        return 1 + MAC.int8_product_latency + (0 if split == 1 else 1)
 
     @property
     def index(self):
@@ -206,7 +214,7 @@ class MAC(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        A, r, d = self._arith, self._r, self._d      # d: columns per MAC, d/s
+        arith, r, d = self._arith, self._r, self._d      # d: columns per MAC, d/s
         wi = self.wi
         # The word this MAC works on this cycle. MAC c of every line holds the same word:
         # `keep` has synthesis keep a copy per line (`attenio.gen.synth.prepare_script`)
@@ -222,7 +230,7 @@ class MAC(wiring.Component):
             m.d.sync += pick_r.addr.eq(pick_addr(wi.bank, wi.slot, rows_per_mac=r))
             m.d.comb += self.pick_out.eq(pick_r)
 
-        m.submodules.q_mem = q_mem = Memory(shape=A.element_shape, depth=r * d, init=[])
+        m.submodules.q_mem = q_mem = Memory(shape=arith.element_shape, depth=r * d, init=[])
         q_wr = q_mem.write_port()
         # Both are read combinationally at an address in a register of this MAC: the same
         # as a synchronous read of the address a cycle ahead, but the address register is
@@ -239,7 +247,7 @@ class MAC(wiring.Component):
             q_rd.addr.eq(w.addr),
         ]
 
-        if isinstance(A, FloatArith):
+        if isinstance(arith, FloatArith):
             self._float_scores(m, w, q_rd.data, value)
         else:
             self._int8_scores(m, w, q_rd.data, value, dsp_lut_width(platform))
@@ -249,7 +257,7 @@ class MAC(wiring.Component):
         # registered here, kept per MAC, so its wire from the lane is all of its cycle and
         # the memory's write port takes registers: a pair is readable two cycles after
         # the bus carried it, as 2r registers loaded from the bus register would be.
-        pair = data.StructLayout({"up": 1, "e": A.factor_shape})
+        pair = data.StructLayout({"up": 1, "e": arith.factor_shape})
         m.submodules.pairs = pairs = Memory(shape=pair, depth=2 ** len(self.pick_in.addr),
                                             init=[])
         pair_wr = pairs.write_port()
@@ -267,7 +275,7 @@ class MAC(wiring.Component):
         # V word comes), registered with the word's (up, e) and element, and the format's
         # `update` takes them from there; the sum is written `update_latency` cycles
         # after the word.
-        latency = self.update_latency(A)
+        latency = self.update_latency(arith)
         addr = [Signal.like(w.addr, name=f"addr_{k}") for k in range(latency)]
         en = [Signal(name=f"en_{k}") for k in range(latency)]
         m.d.sync += [addr[0].eq(w.addr), en[0].eq(w.valid & w.is_u)]
@@ -279,22 +287,22 @@ class MAC(wiring.Component):
         # the last pair is written (`SoftmaxLane.ready_stage`), so no V word meets its
         # pair still in the bus register.
         up_w = Signal(name="up_w")
-        e_w = Signal(A.factor_shape, name="e_w")
+        e_w = Signal(arith.factor_shape, name="e_w")
         m.d.comb += pair_rd.addr.eq(self.pick_in.addr)
         m.d.sync += [up_w.eq(pair_rd.data.up), e_w.eq(pair_rd.data.e)]
         # The operands' register: O's read leaves a LUT RAM late in its cycle, and the RAM,
         # its two selections and the multiplier's input register are too far apart for one.
         up_u, e_u = Signal(name="up_u"), Signal.like(e_w, name="e_u")
-        o_u = Signal(A.o_shape, name="o_u")
+        o_u = Signal(arith.o_shape, name="o_u")
         # kept: K's operand register (`_int8_scores`) takes the same word, and merged into
-        # it the update's DSP read V from beside the LUT-built q*k (a 7.6 ns route)
+        # it the update's DSP would read V from beside the LUT-built q*k, a long route
         v_u = Signal.like(value, name="v_u", attrs={"keep": 1})
-        o_new = Signal(A.o_shape, name="o_new")
+        o_new = Signal(arith.o_shape, name="o_new")
         o_rd = self._o_memory(m, Mux(wi.valid & wi.is_u, wi.addr, self.drain_addr),
                               addr[-1], o_new, en[-1])
         m.d.sync += [up_u.eq(up_w), e_u.eq(e_w), o_u.eq(force(o_rd, w.first, 0)),
                      v_u.eq(value)]
-        m.d.comb += [o_new.eq(A.update(m, up_u, e_u, o_u, v_u)), self.o_rd.eq(o_rd)]
+        m.d.comb += [o_new.eq(arith.update(m, up_u, e_u, o_u, v_u)), self.o_rd.eq(o_rd)]
         return m
 
     #: the widest slice of O that shares one read-address register
@@ -303,7 +311,7 @@ class MAC(wiring.Component):
     def _o_memory(self, m, rd_addr_next, wr_addr, wr_data, wr_en):
         """O, read combinationally at `rd_addr_next` registered: its value. O is a LUT RAM
         as wide as an accumulator, and one address register fanning out to all of its
-        slices and their depth multiplexers took a route across the chip (8.9 ns), so O is
+        slices and their depth multiplexers would take a route across the chip, so O is
         built in slices of at most `O_SLICE_BITS`, each a memory with its own address
         register (kept), which placement puts beside it."""
         shape = Shape.cast(self._arith.o_shape)
@@ -353,11 +361,12 @@ class MAC(wiring.Component):
 
     @staticmethod
     def _qk(m, q, k, q_hi=None):
-        """q * k two cycles after q and k (signed elements), built from LUTs (ECP5 under
+        """q * k of signed elements q and k, registered twice, built from LUTs (ECP5 under
         a LUT width `_qk_halves` accepts, or any other target): two narrow products, q
         times each half of k, registered, then their sum: a Booth array and one carry
-        chain a cycle, where the whole product was a Booth array and its summing tree.
-        `q_hi`: a copy of q's register for the high half's Booth array (default q)."""
+        chain a cycle, where the whole product would be a Booth array and its summing tree
+        in one. `q_hi`: a copy of q's register for the high half's Booth array (default
+        q)."""
         n = len(q) + len(k)
         qk = Signal(signed(n), name="qk")
         q_hi = q if q_hi is None else q_hi
@@ -372,15 +381,16 @@ class MAC(wiring.Component):
     def _int8_scores(self, m, w, q, value, lut_width):
         """Exact integer scores: one accumulator, restarted at k = 0 and copied to its bank
         at k = d/s - 1 (`score_latency`); with s > 1 the chain in lockstep."""
-        A, s = self._arith, self._s
+        arith, s = self._arith, self._s
         st = Stages(m)
-        # The operands registered, then the product (`_qk`, two cycles). Kept: K's operand
-        # register holds the bits of the next MAC's word register, and merged into it the
-        # product would read its operand from the next MAC. Built from LUTs, each half's
-        # Booth array has a Q operand register of its own beside it (one register for both
-        # was a 10.3 ns path, 7.9 of it routing). In a DSP (an ECP5 LUT width below q*k's
-        # halves) the product is a MULT18X18D whose input and output registers are the
-        # operand and product stages, then a fabric register (its relay): three cycles too.
+        # The operands registered, then the product (`_qk`): `int8_product_latency` in all.
+        # Kept: K's operand register holds the bits of the next MAC's word register, and
+        # merged into it the product would read its operand from the next MAC. Built from
+        # LUTs, each half's Booth array has a Q operand register of its own beside it (one
+        # register for both is a path longer than a cycle, most of it routing). In a DSP
+        # (an ECP5 LUT width below q*k's halves) the product is a MULT18X18D whose input and
+        # output registers are the operand and product stages, then a fabric register (its
+        # relay): as many cycles.
         if self._qk_halves(lut_width, q, value):
             q_op = st.delay(q, 1, "q_op", keep=True)
             k_op = st.delay(value, 1, "k_op", keep=True)
@@ -393,14 +403,14 @@ class MAC(wiring.Component):
             for step in (products.operands, products, products.relay):
                 dsp.stage(step)
             (_, prod), = products.parts
-        ctrl = [st.delay(x, 3, n) for x, n in ((w.valid & w.is_s, "k_en"), (w.kfirst, "k_first"),
-                                              (w.klast, "k_last"), (w.bank, "k_bank"),
-                                              (w.slot, "k_slot"))]
+        ctrl = [st.delay(x, self.int8_product_latency, n)
+                for x, n in ((w.valid & w.is_s, "k_en"), (w.kfirst, "k_first"),
+                             (w.klast, "k_last"), (w.bank, "k_bank"), (w.slot, "k_slot"))]
         s_en, s_first, s_last = Signal(name="s_en"), Signal(name="s_first"), Signal(name="s_last")
         s_bank, s_slot = Signal.like(w.bank, name="s_bank"), Signal.like(w.slot, name="s_slot")
         m.d.comb += Cat(s_en, s_first, s_last, s_bank, s_slot).eq(Cat(*ctrl))
-        acc = Signal(A.score_shape)
-        acc_next = Signal(A.score_shape, name="acc_next")
+        acc = Signal(arith.score_shape)
+        acc_next = Signal(arith.score_shape, name="acc_next")
         m.d.comb += acc_next.eq(Mux(s_first, 0, acc) + prod)
         with m.If(s_en):
             m.d.sync += acc.eq(acc_next)
@@ -410,14 +420,14 @@ class MAC(wiring.Component):
         else:
             # The adder chain (see the module docstring): the partial sum registered, then
             # added to the sum of the MACs before this one in the group.
-            part = Signal(A.score_shape, name="part")
+            part = Signal(arith.score_shape, name="part")
             p_en = Signal(name="part_en")
             p_bank, p_slot = Signal.like(s_bank, name="part_bank"), Signal.like(s_slot,
                                                                                   name="part_slot")
             m.d.sync += [p_en.eq(s_en & s_last), p_bank.eq(s_bank), p_slot.eq(s_slot)]
             with m.If(s_en & s_last):
                 m.d.sync += part.eq(acc_next)
-            total = Signal(A.score_shape, name="chain_sum")
+            total = Signal(arith.score_shape, name="chain_sum")
             m.d.comb += total.eq(part if self.position == 0 else part + self.chain_in.value)
             if self.position == s - 1:
                 self._write_score(m, p_en, p_bank, p_slot, total)
@@ -429,19 +439,21 @@ class MAC(wiring.Component):
         """fp32 scores, chunk-major (see the module docstring): the product, then the
         accumulator whose sum comes back `score_period` cycles after it left; with s > 1
         the partial sums wait in their bank for the chain."""
-        A, r, s = self._arith, self._r, self._s
-        Lm, La = A.product_latency, A.accumulate_latency
-        period = score_period(A, r)
-        prod = A.product(m, q, value)
+        arith, r, s = self._arith, self._r, self._s
+        product_latency, accumulate_latency = arith.product_latency, arith.accumulate_latency
+        period = score_period(arith, r)
+        prod = arith.product(m, q, value)
         st = Stages(m)
         ctrl = Signal(data.StructLayout({"en": 1, "first": 1, "last": 1, "bank": 1,
                                          "slot": range(r)}), name="s_ctrl")
         m.d.comb += ctrl.eq(Cat(w.valid & w.is_s, w.kfirst, w.klast, w.bank, w.slot))
-        ctrl_p = data.View(ctrl.shape(), st.delay(ctrl, Lm, "s_ctrl_p"))   # beside the product
-        loop = Signal(A.score_shape, name="acc_loop")     # the slot's sum, back from the adder
-        acc = A.accumulate(m, Mux(ctrl_p.first, Const(1 << 31, 32), loop), prod)
-        m.d.comb += loop.eq(st.delay(acc, period - La, "acc_back"))
-        done = data.View(ctrl.shape(), st.delay(ctrl_p, La, "s_ctrl_a"))   # beside the sum
+        # the control beside the product, then beside the sum
+        ctrl_p = data.View(ctrl.shape(), st.delay(ctrl, product_latency, "s_ctrl_p"))
+        loop = Signal(arith.score_shape, name="acc_loop")     # the slot's sum, back from the adder
+        start = Const(FP32.neg_zero, FP32.width)              # -0 + x is x: a slot's first sum
+        acc = arith.accumulate(m, Mux(ctrl_p.first, start, loop), prod)
+        m.d.comb += loop.eq(st.delay(acc, period - accumulate_latency, "acc_back"))
+        done = data.View(ctrl.shape(), st.delay(ctrl_p, accumulate_latency, "s_ctrl_a"))
         part_en = done.en & done.last
 
         if s == 1:
@@ -451,13 +463,14 @@ class MAC(wiring.Component):
             m.d.sync += [self.chain_out.valid.eq(part_en), self.chain_out.bank.eq(done.bank),
                          self.chain_out.slot.eq(done.slot), self.chain_out.value.eq(acc)]
             return
-        parts = [Signal(A.score_shape, name=f"part_{b}_{t}") for b in range(2) for t in range(r)]
+        parts = [Signal(arith.score_shape, name=f"part_{b}_{t}")
+                 for b in range(2) for t in range(r)]
         self._write_regs(m, parts, part_en, done.bank, done.slot, acc)
         cin = Signal.like(self.chain_in, name="chain_in_r")
         m.d.sync += cin.eq(self.chain_in)
         mine = Array([Array(parts[b * r:(b + 1) * r]) for b in range(2)])[cin.bank][cin.slot]
-        total = A.accumulate(m, mine, cin.value)
-        out = data.View(cin.shape(), st.delay(cin.as_value(), La, "chain_ctrl"))
+        total = arith.accumulate(m, mine, cin.value)
+        out = data.View(cin.shape(), st.delay(cin.as_value(), accumulate_latency, "chain_ctrl"))
         if self.position == s - 1:
             self._write_score(m, out.valid, out.bank, out.slot, total)
         else:
