@@ -51,8 +51,8 @@ DEVICE = {"name": "LFE5U-85F-6CABGA381", "nextpnr": ["--85k", "--package", "CABG
           "LUT": 83640, "FF": 83640, "DSP": 156, "BRAM": 208}
 
 #: HeAP's weight of a connection's timing criticality against its length (nextpnr's default
-#: 10). At 40 the placer keeps the critical connections short, where at 10 it left 4 to 8 ns
-#: routes across the chip (docs/synthesis.md, "nextpnr options").
+#: 10). At 40 the placer keeps the critical connections short; at 10 it leaves routes of
+#: several ns across the chip (docs/synthesis.md, "nextpnr options").
 PLACER_OPTIONS = ["--placer-heap-timingweight", "40"]
 
 #: nextpnr options of `attenio synth`. router2: the 4x4 array routes in 2 to 3 minutes, where

@@ -103,7 +103,7 @@ def test_int8_refuses_a_configured_o_width(value):
 
 
 def test_int8_fields_unchanged_by_the_refusal():
-    # o_acc_bits is an init-only refusal, not a field: repr, equality and replace as before
+    # o_acc_bits is an init-only refusal, not a field: repr, equality and replace see none
     assert "o_acc_bits" not in {f.name for f in dataclasses.fields(Int8Format)}
     assert dataclasses.replace(Int8Format(), p_frac=16) == Int8Format(p_frac=16)
 
@@ -167,19 +167,19 @@ def largest_a(**widths):
     return max(a for a in range(1, 4096) if hand_cache_bytes(a, **widths) <= 512 * 1024)
 
 
-@pytest.mark.parametrize("d, n, depth, a_fit, a_fit_o16, a_fit_before", [
+@pytest.mark.parametrize("d, n, depth, a_fit, a_fit_o16, a_fit_uniform", [
     (64, 65536, 3, 1279, 1861, 1284),
     (64, 16384, 3, 1280, 1863, 1284),
     (128, 65536, 2, 659, 974, 661),
     (128, 16384, 2, 660, 974, 661),
 ])
-def test_paper_a_fit_follows_the_widths(d, n, depth, a_fit, a_fit_o16, a_fit_before):
+def test_paper_a_fit_follows_the_widths(d, n, depth, a_fit, a_fit_o16, a_fit_uniform):
     l = 24 + n.bit_length()
     assert largest_a(d=d, depth=depth, l=l) == a_fit
     assert largest_a(d=d, depth=depth, l=l, o=16) == a_fit_o16
-    # what the Plan counted before it kept the RTL's widths: l in 32 bits, P and alpha
-    # each 16-bit and double-buffered
-    assert largest_a(d=d, depth=depth, l=32, up_e=None, p=16, alpha=16) == a_fit_before
+    # at uniform widths instead of the RTL's (l in 32 bits, P and alpha each 16-bit and
+    # double-buffered) a_fit differs: the Plan must count the widths the hardware keeps
+    assert largest_a(d=d, depth=depth, l=32, up_e=None, p=16, alpha=16) == a_fit_uniform
     for fmt, want in ((FP16Format(), a_fit), (BF16Format(), a_fit),
                       (FP16Format(o_acc_bits=16), a_fit_o16)):
         base = paper(d, fmt)
