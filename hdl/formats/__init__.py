@@ -6,9 +6,10 @@ the RTL's bits.
 * `int8`: `Int8Arith`, the int8 datapath (exact scores, base-2 fixed-point softmax).
 * `float`: `FloatArith`, the fp16 and bf16 datapath (fp32 scores and O, the int8
   format's fixed-point softmax).
-* `fp`: IEEE 754 binary floating point (fp16, bf16, fp32): multiply, add and convert,
-  round to nearest even with subnormals, checked against Berkeley SoftFloat; the
-  pieces of the fp16 and bf16 formats.
+* `fp`: IEEE 754 binary floating point (fp16, bf16, fp32): multiply, add, convert,
+  maximum and the conversions to and from fixed point, round to nearest even with
+  subnormals, checked against Berkeley SoftFloat; the pieces of the fp16 and bf16
+  formats.
 * `dsp`: what every family builds with: multiplies split for the ECP5 DSPs,
   round-half-up shifts and their twins, and `Stages`, the stage count from which
   each pipelined builder publishes its latency.

@@ -1,9 +1,9 @@
 """The int8 format: the hardware builders of the datapath and their bit-exact NumPy twins.
 
-`Int8Arith` is the int8 format of AttenIO (DESIGN.md section 5). Every operation
-the PE array and the softmax unit need has an Amaranth builder here and, beside
-it, a NumPy twin that computes the very same bits; the golden model
-(`attenio.sim.golden`) calls only the twins, so RTL and model cannot drift apart.
+`Int8Arith` is the int8 format of AttenIO. Every operation the PE array and the
+softmax unit need has an Amaranth builder here and, beside it, a NumPy twin that
+computes the very same bits; the golden model (`attenio.sim.golden`) calls only the
+twins, so RTL and model cannot drift apart.
 Widths come from `attenio.formats.Int8Format` (configuration, pure Python) through
 `Int8Format.datapath`; no constant is typed twice.
 
@@ -294,8 +294,8 @@ class Int8Arith:
         diff, c = Value.cast(diff), Value.cast(c)
         wide = signed(diff.shape().width + c.shape().width + 1)
         # Every piece in a DSP on ECP5 (lut_pieces=False): diff's top piece times c's
-        # (4 x 15 bits on the small preset) would be a Booth array in LUTs, whose levels
-        # and carry chain spread over a cycle's worth of routing; it is one DSP a lane.
+        # (narrow times wide) would be a Booth array in LUTs, whose levels and carry chain
+        # spread over a cycle's worth of routing; it is one DSP a lane.
         _, products = partial_products(diff, c, name="scale", registered=True, lut_pieces=False)
         total = staged_sum(st, products, wide, "scale_sum")
         # v = floor((total + h) / 2**k) clamped to [x_min, 0]: the bounds are compared on
@@ -398,10 +398,9 @@ class Int8Arith:
         st.stage(t2.eq(t), d2.eq(d), r2.eq(r1), sh2.eq(sh1))             # its output registered
         t_k, sh_k = t2, sh2
         if interp:
-            # d * r in one MULT18X18D with its input and output registers (on ECP5; 13 x 11
-            # bits on the small preset), then the relay: the DSP may be far from the lane,
-            # and a bare one between two fabric registers is two long routes and the
-            # multiplier in one cycle
+            # d * r in one MULT18X18D with its input and output registers (on ECP5), then
+            # the relay: the DSP may be far from the lane, and a bare one between two
+            # fabric registers is two long routes and the multiplier in one cycle
             parts, products = partial_products(d2, r2, name="exp2", registered=True,
                                                lut_pieces=False)
             for k, stage in enumerate((products.operands, products, products.relay)):
@@ -417,9 +416,10 @@ class Int8Arith:
 
     def reciprocal(self, m, l, *, en=None, domain="sync"):
         """(y, e) with 1/l = y * 2**-e, y in recip_shape, for l in l_shape (l < 1 reads as 1);
-        valid `reciprocal_latency` cycles after l: three stages for the seed, then, with
-        Newton steps, the first step's operand registers and seven stages per step (each
-        of its two multiplies: partial products, their sum, what follows)."""
+        valid `reciprocal_latency` cycles after l: the seed (the leading one, the
+        normalized mantissa and the ROM read, its output registered), then, with Newton
+        steps, the first step's operand registers and each step's stages (each of its two
+        multiplies: partial products, their relay, their sum, what follows)."""
         return self._reciprocal(Stages(m, domain, en), l)
 
     def _reciprocal(self, st, l):
@@ -467,7 +467,7 @@ class Int8Arith:
             st.stage(y.eq(y3), mnt_k.eq(mnt3), e_k.eq(e3), products1.operands)
         one2 = 1 << (F + 1)
         for k in range(cfg.recip_iters):
-            # y <- y * (2 - mnt*y), nine stages: products, their relay, sum, 2 - round(sum)
+            # y <- y * (2 - mnt*y), a stage each: products, their relay, sum, 2 - round(sum)
             # (one subtraction: one2 - floor((t + h) / 2**F) = floor((K - t) / 2**F) with
             # K = one2 * 2**F - h + 2**F - 1) into the operand registers, products, relay,
             # sum, round, clamp (one carry chain each: the clamp's result goes on to the
