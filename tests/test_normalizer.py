@@ -64,7 +64,7 @@ class Shape:
         slot, chunk = divmod(addr, self.chunks)
         assert lane == mac // self.groups_per_lane
         assert u == slot * self.groups_per_lane + mac % self.groups_per_lane
-        return slot * self.mac_lines * self.groups_per_line + line * self.groups_per_line + mac, chunk
+        return (slot * self.mac_lines + line) * self.groups_per_line + mac, chunk
 
 
 SHAPES = {
@@ -113,7 +113,8 @@ def random_block(arith, shape, rng, rows_valid):
     one = arith.fixed.one if isinstance(arith, FloatArith) else arith.one
     l = rng.integers(one, MAX_SEQ_LEN * one + 1, n)
     if isinstance(arith, FloatArith):
-        value = rng.normal(scale=4.0, size=(n, shape.head_dim)) * 10.0 ** rng.integers(-3, 4, (n, 1))
+        magnitude = 10.0 ** rng.integers(-3, 4, (n, 1))
+        value = rng.normal(scale=4.0, size=(n, shape.head_dim)) * magnitude
         o = (value * (l[:, None] / one)).astype(np.float32).view(np.uint32).astype(np.int64)
         m = rng.normal(scale=8.0, size=n).astype(np.float32).view(np.uint32).astype(np.int64)
         return Block(rows_valid, o, l, m)
@@ -177,7 +178,8 @@ def tail_word(shape, rng, *, trigger):
     """A word at the last MAC: the block's last V word (`trigger`), or one that is not
     (another kind, another slot or chunk, not the last row)."""
     word = {"valid": 1, "is_u": 1, "last": 1, "klast": 1, "slot": shape.rows_per_mac - 1,
-            "addr": int(rng.integers(shape.rows_per_mac * shape.chunks)), "bank": int(rng.integers(2))}
+            "addr": int(rng.integers(shape.rows_per_mac * shape.chunks)),
+            "bank": int(rng.integers(2))}
     if not trigger:
         spoil = rng.integers(5)
         word.update([{"valid": 0}, {"is_u": 0, "is_s": 1}, {"last": 0}, {"klast": 0},
@@ -239,7 +241,8 @@ def run(arith, shape, blocks, rng, *, ready_chance, max_gap):
                         tail_at = cycle + int(rng.integers(max_gap + 1))
             # the block's last V word at the last MAC, other words around it
             trigger = tail_at == cycle
-            ctx.set(dut.tail, tail_word(shape, rng, trigger=trigger) if trigger or rng.random() < 0.3
+            other = rng.random() < 0.3
+            ctx.set(dut.tail, tail_word(shape, rng, trigger=trigger) if trigger or other
                     else {"valid": 0})
             if trigger:
                 trace.tails.append(cycle)
