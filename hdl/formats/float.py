@@ -121,7 +121,7 @@ class FloatArith:
     # -- latencies ----------------------------------------------------------------------
 
     def _latency(self, op, *shapes):
-        return Stages.count_of(getattr(self, f"_{op}"), *(Signal(shape) for shape in shapes))
+        return Stages.count_of(getattr(self, f"staged_{op}"), *(Signal(shape) for shape in shapes))
 
     @property
     def product_latency(self):
@@ -188,9 +188,10 @@ class FloatArith:
         """(z, up): the exp2 argument to_fixed(-|x - mo|) in x_shape and up = x > mo
         (false if either is NaN), `exp_arg_latency` cycles later: the difference, its
         sign and negative magnitude, the conversion."""
-        return self._exp_arg(Stages(m, domain, en), x, mo)
+        return self.staged_exp_arg(Stages(m, domain, en), x, mo)
 
-    def _exp_arg(self, st, x, mo):
+    def staged_exp_arg(self, st, x, mo):
+        """`exp_arg` on the caller's `dsp.Stages` `st`."""
         d = fp.staged_add(st, x, fp.negated(mo), "farg_d")
         up = Signal(name="farg_up")
         neg = Signal(FP32.width, name="farg_neg")
@@ -212,9 +213,10 @@ class FloatArith:
         """O' = fadd(fmul(e32, O), v) if up, else fadd(O, fmul(e32, v)): fp32, one multiply
         and one add either way, `update_latency` cycles later: V widened to fp32, the
         operands selected, the product, the sum."""
-        return self._update(Stages(m, domain, en), up, e32, o, v)
+        return self.staged_update(Stages(m, domain, en), up, e32, o, v)
 
-    def _update(self, st, up, e32, o, v):
+    def staged_update(self, st, up, e32, o, v):
+        """`update` on the caller's `dsp.Stages` `st`."""
         v32 = fp.staged_convert(st, v, self._spec, FP32, "fupd_v")
         wait = fp.convert_latency(self._spec, FP32)
         up1, e1, o1 = (st.delay(x, wait, f"fupd_{n}") for x, n in ((up, "up"), (e32, "e"),
@@ -236,9 +238,10 @@ class FloatArith:
     def finalize(self, m, o, y, ey, *, domain="sync", en=None):
         """convert(fmul(O, y * 2**(-recip_frac - ey))) to storage (two roundings),
         `finalize_latency` cycles later: the factor in fp32, the product, the conversion."""
-        return self._finalize(Stages(m, domain, en), o, y, ey)
+        return self.staged_finalize(Stages(m, domain, en), o, y, ey)
 
-    def _finalize(self, st, o, y, ey):
+    def staged_finalize(self, st, o, y, ey):
+        """`finalize` on the caller's `dsp.Stages` `st`."""
         exp = Signal(signed(8), name="ffin_exp")
         st.m.d.comb += exp.eq(-self._fixed.cfg.recip_frac - Value.cast(ey))
         r = fp.staged_from_fixed(st, y, exp, "ffin_r")

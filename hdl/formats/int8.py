@@ -235,10 +235,10 @@ class Int8Arith:
     # -- latencies: the stage counts of the pipelined builders ---------------------------
 
     def _latency(self, op, *shapes):
-        """The stages builder `_<op>` registers, counted once on a scratch Module fed
+        """The stages builder `staged_<op>` registers, counted once on a scratch Module fed
         with signals of `shapes`."""
         if op not in self._latencies:
-            self._latencies[op] = Stages.count_of(getattr(self, f"_{op}"),
+            self._latencies[op] = Stages.count_of(getattr(self, f"staged_{op}"),
                                                   *(Signal(shape) for shape in shapes))
         return self._latencies[op]
 
@@ -287,9 +287,10 @@ class Int8Arith:
         """z = round(diff * c) to x_frac bits, clamped to [x_min, 0]: x_shape,
         `scale_latency` cycles after diff and c. The products register their operands
         first (on ECP5 the DSPs' input registers), so diff may be a selection."""
-        return self._scale(Stages(m, domain), diff, c)
+        return self.staged_scale(Stages(m, domain), diff, c)
 
-    def _scale(self, st, diff, c):
+    def staged_scale(self, st, diff, c):
+        """`scale` on the caller's `dsp.Stages` `st`: what the DSP benches build alone."""
         k = self._cfg.c_frac - self._cfg.x_frac
         diff, c = Value.cast(diff), Value.cast(c)
         wide = signed(diff.shape().width + c.shape().width + 1)
@@ -317,9 +318,10 @@ class Int8Arith:
         cycles after the inputs. Since alpha or P is exactly one, one multiply serves
         both terms: up: (e*acc + 2**(p_frac-1) + v * 2**(2 p_frac)) >> p_frac, else
         e*v + acc. The shift and the final select are combinational."""
-        return self._update(Stages(m, domain), up, e, acc, v)
+        return self.staged_update(Stages(m, domain), up, e, acc, v)
 
-    def _update(self, st, up, e, acc, v):
+    def staged_update(self, st, up, e, acc, v):
+        """`update` on the caller's `dsp.Stages` `st`."""
         pf = self._cfg.p_frac
         acc = Value.cast(acc)
         acc_bits = acc.shape().width + (0 if acc.shape().signed else 1)
@@ -348,9 +350,10 @@ class Int8Arith:
         """sat8(round(O * y * 2**-e)) on V's scale: out_shape, `finalize_latency` cycles
         after the inputs. The last stage shifts by p_frac + recip_frac - 1 + e; round and
         saturate are combinational."""
-        return self._finalize(Stages(m, domain), o, y, e)
+        return self.staged_finalize(Stages(m, domain), o, y, e)
 
-    def _finalize(self, st, o, y, e):
+    def staged_finalize(self, st, o, y, e):
+        """`finalize` on the caller's `dsp.Stages` `st`."""
         shift = self._cfg.p_frac + self._cfg.recip_frac
         o, y = Value.cast(o), Value.cast(y)
         # The operands registered first, by the products themselves: o and y come from
@@ -369,9 +372,10 @@ class Int8Arith:
     def exp2(self, m, z, *, en=None, domain="sync"):
         """P = 2**z for z in x_shape (<= 0); returns a p_shape signal `exp2_latency`
         cycles after z."""
-        return self._exp2(Stages(m, domain, en), z)
+        return self.staged_exp2(Stages(m, domain, en), z)
 
-    def _exp2(self, st, z):
+    def staged_exp2(self, st, z):
+        """`exp2` on the caller's `dsp.Stages` `st`."""
         cfg = self._cfg
         m = st.m
         z = Value.cast(z)
@@ -420,9 +424,10 @@ class Int8Arith:
         normalized mantissa and the ROM read, its output registered), then, with Newton
         steps, the first step's operand registers and each step's stages (each of its two
         multiplies: partial products, their relay, their sum, what follows)."""
-        return self._reciprocal(Stages(m, domain, en), l)
+        return self.staged_reciprocal(Stages(m, domain, en), l)
 
-    def _reciprocal(self, st, l):
+    def staged_reciprocal(self, st, l):
+        """`reciprocal` on the caller's `dsp.Stages` `st`."""
         cfg = self._cfg
         m = st.m
         F, s, p = cfg.recip_frac, cfg.recip_seed_bits, cfg.p_frac

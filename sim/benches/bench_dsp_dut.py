@@ -29,21 +29,21 @@ _ARITH = Int8Arith(max_seq_len=256, head_dim=16)
 def _fmul(spec):
     s = fp.SPECS[spec]
     return ({"a": unsigned(s.width), "b": unsigned(s.width)},
-            lambda st, a, b: [fp._mul(st, a, b, s, s, f"fmul_{spec}")])
+            lambda st, a, b: [fp.staged_mul(st, a, b, s, s, f"fmul_{spec}")])
 
 
 def _cases():
     a = _ARITH
     cases = {
         "scale": ({"diff": a.diff_shape, "c": a.c_shape},
-                  lambda st, diff, c: [a._scale(st, diff, c)]),
+                  lambda st, diff, c: [a.staged_scale(st, diff, c)]),
         "upd_o": ({"up": unsigned(1), "e": a.p_shape, "acc": a.o_shape, "v": a.element_shape},
-                  lambda st, up, e, acc, v: [a._update(st, up, e, acc, v)]),
+                  lambda st, up, e, acc, v: [a.staged_update(st, up, e, acc, v)]),
         "upd_l": ({"up": unsigned(1), "e": a.p_shape, "acc": a.l_shape},
-                  lambda st, up, e, acc: [a._update(st, up, e, acc, 1)]),
+                  lambda st, up, e, acc: [a.staged_update(st, up, e, acc, 1)]),
         "fin": ({"o": a.o_shape, "y": a.recip_shape, "e": a.recip_exp_shape},
-                lambda st, o, y, e: [a._finalize(st, o, y, e)]),
-        "rcp": ({"l": a.l_shape}, lambda st, l: list(a._reciprocal(st, l))),
+                lambda st, o, y, e: [a.staged_finalize(st, o, y, e)]),
+        "rcp": ({"l": a.l_shape}, lambda st, l: list(a.staged_reciprocal(st, l))),
     }
     for spec in ("fp16", "bf16", "fp32"):
         cases[f"fmul_{spec}"] = _fmul(spec)
