@@ -23,7 +23,7 @@ from attenio.plan import Candidate, MappingChoice, make_plan, rows_options, vali
 
 from .cyclemodel import simulate
 
-__all__ = ["TOLERANCE", "choose_plan", "candidate_of"]
+__all__ = ["TOLERANCE", "choose_plan", "candidate_of", "pick_mapping"]
 
 #: Cycles within this fraction of the fewest count as a tie, which the least traffic
 #: (then the smaller s) wins: the model's own resolution, not a trade of speed for I/O.
@@ -41,7 +41,7 @@ def candidate_of(plan, result):
                      spatial_util=result.spatial_util, offchip_bytes=plan.traffic.bytes)
 
 
-def _pick(candidates):
+def pick_mapping(candidates):
     """(chosen, runner-up) mappings as (s, r): of the mappings within `TOLERANCE` of the
     fewest cycles, the least traffic, then the smaller s, then the larger r; the others
     follow by cycles."""
@@ -80,7 +80,7 @@ def choose_plan(config, *, seq_len=None, heads=None, progress=None):
         if progress and elapsed > _QUIET_SECONDS:
             progress(f"mapping {i}/{len(mappings)}: s = {s}, r = {c.rows_per_mac}, a = {c.a}: "
                      f"{c.cycles} cycles modelled ({elapsed:.1f} s so far)")
-    chosen, runner_up = _pick(candidates)
+    chosen, runner_up = pick_mapping(candidates)
     forced = config.split is not None and config.rows_per_mac is not None
     choice = MappingChoice(mode="forced" if forced else "auto", seq_len=n, heads=h,
                            tolerance=TOLERANCE, candidates=tuple(candidates), chosen=chosen,

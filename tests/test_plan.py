@@ -274,12 +274,12 @@ def cand(split, cycles, traffic=1, r=1):
 ])
 def test_near_ties_go_to_the_least_traffic_then_the_smaller_split(cands, chosen, runner_up):
     assert planner.TOLERANCE == 0.001
-    assert planner._pick([cand(*c) for c in cands]) == (
+    assert planner.pick_mapping([cand(*c) for c in cands]) == (
         (chosen, 1), None if runner_up is None else (runner_up, 1))
 
 
 def test_a_tie_in_cycles_traffic_and_split_goes_to_the_larger_r():
-    assert planner._pick([cand(4, 100000, 5, 2), cand(4, 100000, 5, 3), cand(4, 99990, 6, 4)]) == (
+    assert planner.pick_mapping([cand(4, 100000, 5, 2), cand(4, 100000, 5, 3), cand(4, 99990, 6, 4)]) == (
         (4, 3), (4, 2))
 
 
@@ -327,7 +327,7 @@ def test_choose_plan_models_every_split_with_its_rows_options():
         assert (x.groups, x.rows_per_mac, x.a, x.macs_active, x.kv_depth, x.offchip_bytes) == (
             p.groups, p.rows_per_mac, p.a, p.macs_active, p.kv_depth, p.traffic.bytes)
         assert x.cycles == simulate(p).cycles
-    assert (choice.chosen, choice.runner_up) == planner._pick(choice.candidates)
+    assert (choice.chosen, choice.runner_up) == planner.pick_mapping(choice.candidates)
     assert dataclasses.replace(plan, mapping_choice=None) == make_plan(c, *choice.chosen)
     d = plan.to_dict()["mapping"]
     assert (d["mode"], d["chosen"]) == ("auto", {"split": plan.split,
