@@ -109,67 +109,83 @@ class MacLine(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        A, q, r, L, s = self._arith, self._q, self._r, self._lanes, self._s
-        ql = q // L
-        gl = ql // s                             # groups per lane
-        drain = self.drain
+        groups = self._macs(m)
+        lanes = self._lanes_of(m, groups)
+        self._drain(m, groups, lanes)
+        return m
+
+    def _macs(self, m):
+        """The line's MACs, the word forwarded from each to the next: the groups (lists of
+        `split` MACs)."""
+        macs_per_line, split = self._q, self._s
+        groups_per_lane = macs_per_line // self._lanes // split
         # MAC 0's (up, e) read address, from a register of this line's own: the entry
         # word's fields are one register for every line, and the address is MAC 0's
         entry_pick = Signal.like(self.pick_next, name="entry_pick", attrs={"keep": 1})
         m.d.sync += entry_pick.eq(self.pick_next)
         macs = []
-        for c in range(q):
-            mac = MAC(arith=A, mac_lines=self._p, macs_per_line=q, rows_per_mac=r,
-                      head_dim=self._d, macs_per_lane=ql, index=c, lane_index=(c // s) % gl,
-                      split=s)
-            m.submodules[f"mac{c}"] = mac
+        for index in range(macs_per_line):
+            mac = MAC(arith=self._arith, mac_lines=self._p, macs_per_line=macs_per_line,
+                      rows_per_mac=self._r, head_dim=self._d,
+                      macs_per_lane=macs_per_line // self._lanes, index=index,
+                      lane_index=(index // split) % groups_per_lane, split=split)
+            m.submodules[f"mac{index}"] = mac
             m.d.comb += [mac.line_id.eq(self.line_id),
-                         mac.wi.eq(self.wi if c == 0 else macs[-1].wo),
-                         mac.pick_in.eq(entry_pick if c == 0 else macs[-1].pick_out)]
+                         mac.wi.eq(self.wi if index == 0 else macs[-1].wo),
+                         mac.pick_in.eq(entry_pick if index == 0 else macs[-1].pick_out)]
             if mac.position:
                 m.d.comb += mac.chain_in.eq(macs[-1].chain_out)
-            m.d.comb += mac.drain_addr.eq(drain.addr)
+            m.d.comb += mac.drain_addr.eq(self.drain.addr)
             macs.append(mac)
-        groups = [macs[k:k + s] for k in range(0, q, s)]
-        tail = macs[-1].wo
-        m.d.comb += self.tail.eq(tail)
+        m.d.comb += self.tail.eq(macs[-1].wo)
+        return [macs[first:first + split] for first in range(0, macs_per_line, split)]
 
+    def _lanes_of(self, m, groups):
+        """The softmax lanes over `groups`, started by the line's last K word: the lanes."""
+        arith, rows_per_mac, split = self._arith, self._r, self._s
+        groups_per_lane = self._q // self._lanes // split
+        tail = groups[-1][-1].wo
         # The last MAC writes the last slot's score `MAC.score_latency` cycles after its
         # word leaves it: the lanes may start then.
         start_d = [Signal(start_layout(), name=f"start_d{k}")
-                   for k in range(MAC.score_latency(A, s) + 1)]
+                   for k in range(MAC.score_latency(arith, split) + 1)]
         m.d.comb += [
-            start_d[0].valid.eq(tail.valid & tail.is_s & tail.klast & (tail.slot == r - 1)),
+            start_d[0].valid.eq(tail.valid & tail.is_s & tail.klast
+                                & (tail.slot == rows_per_mac - 1)),
             start_d[0].bank.eq(tail.bank), start_d[0].first.eq(tail.first),
         ]
         m.d.sync += [start_d[k].eq(start_d[k - 1]) for k in range(1, len(start_d))]
         lanes = []
-        for g in range(L):
-            lane = SoftmaxLane(arith=A, macs_per_lane=gl, rows_per_mac=r,
-                               slot_stride=self._p * q // s)
-            m.submodules[f"lane{g}"] = lane
-            for k, group in enumerate(groups[g * gl:(g + 1) * gl]):
-                for i in range(2 * r):
-                    m.d.comb += lane.scores[k * 2 * r + i].eq(group[-1].score[i])
+        for number in range(self._lanes):
+            lane = SoftmaxLane(arith=arith, macs_per_lane=groups_per_lane,
+                               rows_per_mac=rows_per_mac, slot_stride=self._p * self._q // split)
+            m.submodules[f"lane{number}"] = lane
+            mine = groups[number * groups_per_lane:(number + 1) * groups_per_lane]
+            for k, group in enumerate(mine):
+                for i in range(2 * rows_per_mac):
+                    m.d.comb += lane.scores[k * 2 * rows_per_mac + i].eq(group[-1].score[i])
                 m.d.comb += [mac.pa.eq(lane.pa) for mac in group]
             m.d.comb += [lane.start.eq(start_d[-1]), lane.start_next.eq(start_d[-2]),
                          lane.c.eq(self.c), lane.mask.eq(self.mask),
-                         lane.row_base.eq(self.row_base + g * gl),
-                         lane.consume.eq(self.consume), lane.drain_u.eq(drain.u)]
+                         lane.row_base.eq(self.row_base + number * groups_per_lane),
+                         lane.consume.eq(self.consume), lane.drain_u.eq(self.drain.u)]
             lanes.append(lane)
         m.d.comb += [self.ready[b].eq(and_all(lane.ready[b] for lane in lanes)) for b in range(2)]
         m.d.comb += self.exp_active.eq(or_all(lane.active for lane in lanes))
+        return lanes
 
-        # Drain: memories answer one cycle after the address; select the group, then register.
-        mac_sel = Signal.like(drain.mac)
-        lane_sel = Signal.like(drain.lane)
+    def _drain(self, m, groups, lanes):
+        """The drain's read: the memories answer one cycle after the address; select the
+        group (O) and the lane (l, m), then register."""
+        drain = self.drain
+        mac_sel = Signal.like(drain.mac, name="mac_sel")
+        lane_sel = Signal.like(drain.lane, name="lane_sel")
         m.d.sync += [mac_sel.eq(drain.mac), lane_sel.eq(drain.lane)]
         m.d.sync += [drain.o[g].eq(Array([group[g].o_rd for group in groups])[mac_sel])
-                     for g in range(s)]
+                     for g in range(self._s)]
         m.d.sync += drain.l.eq(Array([lane.l_rd for lane in lanes])[lane_sel])
-        if isinstance(A, FloatArith):
+        if isinstance(self._arith, FloatArith):
             m.d.sync += drain.m.eq(Array([lane.m_rd for lane in lanes])[lane_sel])
-        return m
 
 
 class PEArray(wiring.Component):
@@ -178,7 +194,7 @@ class PEArray(wiring.Component):
     The ports are `MacLine`'s but `line_id` and `row_base`, except that `ready` is
     ANDed over the lines and registered (the AND spans the array, and the replay's launch
     decision starts from it), `exp_active` ORed, `tail` is line 0's, and the drain's
-    `line` selects the line (one more register). While Verilog is emitted the lines are
+    `line` selects the line, in a register of its own (`drain_read_latency`). While Verilog is emitted the lines are
     one module, `LINE_MODULE`, instantiated p times (`attenio.hdl.hierarchy`).
     """
 
@@ -214,6 +230,15 @@ class PEArray(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        lines = self._lines(m)
+        m.d.comb += self.tail.eq(lines[0].tail)
+        m.d.sync += [self.ready[b].eq(and_all(line.ready[b] for line in lines)) for b in range(2)]
+        m.d.comb += self.exp_active.eq(or_all(line.exp_active for line in lines))
+        self._drain_select(m, lines)
+        return m
+
+    def _lines(self, m):
+        """The p lines, each fed the entry word and the drain's address: the lines."""
         drain = self.drain
         def new_line():
             return MacLine(arith=self._arith, mac_lines=self._p, macs_per_line=self._q,
@@ -221,26 +246,29 @@ class PEArray(wiring.Component):
                            split=self._s)
         proto = new_line()
         lines = []
-        for i in range(self._p):
+        for index in range(self._p):
             if hierarchy.collecting():      # one module, instantiated
-                line = proto.signature.create(path=(f"line{i}",))
-                m.submodules[f"line{i}"] = hierarchy.instance(self.LINE_MODULE, proto, line)
+                line = proto.signature.create(path=(f"line{index}",))
+                m.submodules[f"line{index}"] = hierarchy.instance(self.LINE_MODULE, proto, line)
             else:
-                line = proto if i == 0 else new_line()
-                m.submodules[f"line{i}"] = line
-            m.d.comb += [line.line_id.eq(i), line.row_base.eq(i * (self._q // self._s)),
+                line = proto if index == 0 else new_line()
+                m.submodules[f"line{index}"] = line
+            m.d.comb += [line.line_id.eq(index), line.row_base.eq(index * (self._q // self._s)),
                          line.wi.eq(self.wi), line.pick_next.eq(self.pick_next),
                          line.c.eq(self.c), line.mask.eq(self.mask),
                          line.consume.eq(self.consume),
                          line.drain.addr.eq(drain.addr), line.drain.u.eq(drain.u),
                          line.drain.mac.eq(drain.mac), line.drain.lane.eq(drain.lane)]
             lines.append(line)
-        m.d.comb += self.tail.eq(lines[0].tail)
-        m.d.sync += [self.ready[b].eq(and_all(line.ready[b] for line in lines)) for b in range(2)]
-        m.d.comb += self.exp_active.eq(or_all(line.exp_active for line in lines))
+        return lines
+
+    def _drain_select(self, m, lines):
+        """The drain's answer: the lines' O, l (and m) selected by the drain's `line`."""
+        drain = self.drain
         # The line select follows the data through the line's registers, then one more here.
-        # Its last register is copied (kept) for each DRAIN_SELECT_BITS bits it selects: one
-        # register driving every multiplexer's select input took a 10.8 ns route.
+        # Its last register is copied (kept) for each DRAIN_SELECT_BITS bits it selects, so
+        # each copy sits beside its few multiplexers: one register driving every
+        # multiplexer's select input is a route across the array.
         line_sel = [Signal.like(drain.line, name=f"drain_line_{k}")
                     for k in range(MacLine.drain_read_latency - 1)]
         prev = drain.line
@@ -256,4 +284,3 @@ class PEArray(wiring.Component):
                 sel = Signal.like(drain.line, name=f"drain_line_{name}{lo}", attrs={"keep": 1})
                 m.d.sync += [sel.eq(prev),
                              out[lo:hi].eq(Array([Value.cast(v)[lo:hi] for v in values])[sel])]
-        return m
