@@ -13,7 +13,7 @@ format's drain also reads the row's m: a row whose max ends NaN or +inf, or whos
 is 0, outputs the canonical NaN in every element (`attenio.sim.golden_fp`).
 
 The drain issues only against credits of the output FIFO, so back-pressure on
-`o_out` never loses a byte in the pipeline. While armed or draining it is not
+`o_out` never loses a chunk in the pipeline. While armed or draining it is not
 `idle`, which holds the next block's S_0 (its softmax and updates would
 overwrite l and O before they are read).
 """
@@ -26,6 +26,7 @@ from attenio import validate
 
 from .formats import FloatArith
 from .formats.dsp import Stages
+from .formats.fp import FP32
 from .mac import MAC, check_arith, word_layout
 from .pe_array import PEArray, drain_signature
 from .replay import drain_layout
@@ -40,18 +41,19 @@ class Normalizer(wiring.Component):
     `lanes` softmax lanes per line, format `arith`.
 
     Ports: `block` the armed block (`ready` = idle); `tail` the word leaving the
-    array's last MAC; `array` the read port into the array; `o_out` the bytes;
-    `busy` armed, draining, or a byte still in the pipeline or the FIFO.
+    array's last MAC; `array` the read port into the array; `o_out` the chunks;
+    `busy` armed, draining, or a chunk still in the pipeline or the FIFO.
     """
-
-    #: the output FIFO holds `latency` + this many chunks: the issue-to-FIFO pipeline
-    #: plus the FIFO's output register, the consumer's handshake, its register and the
-    #: credit counter's update, so an always-ready consumer takes one byte every cycle
-    CREDIT_SLACK = 5
 
     #: cycles from a chunk written into the output FIFO to its offer on `o_out`
     #: (`amaranth.lib.fifo.SyncFIFOBuffered`: the FIFO, then its output register)
     output_latency = 2
+
+    #: the output FIFO holds `latency` + this many chunks, so that an always-ready consumer
+    #: takes one chunk every cycle: a chunk's credit comes back `output_latency` cycles
+    #: after its write, through the handshake's register (`taken`) and the credit
+    #: counter's, and one chunk more is margin
+    CREDIT_SLACK = output_latency + 3
 
     def __init__(self, *, arith, mac_lines, macs_per_line, rows_per_mac, block_rows, head_dim,
                  lanes, split=1):
@@ -93,9 +95,10 @@ class Normalizer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        A, s = self._arith, self._s
-        p, r, d, L = self._p, self._r, self._d // s, self._lanes     # d: chunks per row
-        ql = self._q // L // s                   # groups per lane
+        arith, split = self._arith, self._s
+        mac_lines, rows_per_mac, lanes = self._p, self._r, self._lanes
+        chunks = self._d // split                # per row
+        groups_per_lane = self._q // lanes // split
         rows = self._rows
         armed = Signal()                         # the block's last V row has started
         draining = Signal()
@@ -106,24 +109,25 @@ class Normalizer(wiring.Component):
 
         # The last V word at the last MAC; its O is written MAC.update_latency cycles later.
         tail = self.tail
-        trigger = tail.valid & tail.is_u & tail.last & tail.klast & (tail.slot == r - 1)
-        for k in range(MAC.update_latency(A)):
+        trigger = (tail.valid & tail.is_u & tail.last & tail.klast
+                   & (tail.slot == rows_per_mac - 1))
+        for k in range(MAC.update_latency(arith)):
             later = Signal(name=f"trigger_{k}")
             m.d.sync += later.eq(trigger)
             trigger = later
 
         # Row order: the group within its lane, the lane, the line, then the slot.
-        elem = Signal(range(d))
-        mac_in_lane = Signal(range(ql))
-        lane = Signal(range(L))
-        line = Signal(range(p))
-        o_base = Signal(range(r * d))            # slot * d/s: the slot's O in a MAC
-        l_base = Signal(range(r * ql))           # slot * q/(L s): the slot's l in a lane
+        elem = Signal(range(chunks))
+        mac_in_lane = Signal(range(groups_per_lane))
+        lane = Signal(range(lanes))
+        line = Signal(range(mac_lines))
+        o_base = Signal(range(rows_per_mac * chunks))        # the slot's O in a MAC
+        l_base = Signal(range(rows_per_mac * groups_per_lane))   # the slot's l in a lane
         row = Signal(range(rows + 1))
-        latency = self.latency(A)
+        latency = self.latency(arith)
         depth = latency + self.CREDIT_SLACK
         credits = Signal(range(depth + 1), init=depth)
-        out_layout = element_layout(s, A.element_shape)
+        out_layout = element_layout(split, arith.element_shape)
         m.submodules.out_fifo = out_fifo = fifo.SyncFIFOBuffered(width=out_layout.size,
                                                                  depth=depth)
         issue = draining & (credits != 0)
@@ -138,22 +142,22 @@ class Normalizer(wiring.Component):
                          lane.eq(0), line.eq(0), o_base.eq(0), l_base.eq(0), row.eq(0)]
         array = self.array
         m.d.sync += [array.addr.eq(o_base + elem), array.u.eq(l_base + mac_in_lane),
-                     array.mac.eq(lane * ql + mac_in_lane), array.lane.eq(lane),
+                     array.mac.eq(lane * groups_per_lane + mac_in_lane), array.lane.eq(lane),
                      array.line.eq(line)]
-        is_last = (row == rows_valid - 1) & (elem == d - 1)
+        is_last = (row == rows_valid - 1) & (elem == chunks - 1)
         with m.If(issue):
-            m.d.sync += elem.eq(Mux(elem == d - 1, 0, elem + 1))
-            with m.If(elem == d - 1):
+            m.d.sync += elem.eq(Mux(elem == chunks - 1, 0, elem + 1))
+            with m.If(elem == chunks - 1):
                 m.d.sync += row.eq(row + 1)
                 with m.If(is_last):
                     m.d.sync += draining.eq(0)
-                with m.If(mac_in_lane == ql - 1):
+                with m.If(mac_in_lane == groups_per_lane - 1):
                     m.d.sync += mac_in_lane.eq(0)
-                    with m.If(lane == L - 1):
+                    with m.If(lane == lanes - 1):
                         m.d.sync += lane.eq(0)
-                        with m.If(line == p - 1):
-                            m.d.sync += [line.eq(0), o_base.eq(o_base + d),
-                                         l_base.eq(l_base + ql)]
+                        with m.If(line == mac_lines - 1):
+                            m.d.sync += [line.eq(0), o_base.eq(o_base + chunks),
+                                         l_base.eq(l_base + groups_per_lane)]
                         with m.Else():
                             m.d.sync += line.eq(line + 1)
                     with m.Else():
@@ -165,19 +169,23 @@ class Normalizer(wiring.Component):
         flags = [Signal(2, name=f"flags_{k}") for k in range(latency)]
         m.d.sync += flags[0].eq(Cat(issue, is_last))
         m.d.sync += [flags[k].eq(flags[k - 1]) for k in range(1, len(flags))]
-        y, e = A.reciprocal(m, array.l)
+        y, e = arith.reciprocal(m, array.l)
         o = array.o
-        for k in range(A.reciprocal_latency):
+        for k in range(arith.reciprocal_latency):
             later = Signal.like(array.o, name=f"o_{k}")
             m.d.sync += later.eq(o)
             o = later
-        out = Signal(data.ArrayLayout(A.element_shape, s))
-        values = [A.finalize(m, o[g], y, e) for g in range(s)]
-        if isinstance(A, FloatArith):
-            mx, spec = array.m, A.spec
-            bad = (mx[23:31] == 0xFF) & ((mx[:23] != 0) | ~mx[31]) | (array.l == 0)
-            bad = Stages(m).delay(bad, A.reciprocal_latency + A.finalize_latency, "nan_row")
-            values = [Mux(bad, spec.nan, x) for x in values]
+        out = Signal(data.ArrayLayout(arith.element_shape, split))
+        values = [arith.finalize(m, o[g], y, e) for g in range(split)]
+        if isinstance(arith, FloatArith):
+            # the row's max (fp32) ends NaN or +inf, or its l is 0
+            row_max, man, exp = array.m, FP32.man_bits, FP32.exp_bits
+            special = row_max[man:man + exp] == FP32.exp_all_ones
+            positive = ~row_max[man + exp]
+            nan_row = special & ((row_max[:man] != 0) | positive) | (array.l == 0)
+            nan_row = Stages(m).delay(nan_row, arith.reciprocal_latency + arith.finalize_latency,
+                                      "nan_row")
+            values = [Mux(nan_row, arith.spec.nan, x) for x in values]
         m.d.sync += [out[g].eq(x) for g, x in enumerate(values)]
         m.d.comb += [out_fifo.w_data.eq(Cat(out, flags[-1][1])), out_fifo.w_en.eq(flags[-1][0]),
                      self.o_out.valid.eq(out_fifo.r_rdy), self.o_out.payload.eq(out_fifo.r_data),
