@@ -7,13 +7,12 @@ its formula; this page gives the values, asked of the builders at the planner's 
 its `timing`, a `CoreTiming`), the setup before LAUNCH (`Controller.setup_cycles`), and
 every latency the cycle model takes from the RTL (`attenio.model.rtl_params.RtlParams.of`,
 from `CoreTiming` and `TopTiming`). The last table is the cycle model's time at those
-mappings. `python bench/bench_latencies.py` rewrites the page; tests/test_latency_table.py
-checks that its latency tables are what the builders say today.
+mappings. `python bench/bench_latencies.py` (or `make bench`) rewrites the page;
+tests/test_latency_table.py checks that its tables ask the builders.
 """
 
 import dataclasses
 import gc
-import re
 import sys
 import time
 import warnings
@@ -124,20 +123,6 @@ def latency_tables(plans):
                  [[f"`{f.name}`", *(getattr(x, f.name) for x in params)]
                   for f in fields(RtlParams)])
     return core, rtl
-
-
-def plans_of_page(text):
-    """The Plans the core table of a rendered page was made for (its design, N, s, r)."""
-    from attenio.plan import make_plan
-
-    plans = []
-    for line in text.split("\n## Around the core")[0].splitlines():
-        m = re.match(r"\| (\w+), (\w+) \| (\d+) \| \d+ \| (\d+) \| (\d+) \|", line)
-        if m:
-            preset_name, format_name, n, s, r = m.groups()
-            plans.append(make_plan(config_of(preset_name, format_name, int(n)), split=int(s),
-                                   rows_per_mac=int(r)))
-    return plans
 
 
 def model_table(plans):
