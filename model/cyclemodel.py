@@ -449,10 +449,10 @@ def simulate(plan, *, seq_len=None, heads=None, causal=None, params=None, fast=T
     """Run the schedule of `plan` for `seq_len` query rows and `kv_len` key rows (each <= the
     Plan's max_keys; kv_len's default: `attenio.plan.run_kv_len`) and `heads` query heads,
     with or without causal masking (default: the workload's), on `memory` (an
-    `attenio.model.memmodel.Memory`; default: the budget's link, `Memory.of`). Which K/V head a query head
-    reads does not change the time; whether a block serves the `group` query heads of a
-    K/V head (`grouped`, MODE.GROUPED; defaults: the Plan's and the workload's g) does:
-    a pass of a Q block's rows then covers them all, heads / g passes."""
+    `attenio.model.memmodel.Memory`; default: the budget's link, `Memory.of`). Which K/V
+    head a query head reads does not change the time; whether a block serves the `group`
+    query heads of a K/V head (`grouped`, MODE.GROUPED; defaults: the Plan's and the
+    workload's g) does: a pass of a Q block's rows then covers them all, heads / g passes."""
     params = params or RtlParams.of(plan)
     causal = plan.workload.causal if causal is None else causal
     w, b = plan.workload, plan.budget
