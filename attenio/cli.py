@@ -257,7 +257,7 @@ def _add_command(sub, name, func, help, *, with_json=False, out="build/<name>", 
 
 def build_parser():
     from .gen.synth import TARGETS
-    from .sim.e2e import ENGINES
+    from .sim.e2e import ENGINES, MEMORIES
     from .sim.golden import INPUT_KINDS
     from .sim.runner import SIMULATORS
 
@@ -289,7 +289,7 @@ def build_parser():
                         "model, no Python in the loop (long runs); cocotb: the cocotb bench "
                         "(AxiRam, random latency, back-pressure, Icarus); auto (default): fast "
                         "for long runs that ask for no cocotb-only option, else cocotb")
-    p.add_argument("--memory", choices=["axiram", "model"], default=None,
+    p.add_argument("--memory", choices=MEMORIES, default=None,
                    help="axiram: cocotbext-axi's AxiRam (protocol checks, random latency and "
                         "back-pressure; cocotb only, ~5k cycles/s); model: a memory model inside "
                         "the simulated design (default with the fast engine)")

@@ -49,9 +49,10 @@ Per K/V row the array is busy 2*r*d cycles (r*d for S_j, r*d for U_j): S_j
 writes score bank j mod 2; the lanes then compute m, l, P and alpha of row j
 into (P, alpha) bank j mod 2 while the array runs U_(j-1) and S_(j+1). U_j
 waits for the lanes (the single interlock, `RowReplay`): its first word enters
-the array at the earliest L_sm + 1 cycles after S_j's last, with `sm_latency`
-L_sm = q + score latency + r*q/(L s) + the lane's bus stage + the replay's
-reaction. In the steady state the lanes are covered by U_(j-1) and S_(j+1),
+the array at the earliest L_sm + 1 cycles after S_j's last, with L_sm =
+`CoreTiming.sm_latency` = (q - 1) line skew + r*q/(L s) lane rows + `lane_latency`
+(the score's latency, the lane's stages to the MACs' bus registers, the replay's
+reaction). In the steady state the lanes are covered by U_(j-1) and S_(j+1),
 2*r*d cycles, so the array stalls only when L_sm > 2*r*d; U_0 (covered by S_1
 only) and U_(N-1) (by U_(N-2) only) wait L_sm - r*d when that is positive.
 Besides the interlock, the array waits only for the feed and, for S_0 of a

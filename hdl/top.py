@@ -108,7 +108,8 @@ def check_plan(plan):
                           f"({row_bytes} bytes) "
                           f"must be a whole number of {plan.budget.axi_data_bits}-bit AXI beats; "
                           f"choose --axi-width <= {8 * row_bytes} or a larger d")
-    if beat % (plan.split * fmt.element_bytes):
+    if validate.split_breaks(plan.split, head_dim=plan.workload.head_dim,
+                            element_bytes=fmt.element_bytes, beat_bytes=beat) == "beat":
         raise ConfigError(f"a {plan.budget.axi_data_bits}-bit AXI beat must hold whole chunks of "
                           f"split = {plan.split} {fmt.name} elements; choose a smaller --split")
 

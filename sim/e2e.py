@@ -45,11 +45,13 @@ from .run_data import RunData, load_inputs
 from .runner import primitive_models, run_bench
 from .tb.counters import counter_names
 
-__all__ = ["ENGINES", "AUTO_FAST_CYCLES", "Layout", "E2EOptions", "choose_engine", "run_e2e",
+__all__ = ["ENGINES", "MEMORIES", "AUTO_FAST_CYCLES", "Layout", "E2EOptions", "choose_engine", "run_e2e",
            "load_inputs", "rtl_digest", "cached_verilog"]
 
 #: how a run is simulated: the cocotb bench, or the fast C++ harness (attenio.sim.fast)
 ENGINES = ("cocotb", "fast")
+#: where the simulated design's memory lives: cocotbext-axi's AxiRam, or a model inside it
+MEMORIES = ("axiram", "model")
 
 
 @dataclass(frozen=True)
@@ -270,8 +272,9 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
     opts = opts or E2EOptions()
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    if opts.memory not in ("axiram", "model"):
-        raise ConfigError(f"memory must be 'axiram' or 'model', not {opts.memory!r}")
+    if opts.memory not in MEMORIES:
+        raise ConfigError(f"memory must be one of {', '.join(map(repr, MEMORIES))}, "
+                          f"not {opts.memory!r}")
     if opts.engine not in ENGINES:
         raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, not {opts.engine!r}")
     if opts.engine == "fast" and (opts.memory != "model" or opts.simulator != "verilator"):

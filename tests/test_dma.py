@@ -230,8 +230,9 @@ def test_splitter_one_burst_per_cycle():
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
-    # Sampled at the first edge, a command is taken in cycle 1; its burst is valid in cycle 4.
-    assert burst_cycles[0] == 4, f"first burst in cycle {burst_cycles[0]}"
+    # Sampled at the first edge, a command is taken in cycle 1; its burst is valid
+    # `BurstSplitter.latency` cycles later.
+    assert burst_cycles[0] == 1 + BurstSplitter.latency, f"first burst in cycle {burst_cycles[0]}"
     assert burst_cycles == list(range(4, 4 + count)), f"bubbles: {burst_cycles}"
 
 

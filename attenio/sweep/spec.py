@@ -37,6 +37,7 @@ from pathlib import Path
 from attenio.config import read_toml
 from attenio.errors import ConfigError
 from attenio.gen.synth import GENERIC_LEVELS, LUT_MUL_WIDTH, TARGETS
+from attenio.sim.e2e import MEMORIES
 from attenio.sim.golden import INPUT_KINDS
 from attenio.sim.runner import SIMULATORS
 
@@ -56,7 +57,7 @@ STAGE_OPTIONS = {
               "pnr": (True, bool), "lut_mul_width": (LUT_MUL_WIDTH, int), "seed": (1, int),
               "memory_gib": (2.0, float)},
     "sim": {"simulator": ("verilator", SIMULATORS),
-            "memory": ("model", ("model", "axiram")), "seed": (1, int),
+            "memory": ("model", MEMORIES), "seed": (1, int),
             "input_kind": ("gaussian", INPUT_KINDS), "memory_gib": (2.0, float)},
 }
 
