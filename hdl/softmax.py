@@ -69,6 +69,8 @@ A float format (`FloatArith`) keeps m in fp32 and runs the row as
 and the drain also reads m (`m_rd`): a row whose max ends NaN or +inf outputs NaN.
 """
 
+from dataclasses import dataclass
+
 from amaranth.hdl import Cat, Module, Mux, Shape, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
@@ -77,7 +79,7 @@ from amaranth.lib.wiring import In, Out
 from attenio import validate
 from attenio.regmap import MAX_HEAD_GROUP
 
-from .formats import FloatArith, Int8Arith
+from .formats import FloatArith
 from .formats.dsp import Stages, force, or_all
 from .kv_buffer import mask_layout
 
@@ -119,16 +121,16 @@ class SoftmaxLane(wiring.Component):
     """
 
     def __init__(self, *, arith, macs_per_lane, rows_per_mac, slot_stride=None):
-        if not isinstance(arith, (Int8Arith, FloatArith)):
-            raise TypeError(f"SoftmaxLane: arith must be an Int8Arith or a FloatArith, "
-                            f"not {arith!r}")
+        # hdl/mac.py imports this module (`pa_layout`), so its check is imported here
+        from .mac import check_arith
+        check_arith("SoftmaxLane", arith)
         validate.positive("SoftmaxLane", macs_per_lane=macs_per_lane, rows_per_mac=rows_per_mac)
         self._arith = arith
-        self._ql, self._r = macs_per_lane, rows_per_mac
+        self._macs_per_lane, self._rows_per_mac = macs_per_lane, rows_per_mac
         rows = macs_per_lane * rows_per_mac
-        self._stride = macs_per_lane if slot_stride is None else slot_stride
-        validate.integer("SoftmaxLane", "slot_stride", self._stride, lo=macs_per_lane)
-        block = self._stride * rows_per_mac      # block rows of the whole array
+        self._slot_stride = macs_per_lane if slot_stride is None else slot_stride
+        validate.integer("SoftmaxLane", "slot_stride", self._slot_stride, lo=macs_per_lane)
+        block = self._slot_stride * rows_per_mac      # block rows of the whole array
         super().__init__({
             "scores": In(data.ArrayLayout(arith.score_shape, 2 * rows)),
             "start": In(start_layout()),
@@ -147,14 +149,30 @@ class SoftmaxLane(wiring.Component):
         })
 
     @property
+    def arith(self):
+        return self._arith
+
+    @property
+    def macs_per_lane(self):
+        return self._macs_per_lane
+
+    @property
+    def rows_per_mac(self):
+        return self._rows_per_mac
+
+    @property
+    def slot_stride(self):
+        return self._slot_stride
+
+    @property
     def rows(self):
-        return self._ql * self._r
+        return self._macs_per_lane * self._rows_per_mac
 
     #: cycles from a start pulse to the pass's first row in flight (the run register)
     start_latency = 1
 
     @staticmethod
-    def _e_stage(arith):
+    def e_stage(arith):
         """The stage at which a row's e (fixed point) comes out of exp2."""
         if isinstance(arith, FloatArith):
             return 1 + arith.scale_latency + arith.exp_arg_latency + arith.exp2_latency
@@ -167,16 +185,16 @@ class SoftmaxLane(wiring.Component):
         cycle 0 writes m and l in cycle S, and a lane is busy (`active`) until S cycles
         after issuing its last row."""
         if isinstance(arith, FloatArith):
-            return SoftmaxLane._e_stage(arith) + max(arith.update_l_latency,
+            return SoftmaxLane.e_stage(arith) + max(arith.update_l_latency,
                                                      arith.to_float_latency + 1)
-        return SoftmaxLane._e_stage(arith) + arith.update_latency
+        return SoftmaxLane.e_stage(arith) + arith.update_latency
 
     @staticmethod
     def bus_stage(arith):
         """The stage at which a row's (up, e) is in the MACs' bus registers (cycles after
         issue): to exp2, a float format's conversion to fp32, the bus register."""
         extra = arith.to_float_latency if isinstance(arith, FloatArith) else 0
-        return SoftmaxLane._e_stage(arith) + extra + 1
+        return SoftmaxLane.e_stage(arith) + extra + 1
 
     @staticmethod
     def ready_stage(arith):
@@ -186,46 +204,61 @@ class SoftmaxLane(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        A, ql, r = self._arith, self._ql, self._r
-        R = ql * r
-
-        m.submodules.m_mem = m_mem = Memory(shape=A.score_shape, depth=R, init=[])
-        m.submodules.l_mem = l_mem = Memory(shape=A.l_shape, depth=R, init=[])
+        arith, rows = self._arith, self.rows
+        m.submodules.m_mem = m_mem = Memory(shape=arith.score_shape, depth=rows, init=[])
+        m.submodules.l_mem = l_mem = Memory(shape=arith.l_shape, depth=rows, init=[])
         m_wr, l_wr = m_mem.write_port(), l_mem.write_port()
         m_rd, l_rd = m_mem.read_port(), l_mem.read_port()
 
-        # -- pass control --------------------------------------------------------------
+        control = self._pass_control(m)
+        below = self._causal_threshold(m, control)
+        score = self._score_selection(m, control)
+        self._read_ports(m, control, m_rd, l_rd)
+        ctrl, x1, mask1 = self._stage_one(m, control, score, below)
+        row = self._float_row if isinstance(arith, FloatArith) else self._int8_row
+        bus_valid, bus_u, bus_bank, u_w, m_new_w, l_new = row(
+            m, control.valid, x1, force(m_rd.data, ctrl.first, arith.m_init),
+            force(l_rd.data, ctrl.first, 0), [ctrl.u, ctrl.mac, ctrl.slot, ctrl.bank], mask1)
+        self._write_back(m, control, m_wr, l_wr, u_w, m_new_w, l_new)
+        self._ready_flags(m, bus_valid, bus_u, bus_bank)
+        return m
+
+    def _pass_control(self, m):
+        """The pass's control: the start pulse, the pending start, `go` and `run`, the row
+        counters (u, and its mac and slot), the valid flag of each stage, the hold that
+        spaces the passes, and `active`. Returns them as a `_Pass`."""
+        stages, rows, macs_per_lane = self.stages(self._arith), self.rows, self._macs_per_lane
         run = Signal()
-        u = Signal(range(R))
-        mac = Signal(range(ql))
-        slot = Signal(range(r))
+        u = Signal(range(rows))
+        mac = Signal(range(macs_per_lane))
+        slot = Signal(range(self._rows_per_mac))
         bank = Signal()
         first = Signal()
         pend = Signal()
         pend_bank = Signal()
         pend_first = Signal()
-        S = self.stages(A)
-        v = [Signal(name=f"v{s}") for s in range(1, S + 1)]   # valid of stages 1..S
-        m.d.sync += [v[k].eq(v[k - 1]) for k in range(1, S)]
+        v = [Signal(name=f"v{s}") for s in range(1, stages + 1)]   # valid of stages 1..S
+        m.d.sync += [v[k].eq(v[k - 1]) for k in range(1, stages)]
         # A pass may start in the cycle the previous one issues its last row, and S + 1
         # cycles after the previous start at the earliest: its row u then reads m and l
         # after the previous pass wrote them (`hold` counts that down). `go`, a pass
         # starts, restarts every counter and the score selection across the lane, so it is
         # a register: loaded with its own next value, from the next values of its terms
         # (below) and `start_next`.
-        hold = Signal(range(S + 1))
+        hold = Signal(range(stages + 1))
         held = Signal(init=1)                    # hold == 0
-        u_last = Signal()                        # u == R - 1, while `run`
+        u_last = Signal()                        # u == rows - 1, while `run`
         # Copies of u and run, kept, for l's read address (and m's, for float), which the
         # drain reads too: they sit beside the memory, which may sit across the line from
-        # the lane's control (from `u` it was a 6.6 ns route to the address multiplexer).
+        # the lane's control, so the address multiplexer has no long route from `u`.
         u_rd = Signal.like(u, name="u_rd", attrs={"keep": 1})
         run_rd = Signal(name="run_rd", attrs={"keep": 1})
         with m.If(~held):
             m.d.sync += [hold.eq(hold - 1), held.eq(hold == 1)]
         with m.If(run):
-            m.d.sync += [u.eq(u + 1), u_last.eq(u == R - 2 if R > 1 else 1), u_rd.eq(u_rd + 1)]
-            with m.If(mac == ql - 1):
+            m.d.sync += [u.eq(u + 1), u_last.eq(u == rows - 2 if rows > 1 else 1),
+                         u_rd.eq(u_rd + 1)]
+            with m.If(mac == macs_per_lane - 1):
                 m.d.sync += [mac.eq(0), slot.eq(slot + 1)]
             with m.Else():
                 m.d.sync += mac.eq(mac + 1)
@@ -233,49 +266,22 @@ class SoftmaxLane(wiring.Component):
                 m.d.sync += [run.eq(0), run_rd.eq(0)]
         # go = (~run | u_last) & held & (pend | start.valid), a cycle ahead. A start is
         # never followed by another (it clears held), and otherwise run becomes
-        # run & ~u_last, u_last (while run) u == R - 2, held held | hold == 1, pend
+        # run & ~u_last, u_last (while run) u == rows - 2, held held | hold == 1, pend
         # pend | start.valid, and start.valid start_next.valid.
         go = Signal()
         sv, sv_next = self.start.valid, self.start_next.valid
-        ends_next = ~run | u_last | (u == R - 2) if R > 1 else 1
+        ends_next = ~run | u_last | (u == rows - 2) if rows > 1 else 1
         go_next = ~go & ends_next & (held | (hold == 1)) & (pend | sv | sv_next)
         m.d.sync += go.eq(go_next)
         # the bank a start at the next cycle takes: Mux(pend, pend_bank, start.bank) then
         bank_next = Mux(pend | sv, Mux(sv, self.start.bank, pend_bank), self.start_next.bank)
-        # The causal threshold: pass j masks the rows whose offset slot*G + mac is below
-        # it. `gap` is the threshold less row u's offset, stepped beside the counters (-1
-        # along a slot, -G to the next: `slot_gap` is the threshold less slot*G), and
-        # `below` is the comparison for the row the counters hold next, registered: row
-        # u's mask is a flip-flop, not a comparison before the score register.
-        G = self._stride
-        n = A.max_seq_len
-        block = G * r
-        g = MAX_HEAD_GROUP
-        thr = Signal(range(-(g * n + block), g * n + 1))
-        # thr + step, the next pass's threshold, a cycle behind thr and the mask: passes
-        # start S + 1 cycles apart at least, and a block's mask before its first pass
-        thr_step = Signal.like(thr)
-        base = Signal(range(g * n + block))
-        gap = Signal(range(-(g * n + 2 * block + G), g * n + 1))
-        slot_gap = Signal.like(gap)
-        below = Signal()                           # row u's offset is below the threshold
-        m.d.sync += [base.eq(self.mask.gdiag + self.row_base), thr_step.eq(thr + self.mask.step)]
-        with m.If(run):
-            with m.If(mac == ql - 1):
-                m.d.sync += [slot_gap.eq(slot_gap - G), gap.eq(slot_gap - G),
-                             below.eq(slot_gap > G)]
-            with m.Else():
-                m.d.sync += [gap.eq(gap - 1), below.eq(gap > 1)]
         pass_first = Mux(pend, pend_first, self.start.first)
         with m.If(go):
-            # a block's first threshold is -base <= 0: no row is below it
-            thr_new = Mux(pass_first, -base, thr_step)
-            m.d.sync += [run.eq(1), u.eq(0), u_last.eq(R == 1), mac.eq(0), slot.eq(0),
+            m.d.sync += [run.eq(1), u.eq(0), u_last.eq(rows == 1), mac.eq(0), slot.eq(0),
                          run_rd.eq(1), u_rd.eq(0),
-                         hold.eq(S), held.eq(0),
+                         hold.eq(stages), held.eq(0),
                          bank.eq(Mux(pend, pend_bank, self.start.bank)),
-                         first.eq(pass_first), thr.eq(thr_new), gap.eq(thr_new),
-                         slot_gap.eq(thr_new), below.eq(~pass_first & (thr_step > 0))]
+                         first.eq(pass_first)]
             m.d.sync += pend.eq(pend & self.start.valid)
         with m.Elif(self.start.valid):
             m.d.sync += pend.eq(1)
@@ -284,74 +290,131 @@ class SoftmaxLane(wiring.Component):
         # A row in flight, issue to write-back: run | v1 | ... | vS as a register of its
         # own, loaded with that OR's next value (run's is go | run & ~u_last, v1's run,
         # v[k]'s v[k-1]), so the OR of every lane's flag into the controller starts from
-        # flip-flops free to sit towards it (from `run` it was an 8.8 ns route).
+        # flip-flops free to sit towards it rather than from `run`.
         m.d.sync += self.active.eq(go | run | or_all(v[:-1]))
+        return _Pass(run=run, u=u, mac=mac, slot=slot, bank=bank, first=first, go=go,
+                     go_next=go_next, bank_next=bank_next, pass_first=pass_first, valid=v,
+                     u_rd=u_rd, run_rd=run_rd)
 
-        # -- stage 0: score multiplexer, m/l read ----------------------------------------
+    def _causal_threshold(self, m, control):
+        """The causal mask's per-pass threshold: pass j masks the rows whose offset
+        slot*G + mac is below it (G the slot stride). Returns `below`, the registered
+        comparison for row u (a flip-flop at stage 0, not a comparison before the score
+        register)."""
+        # `gap` is the threshold less row u's offset, stepped beside the counters (-1
+        # along a slot, -G to the next: `slot_gap` is the threshold less slot*G), and
+        # `below` is the comparison for the row the counters hold next, registered.
+        slot_stride, max_seq_len = self._slot_stride, self._arith.max_seq_len
+        block = slot_stride * self._rows_per_mac
+        head_group = MAX_HEAD_GROUP
+        thr = Signal(range(-(head_group * max_seq_len + block), head_group * max_seq_len + 1))
+        # thr + step, the next pass's threshold, a cycle behind thr and the mask: passes
+        # start S + 1 cycles apart at least, and a block's mask before its first pass
+        thr_step = Signal.like(thr)
+        base = Signal(range(head_group * max_seq_len + block))
+        gap = Signal(range(-(head_group * max_seq_len + 2 * block + slot_stride),
+                           head_group * max_seq_len + 1))
+        slot_gap = Signal.like(gap)
+        below = Signal()                           # row u's offset is below the threshold
+        m.d.sync += [base.eq(self.mask.gdiag + self.row_base), thr_step.eq(thr + self.mask.step)]
+        with m.If(control.run):
+            with m.If(control.mac == self._macs_per_lane - 1):
+                m.d.sync += [slot_gap.eq(slot_gap - slot_stride), gap.eq(slot_gap - slot_stride),
+                             below.eq(slot_gap > slot_stride)]
+            with m.Else():
+                m.d.sync += [gap.eq(gap - 1), below.eq(gap > 1)]
+        with m.If(control.go):
+            # a block's first threshold is -base <= 0: no row is below it
+            thr_new = Mux(control.pass_first, -base, thr_step)
+            m.d.sync += [thr.eq(thr_new), gap.eq(thr_new), slot_gap.eq(thr_new),
+                         below.eq(~control.pass_first & (thr_step > 0))]
+        return below
+
+    def _score_selection(self, m, control):
+        """Stage 0's score multiplexer: row u's score out of the MACs' banks, selected by
+        one-hot registers that follow the pass. Returns the selected score (combinational,
+        `arith.score_shape` bits)."""
         # The score of row u is selected by a one-hot register of its own, kept, whose
         # bit moves from row to row as the pass runs: the selection is 2R wide for each of
         # a score's bits, one AND-OR per bit, no decode before it. One copy of the register
         # for each SCORE_SEL_BITS bits of the score, so that each sits beside its few
-        # AND-ORs (one copy for all 20 bits was a 5.9 ns route). It shifts every cycle,
-        # with no enable: the pass's last row shifts its bit out, so between passes it
-        # holds zeros, and only the bank's first bit loads, from a kept pair of registers
-        # per copy (go & the bank, set from their next values): a register beside the
-        # copy, where the lane's control may sit across the line from its MACs.
-        def at(k, b, t):                         # the index of `scores`
-            return (k * 2 + b) * r + t
-        moves = [(at(k, b, t), at(k + 1, b, t) if k < ql - 1 else at(0, b, t + 1))
-                 for k in range(ql) for b in range(2) for t in range(r)
-                 if k < ql - 1 or t < r - 1]     # row u's bit to row u + 1's
-        width = Shape.cast(A.score_shape).width
+        # AND-ORs and none fans out across the whole score. It shifts every cycle, with no
+        # enable: the pass's last row shifts its bit out, so between passes it holds
+        # zeros, and only the bank's first bit loads, from a kept pair of registers per
+        # copy (go & the bank, set from their next values): a register beside the copy,
+        # where the lane's control may sit across the line from its MACs.
+        macs_per_lane, rows_per_mac, rows = self._macs_per_lane, self._rows_per_mac, self.rows
+
+        def at(mac, bank, slot):                 # the index of `scores`
+            return (mac * 2 + bank) * rows_per_mac + slot
+        moves = [(at(mac, bank, slot), at(mac + 1, bank, slot) if mac < macs_per_lane - 1
+                  else at(0, bank, slot + 1))
+                 for mac in range(macs_per_lane) for bank in range(2)
+                 for slot in range(rows_per_mac)
+                 if mac < macs_per_lane - 1 or slot < rows_per_mac - 1]  # row u's bit to u + 1's
+        width = Shape.cast(self._arith.score_shape).width
         groups = [(lo, min(lo + SCORE_SEL_BITS, width))
                   for lo in range(0, width, SCORE_SEL_BITS)]
-        x0 = []
-        for g, (lo, hi) in enumerate(groups):
-            sel = Signal(2 * R, name=f"score_sel{g}", attrs={"keep": 1})
-            go_bank = [Signal(name=f"score_go{g}_bank{b}", attrs={"keep": 1}) for b in range(2)]
-            m.d.sync += [go_bank[0].eq(go_next & ~bank_next), go_bank[1].eq(go_next & bank_next)]
-            step = [0] * (2 * R)
+        parts = []
+        for copy, (lo, hi) in enumerate(groups):
+            sel = Signal(2 * rows, name=f"score_sel{copy}", attrs={"keep": 1})
+            go_bank = [Signal(name=f"score_go{copy}_bank{b}", attrs={"keep": 1})
+                       for b in range(2)]
+            m.d.sync += [go_bank[0].eq(control.go_next & ~control.bank_next),
+                         go_bank[1].eq(control.go_next & control.bank_next)]
+            step = [0] * (2 * rows)
             for src, dst in moves:
                 step[dst] = sel[src]
             step[at(0, 0, 0)], step[at(0, 1, 0)] = go_bank
             m.d.sync += sel.eq(Cat(*step))
-            x0.append(or_all(Mux(sel[i], self.scores[i][lo:hi], 0) for i in range(2 * R)))
-        x0 = Cat(*x0)
-        drain_addr = Mux(run_rd, u_rd, self.drain_u)
+            parts.append(or_all(Mux(sel[i], self.scores[i][lo:hi], 0) for i in range(2 * rows)))
+        return Cat(*parts)
+
+    def _read_ports(self, m, control, m_rd, l_rd):
+        """The m and l read addresses: row u during a pass, else the drain's `drain_u`
+        (l, and m with a float format, whose drain reads m too)."""
+        drain_addr = Mux(control.run_rd, control.u_rd, self.drain_u)
         m.d.comb += [l_rd.addr.eq(drain_addr), self.l_rd.eq(l_rd.data)]
-        if isinstance(A, FloatArith):
+        if isinstance(self._arith, FloatArith):
             m.d.comb += [m_rd.addr.eq(drain_addr), self.m_rd.eq(m_rd.data)]
         else:
-            m.d.comb += m_rd.addr.eq(u)
-        x1 = Signal(A.score_shape)
-        u1, mac1, slot1 = Signal.like(u), Signal.like(mac), Signal.like(slot)
+            m.d.comb += m_rd.addr.eq(control.u)
+
+    def _stage_one(self, m, control, score, below):
+        """Stage 1's registers: the score (m_init for a masked row), the row's control and
+        its mask. Returns (the row's control as a `_Pass` of u, mac, slot, bank and first,
+        the score, the mask)."""
+        arith = self._arith
+        x1 = Signal(arith.score_shape)
+        u1, mac1, slot1 = Signal.like(control.u), Signal.like(control.mac), Signal.like(control.slot)
         bank1, first1 = Signal(), Signal()      # passes overlap: each row carries its own
         masked = self.mask.causal & below
         mask1 = Signal()
-        m.d.sync += [v[0].eq(run), x1.eq(force(x0, masked, A.m_init)), u1.eq(u), mac1.eq(mac),
-                     slot1.eq(slot), bank1.eq(bank), first1.eq(first), mask1.eq(masked)]
+        m.d.sync += [control.valid[0].eq(control.run), x1.eq(force(score, masked, arith.m_init)),
+                     u1.eq(control.u), mac1.eq(control.mac), slot1.eq(control.slot), bank1.eq(control.bank),
+                     first1.eq(control.first), mask1.eq(masked)]
+        return _Row(u=u1, mac=mac1, slot=slot1, bank=bank1, first=first1), x1, mask1
 
-        row = self._float_row if isinstance(A, FloatArith) else self._int8_row
-        ctrl = [u1, mac1, slot1, bank1]
-        bus_valid, bus_u, bus_bank, u_w, m_new_w, l_new = row(
-            m, v, x1, force(m_rd.data, first1, A.m_init), force(l_rd.data, first1, 0), ctrl,
-            mask1)
-
-        # -- write-back stage: the new m and l ------------------------------------------------
+    def _write_back(self, m, control, m_wr, l_wr, u_w, m_new_w, l_new):
+        """The write-back stage: the row's new m and l into their memories."""
+        valid = control.valid[self.stages(self._arith) - 1]
         m.d.comb += [
-            m_wr.addr.eq(u_w), m_wr.data.eq(m_new_w), m_wr.en.eq(v[S - 1]),
-            l_wr.addr.eq(u_w), l_wr.data.eq(l_new), l_wr.en.eq(v[S - 1]),
+            m_wr.addr.eq(u_w), m_wr.data.eq(m_new_w), m_wr.en.eq(valid),
+            l_wr.addr.eq(u_w), l_wr.data.eq(l_new), l_wr.en.eq(valid),
         ]
-        # The pass's last row on the bus, registered beside the MACs' bus registers; `ready`
-        # rises as their (bank, slot) registers hold it
+
+    def _ready_flags(self, m, bus_valid, bus_u, bus_bank):
+        """`ready[b]`: set as the MACs' (bank, slot) registers hold the pass's last row,
+        whose bus write is registered here beside the MACs' bus registers; cleared by
+        `consume[b]`."""
         bus_last, bus_last_bank = Signal(), Signal()
-        m.d.sync += [bus_last.eq(bus_valid & (bus_u == R - 1)), bus_last_bank.eq(bus_bank)]
+        m.d.sync += [bus_last.eq(bus_valid & (bus_u == self.rows - 1)),
+                     bus_last_bank.eq(bus_bank)]
         for b in range(2):
             with m.If(bus_last & (bus_last_bank == b)):
                 m.d.sync += self.ready[b].eq(1)
             with m.Elif(self.consume[b]):
                 m.d.sync += self.ready[b].eq(0)
-        return m
 
     def _bus(self, m, valid, ctrl, up, e):
         """(up, e) of the row with `ctrl` onto the bus, which the MACs register."""
@@ -360,59 +423,96 @@ class SoftmaxLane(wiring.Component):
                      self.pa.bank.eq(bank), self.pa.up.eq(up), self.pa.e.eq(e)]
         return valid, u, bank
 
-    def _int8_row(self, m, v, x1, m_old, l_old, ctrl, mask):
+    def _int8_row(self, m, valid, x1, m_old, l_old, ctrl, mask):
         """Stage 1 to the write-back of an int8 row: (bus valid, its u and bank, then the
         write-back's u, m and l); a `mask`ed row's e is 0."""
-        A, S = self._arith, self.stages(self._arith)
-        st = Stages(m)
+        arith = self._arith
+        stages, pipe = self.stages(arith), Stages(m)
         # stage 1: the comparison and both differences, side by side (one carry chain deep)
         up = Signal(name="up")
-        d_xm, d_mx = Signal(A.diff_shape, name="d_xm"), Signal(A.diff_shape, name="d_mx")
+        d_xm, d_mx = Signal(arith.diff_shape, name="d_xm"), Signal(arith.diff_shape, name="d_mx")
         x2, m_old2 = Signal.like(x1, name="x2"), Signal.like(x1, name="m_old2")
-        m.d.sync += [up.eq(x1 > m_old), d_xm.eq(A.sub(m, x1, m_old)),
-                     d_mx.eq(A.sub(m, m_old, x1)), x2.eq(x1), m_old2.eq(m_old)]
+        m.d.sync += [up.eq(x1 > m_old), d_xm.eq(arith.sub(m, x1, m_old)),
+                     d_mx.eq(arith.sub(m, m_old, x1)), x2.eq(x1), m_old2.eq(m_old)]
         # stage 2: select min - max (<= 0) into the scale's operand registers; the new max
-        diff = Signal(A.diff_shape, name="diff")
+        diff = Signal(arith.diff_shape, name="diff")
         m_new = Signal.like(x1, name="m_new")
         m.d.comb += diff.eq(Mux(up, d_mx, d_xm))
         m.d.sync += m_new.eq(Mux(up, x2, m_old2))
         # scale (pipelined: operands, products, sum, round and clamp), then exp2
-        e = A.exp2(m, A.scale(m, diff, self.c))
-        wait = A.scale_latency + A.exp2_latency        # from stage 2 to e
-        up_e, m_new_e = st.delay(up, wait, "up"), st.delay(m_new, wait - 1, "m_new")
-        l_old_e, mask_e, *ctrl_e = (st.delay(x, wait + 1, name) for x, name in zip(
+        e = arith.exp2(m, arith.scale(m, diff, self.c))
+        wait = arith.scale_latency + arith.exp2_latency        # from stage 2 to e
+        up_e, m_new_e = pipe.delay(up, wait, "up"), pipe.delay(m_new, wait - 1, "m_new")
+        l_old_e, mask_e, *ctrl_e = (pipe.delay(value, wait + 1, name) for value, name in zip(
             [l_old, mask, *ctrl], ["l_old", "mask", "u", "mac", "slot", "bank"]))
         e = Mux(mask_e, 0, e)
         # Either alpha or P is exactly one (see `Int8Arith.update`): one multiply for l.
-        bus = self._bus(m, v[S - 1 - A.update_latency], ctrl_e, up_e, e)
-        l_new = A.update(m, up_e, e, l_old_e, 1)
-        u_w, m_new_w = (st.delay(x, A.update_latency, n) for x, n in ((ctrl_e[0], "u_w"),
-                                                                     (m_new_e, "m_new_w")))
+        bus = self._bus(m, valid[stages - 1 - arith.update_latency], ctrl_e, up_e, e)
+        l_new = arith.update(m, up_e, e, l_old_e, 1)
+        u_w, m_new_w = (pipe.delay(value, arith.update_latency, name)
+                        for value, name in ((ctrl_e[0], "u_w"), (m_new_e, "m_new_w")))
         return (*bus, u_w, m_new_w, l_new)
 
-    def _float_row(self, m, v, x1, m_old, l_old, ctrl, mask):
+    def _float_row(self, m, valid, x1, m_old, l_old, ctrl, mask):
         """Stage 1 to the write-back of a float row (see the module docstring); a
         `mask`ed row's e is 0."""
-        A, S = self._arith, self.stages(self._arith)
-        st = Stages(m)
-        mask = st.delay(mask, A.scale_latency + A.exp_arg_latency + A.exp2_latency, "mask_e")
+        arith = self._arith
+        stages, pipe = self.stages(arith), Stages(m)
+        mask = pipe.delay(mask, arith.scale_latency + arith.exp_arg_latency + arith.exp2_latency,
+                          "mask_e")
         names = ["m_old", "l_old", "u", "mac", "slot", "bank"]
-        x = A.scale(m, x1, self.c)
-        m_old, l_old, *ctrl = (st.delay(y, A.scale_latency, n)
-                               for y, n in zip([m_old, l_old, *ctrl], names))
-        z, up = A.exp_arg(m, x, m_old)
-        m_new = st.delay(A.maximum(m, m_old, x), A.exp_arg_latency - A.maximum_latency, "m_new")
-        l_old, *ctrl = (st.delay(y, A.exp_arg_latency, n) for y, n in zip([l_old, *ctrl],
-                                                                         names[1:]))
-        e = Mux(mask, 0, A.exp2(m, z))
-        e_stage = self._e_stage(A)
-        up, m_new, l_old, *ctrl = (st.delay(y, A.exp2_latency, n) for y, n in zip(
-            [up, m_new, l_old, *ctrl], ["up_e", "m_new_e", *names[1:]]))
-        e32 = A.to_float(m, e)
-        ctrl_b = [st.delay(y, A.to_float_latency, f"{n}_b") for y, n in zip(ctrl, names[2:])]
-        bus = self._bus(m, v[e_stage + A.to_float_latency - 1], ctrl_b,
-                        st.delay(up, A.to_float_latency, "up_b"), e32)
-        l_new = st.delay(A.update_l(m, up, e, l_old), S - e_stage - A.update_l_latency, "l_new")
-        u_w, m_new_w = (st.delay(y, S - e_stage, n) for y, n in ((ctrl[0], "u_w"),
-                                                                (m_new, "m_new_w")))
+        x = arith.scale(m, x1, self.c)
+        m_old, l_old, *ctrl = (pipe.delay(value, arith.scale_latency, name)
+                               for value, name in zip([m_old, l_old, *ctrl], names))
+        z, up = arith.exp_arg(m, x, m_old)
+        m_new = pipe.delay(arith.maximum(m, m_old, x),
+                           arith.exp_arg_latency - arith.maximum_latency, "m_new")
+        l_old, *ctrl = (pipe.delay(value, arith.exp_arg_latency, name)
+                        for value, name in zip([l_old, *ctrl], names[1:]))
+        e = Mux(mask, 0, arith.exp2(m, z))
+        e_stage = self.e_stage(arith)
+        up, m_new, l_old, *ctrl = (pipe.delay(value, arith.exp2_latency, name)
+                                   for value, name in zip([up, m_new, l_old, *ctrl],
+                                                          ["up_e", "m_new_e", *names[1:]]))
+        e32 = arith.to_float(m, e)
+        ctrl_b = [pipe.delay(value, arith.to_float_latency, f"{name}_b")
+                  for value, name in zip(ctrl, names[2:])]
+        bus = self._bus(m, valid[e_stage + arith.to_float_latency - 1], ctrl_b,
+                        pipe.delay(up, arith.to_float_latency, "up_b"), e32)
+        l_new = pipe.delay(arith.update_l(m, up, e, l_old),
+                           stages - e_stage - arith.update_l_latency, "l_new")
+        u_w, m_new_w = (pipe.delay(value, stages - e_stage, name)
+                        for value, name in ((ctrl[0], "u_w"), (m_new, "m_new_w")))
         return (*bus, u_w, m_new_w, l_new)
+
+
+@dataclass(frozen=True)
+class _Pass:
+    """The pass control's signals, as `SoftmaxLane._pass_control` builds them: `run` a
+    row is issued (stage 0), row `u` (`mac`, `slot`) of bank `bank`, `first` the block's
+    first pass; `go` a pass starts (registered), `go_next` and `bank_next` its value and
+    bank a cycle ahead, `pass_first` the starting pass's `first`; `valid` the valid flags
+    of stages 1 .. S; `u_rd`/`run_rd` the kept copies of u and run for the read ports."""
+    run: Signal
+    u: Signal
+    mac: Signal
+    slot: Signal
+    bank: Signal
+    first: Signal
+    go: Signal
+    go_next: object
+    bank_next: object
+    pass_first: object
+    valid: list
+    u_rd: Signal
+    run_rd: Signal
+
+
+@dataclass(frozen=True)
+class _Row:
+    """A row's control in stage 1, which it carries down the pipeline (passes overlap)."""
+    u: Signal
+    mac: Signal
+    slot: Signal
+    bank: Signal
+    first: Signal
