@@ -4,26 +4,32 @@ With b = 1 every softmax step is element-wise over the rows of the Q block, so
 the EXP unit is E independent lanes. A lane owns `macs_per_lane` (q/L) MACs of
 its line and keeps the running max m and sum l of their r*q/L rows in two small
 lane-local memories. After the scores of K_j are in the MACs' bank j mod 2, a
-start pulse from the line makes each lane stream over its rows, one per cycle:
+start pulse from the line makes each lane stream over its rows, one per cycle,
+through these steps in this order, each as long as the latency named beside it
+(`SoftmaxLane.stage_table(arith)` gives each step's first and last stage, in
+cycles after the row's issue, from those latencies):
 
-    stage 0      select the score (one-hot, from the bank's q/L*r); read m, l
-    stage 1      up = x > m, and both x - m and m - x (three carry chains side by side)
-    stage 2      d = min(m, x) - max(m, x) (m - x if up else x - m), selected into
-                 the scale's operand registers; m_new = max(m, x)
-    stage 3-7    z = scale(d, c)     (`Int8Arith.scale`: products, their sum in pairs,
-                                      round beside the bounds' comparisons, clamp)
-    stage 8-14   e = exp2(z)         (`Int8Arith.exp2`: table, its register, the
-                                      product's operands, product and relay, sum, shift)
-    stage 15-17  (up, e) onto the line-local bus, registered in each MAC (stage 15):
-                 (alpha, P) = (e, 1) if up else (1, e); l = update(up, e, l)
-                 (`Int8Arith.update`: operand, products, sum)
-    stage 18     write m and l
+    issue        the row's counters and its score's one-hot selection register
+    select       the score (one-hot, from the bank's q/L*r); m and l read
+    compare      up = x > m, and both x - m and m - x (three carry chains side by side)
+    scale        d = min(m, x) - max(m, x) (m - x if up else x - m), selected into the
+                 scale's operand registers beside m_new = max(m, x); then
+                 z = scale(d, c)                    `Int8Arith.scale`, `scale_latency`
+    exp2         e = exp2(z)                        `Int8Arith.exp2`, `exp2_latency`
+    bus          (up, e) onto the line-local bus as exp2 puts it out, in each MAC's bus
+                 register a stage later (`SoftmaxLane.bus_stage`):
+                 (alpha, P) = (e, 1) if up else (1, e)
+    ready        the pass's last row in the MACs' (bank, slot) registers, `ready`
+                 (`SoftmaxLane.ready_stage`)
+    update       l = update(up, e, l), from exp2's output, beside the bus
+                                                    `Int8Arith.update`, `update_latency`
+    write-back   m and l written in update's last stage (`SoftmaxLane.stages`)
 
 Every multiply has a register before and after it (ECP5 MULT18X18D blocks with
 fabric registers on both sides, their partial products summed in a stage of
 their own), and every stage passes through one adder or comparison at most
-(stage 1 computes both differences so that stage 2 only selects), which is what
-lets the lane close timing; the stages cost latency only, which the schedule
+(compare computes both differences so that the next stage only selects), which is
+what lets the lane close timing; the stages cost latency only, which the schedule
 hides (`SoftmaxLane.stages`).
 
 Either m - m_new or x - m_new is zero, and exp2(0) is exactly one, so one exp2
@@ -38,9 +44,9 @@ so nothing multiplies. A row's block index is slot*G + `row_base` + mac (G =
 `slot_stride`, the array's groups), so each lane counts a threshold per pass,
 -(gdiag + row_base) on the block's first, `step` more on each next. Beside its
 counters it steps the threshold less the row's offset slot*G + mac and compares it a
-row ahead, so that the row's mask is a register at stage 0 (one subtraction or
-comparison a cycle). A masked row enters stage 1 with the score m_init (-inf for a
-float format), so its max does not move
+row ahead, so that the row's mask is a register at issue (one subtraction or
+comparison a cycle). A masked row's selected score is m_init (-inf for a float
+format), so its max does not move
 (up = 0, m unchanged), and its e is forced to 0 where it leaves exp2: P = 0,
 alpha = 1, l and O add zero.
 
@@ -57,14 +63,18 @@ Between blocks the `l` memory's read port serves the drain (`drain_u`, `l_rd`).
 
 A float format (`FloatArith`) keeps m in fp32 and runs the row as
 
-    stage 1      m_old, l_old (m_init = -inf and 0 on the block's first row)
-    scale        x = fmul(S, c)                     (`FloatArith.scale`)
+    issue, select  as above (m_init = -inf and l = 0 on the block's first row)
+    scale        x = fmul(S, c)                     `FloatArith.scale`, `scale_latency`
     exp_arg      z = to_fixed(-|x - m_old|), up = x > m_old; beside it
-                 m_new = maximum(m_old, x)          (`FloatArith.exp_arg`, `maximum`)
-    exp2         e = exp2(z)                        (the int8 format's)
-    bus          (up, fp32(e)) onto the bus         (`FloatArith.to_float`), and
-                 l = update_l(up, e, l_old)         (fixed point, as int8)
-    write-back   m_new and l
+                 m_new = maximum(m_old, x)          `FloatArith.exp_arg`, `exp_arg_latency`
+                                                    (`maximum`)
+    exp2         e = exp2(z)                        the int8 format's, `exp2_latency`
+    to_float     fp32(e)                            `FloatArith.to_float`, `to_float_latency`
+    bus, ready   (up, fp32(e)) onto the bus, as above
+    update_l     l = update_l(up, e, l_old), beside to_float (fixed point, as int8)
+                                                    `FloatArith.update_l`, `update_l_latency`
+    write-back   m_new and l, once l is updated and the bus register holds the row
+                 (`SoftmaxLane.stages`)
 
 and the drain also reads m (`m_rd`): a row whose max ends NaN or +inf outputs NaN.
 """
@@ -177,6 +187,36 @@ class SoftmaxLane(wiring.Component):
         if isinstance(arith, FloatArith):
             return 1 + arith.scale_latency + arith.exp_arg_latency + arith.exp2_latency
         return 2 + arith.scale_latency + arith.exp2_latency
+
+    @staticmethod
+    def stage_table(arith):
+        """The row's pipeline as in the module docstring: (step, first stage, last stage)
+        per step, in cycles after the row's issue (stage 0), each step's registers holding
+        the row from its first stage to its last, where its result is; built from the
+        format's latencies one step after the other, as `e_stage`, `stages`, `bus_stage`
+        and `ready_stage` sum them."""
+        if isinstance(arith, FloatArith):
+            chain = [("issue", 1), ("select", 1), ("scale", arith.scale_latency),
+                     ("exp_arg", arith.exp_arg_latency), ("exp2", arith.exp2_latency)]
+            after_exp2 = [("to_float", arith.to_float_latency)]
+            update = ("update_l", arith.update_l_latency)
+        else:
+            chain = [("issue", 1), ("select", 1), ("compare", 1), ("scale", arith.scale_latency),
+                     ("exp2", arith.exp2_latency)]
+            after_exp2 = []
+            update = ("update", arith.update_latency)
+        table, stage = [], 0
+        for step, length in chain + after_exp2:
+            table.append((step, stage, stage + length - 1))
+            stage += length
+        e_last = table[len(chain) - 1][2]
+        bus = stage                       # the MACs' bus registers: a stage after exp2's e
+        table += [("bus", bus, bus), ("ready", bus + 1, bus + 1),
+                  (update[0], e_last + 1, e_last + update[1])]
+        # a float format's write-back also waits for the bus register (`active` covers it)
+        write = e_last + update[1] if not after_exp2 else max(e_last + update[1], bus)
+        table.append(("write-back", write, write))
+        return table
 
     @staticmethod
     def stages(arith):
@@ -382,7 +422,7 @@ class SoftmaxLane(wiring.Component):
 
     def _stage_one(self, m, control, score, below):
         """Stage 1's registers: the score (m_init for a masked row), the row's control and
-        its mask. Returns (the row's control as a `_Pass` of u, mac, slot, bank and first,
+        its mask. Returns (the row's control as a `_Row` of u, mac, slot, bank and first,
         the score, the mask)."""
         arith = self._arith
         x1 = Signal(arith.score_shape)

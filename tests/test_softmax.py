@@ -20,6 +20,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from attenio.formats import format_by_name
+from attenio.hdl import softmax as softmax_module
 from attenio.hdl.formats import FloatArith, arith_of
 from attenio.hdl.softmax import SoftmaxLane
 from attenio.sim.golden import softmax_constant
@@ -288,3 +289,34 @@ def test_lane_matches_its_twin_at_its_published_latencies(rng, fmt, geometry, ca
     assert 1 in held and pulses[1] == pulses[0] + 1
     if causal:
         assert any(m.any() for block in blocks for m in block.masked)
+
+
+@pytest.mark.parametrize("fmt", ["int8", "fp16", "bf16"])
+def test_stage_table_agrees_with_the_published_stages(fmt):
+    """The module docstring's steps, as `stage_table` numbers them, end where `e_stage`,
+    `bus_stage`, `ready_stage` and `stages` say, and each step lasts its builder's latency."""
+    arith = arith_named(fmt)
+    table = SoftmaxLane.stage_table(arith)
+    stage = {step: (first, last) for step, first, last in table}
+    assert len(stage) == len(table)
+    assert stage["issue"] == (0, 0) and stage["select"] == (1, 1)
+    assert stage["exp2"][1] == SoftmaxLane.e_stage(arith)
+    assert stage["bus"] == (SoftmaxLane.bus_stage(arith),) * 2
+    assert stage["ready"] == (SoftmaxLane.ready_stage(arith),) * 2
+    assert stage["write-back"] == (SoftmaxLane.stages(arith),) * 2
+    floating = isinstance(arith, FloatArith)
+    chain = (["issue", "select", "scale", "exp_arg", "exp2", "to_float"] if floating
+             else ["issue", "select", "compare", "scale", "exp2"])
+    for before, after in zip(chain, chain[1:]):
+        assert stage[after][0] == stage[before][1] + 1, f"{before} to {after}"
+    latency = {"scale": arith.scale_latency, "exp2": arith.exp2_latency,
+               **({"exp_arg": arith.exp_arg_latency, "to_float": arith.to_float_latency,
+                   "update_l": arith.update_l_latency} if floating
+                  else {"update": arith.update_latency})}
+    for step, cycles in latency.items():
+        assert stage[step][1] - stage[step][0] + 1 == cycles, step
+    assert stage["bus"][0] == stage[chain[-1]][1] + 1
+    update = stage["update_l" if floating else "update"]
+    assert update[0] == stage["exp2"][1] + 1 and update[1] <= stage["write-back"][0]
+    doc = softmax_module.__doc__
+    assert all(step in doc for step in stage), "the module docstring names every step"
