@@ -277,8 +277,8 @@ class SoftmaxLane(wiring.Component):
         pend = Signal()
         pend_bank = Signal()
         pend_first = Signal()
-        v = [Signal(name=f"v{s}") for s in range(1, stages + 1)]   # valid of stages 1..S
-        m.d.sync += [v[k].eq(v[k - 1]) for k in range(1, stages)]
+        valid = [Signal(name=f"v{stage}") for stage in range(1, stages + 1)]   # stages 1..S
+        m.d.sync += [valid[k].eq(valid[k - 1]) for k in range(1, stages)]
         # A pass may start in the cycle the previous one issues its last row, and S + 1
         # cycles after the previous start at the earliest: its row u then reads m and l
         # after the previous pass wrote them (`hold` counts that down). `go`, a pass
@@ -309,12 +309,13 @@ class SoftmaxLane(wiring.Component):
         # run & ~u_last, u_last (while run) u == rows - 2, held held | hold == 1, pend
         # pend | start.valid, and start.valid start_next.valid.
         go = Signal()
-        sv, sv_next = self.start.valid, self.start_next.valid
+        start_valid, start_next_valid = self.start.valid, self.start_next.valid
         ends_next = ~run | u_last | (u == rows - 2) if rows > 1 else 1
-        go_next = ~go & ends_next & (held | (hold == 1)) & (pend | sv | sv_next)
+        go_next = ~go & ends_next & (held | (hold == 1)) & (pend | start_valid | start_next_valid)
         m.d.sync += go.eq(go_next)
         # the bank a start at the next cycle takes: Mux(pend, pend_bank, start.bank) then
-        bank_next = Mux(pend | sv, Mux(sv, self.start.bank, pend_bank), self.start_next.bank)
+        bank_next = Mux(pend | start_valid, Mux(start_valid, self.start.bank, pend_bank),
+                        self.start_next.bank)
         pass_first = Mux(pend, pend_first, self.start.first)
         with m.If(go):
             m.d.sync += [run.eq(1), u.eq(0), u_last.eq(rows == 1), mac.eq(0), slot.eq(0),
@@ -331,9 +332,9 @@ class SoftmaxLane(wiring.Component):
         # own, loaded with that OR's next value (run's is go | run & ~u_last, v1's run,
         # v[k]'s v[k-1]), so the OR of every lane's flag into the controller starts from
         # flip-flops free to sit towards it rather than from `run`.
-        m.d.sync += self.active.eq(go | run | or_all(v[:-1]))
+        m.d.sync += self.active.eq(go | run | or_all(valid[:-1]))
         return _Pass(run=run, u=u, mac=mac, slot=slot, bank=bank, first=first, go=go,
-                     go_next=go_next, bank_next=bank_next, pass_first=pass_first, valid=v,
+                     go_next=go_next, bank_next=bank_next, pass_first=pass_first, valid=valid,
                      u_rd=u_rd, run_rd=run_rd)
 
     def _causal_threshold(self, m, control):
@@ -426,13 +427,16 @@ class SoftmaxLane(wiring.Component):
         the score, the mask)."""
         arith = self._arith
         x1 = Signal(arith.score_shape)
-        u1, mac1, slot1 = Signal.like(control.u), Signal.like(control.mac), Signal.like(control.slot)
+        # named: a tuple of Signal.like takes no name from its targets
+        u1 = Signal.like(control.u, name="u1")
+        mac1 = Signal.like(control.mac, name="mac1")
+        slot1 = Signal.like(control.slot, name="slot1")
         bank1, first1 = Signal(), Signal()      # passes overlap: each row carries its own
         masked = self.mask.causal & below
         mask1 = Signal()
         m.d.sync += [control.valid[0].eq(control.run), x1.eq(force(score, masked, arith.m_init)),
-                     u1.eq(control.u), mac1.eq(control.mac), slot1.eq(control.slot), bank1.eq(control.bank),
-                     first1.eq(control.first), mask1.eq(masked)]
+                     u1.eq(control.u), mac1.eq(control.mac), slot1.eq(control.slot),
+                     bank1.eq(control.bank), first1.eq(control.first), mask1.eq(masked)]
         return _Row(u=u1, mac=mac1, slot=slot1, bank=bank1, first=first1), x1, mask1
 
     def _write_back(self, m, control, m_wr, l_wr, u_w, m_new_w, l_new):
