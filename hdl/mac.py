@@ -60,12 +60,12 @@ from amaranth.lib.wiring import In, Out
 
 from attenio import validate
 
-from .formats import FloatArith, Int8Arith
+from .formats import FloatArith, check_arith
 from .formats.dsp import PartialProducts, Stages, dsp_lut_width, force, lut_built, mul_widths
 from .formats.fp import FP32
 from .softmax import pa_layout
 
-__all__ = ["word_layout", "chain_layout", "pick_layout", "pick_addr", "check_arith",
+__all__ = ["word_layout", "chain_layout", "pick_layout", "pick_addr",
            "score_period", "MAC"]
 
 
@@ -108,11 +108,6 @@ def pick_addr(bank, slot, *, rows_per_mac):
 
 def _slot_bits(rows_per_mac):
     return (rows_per_mac - 1).bit_length()
-
-
-def check_arith(owner, arith):
-    if not isinstance(arith, (Int8Arith, FloatArith)):
-        raise TypeError(f"{owner}: arith must be an Int8Arith or a FloatArith, not {arith!r}")
 
 
 def score_period(arith, rows_per_mac):

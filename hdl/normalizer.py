@@ -24,10 +24,10 @@ from amaranth.lib.wiring import In, Out
 
 from attenio import validate
 
-from .formats import FloatArith
+from .formats import FloatArith, check_arith
 from .formats.dsp import Stages
 from .formats.fp import FP32
-from .mac import MAC, check_arith, word_layout
+from .mac import MAC, word_layout
 from .pe_array import PEArray, drain_signature
 from .replay import drain_layout
 from .widthconv import element_layout

@@ -20,10 +20,10 @@ from amaranth.lib.wiring import In, Out
 from attenio import validate
 
 from . import hierarchy
-from .formats import FloatArith
+from .formats import FloatArith, check_arith
 from .formats.dsp import and_all, or_all
 from .kv_buffer import mask_layout
-from .mac import MAC, check_arith, pick_layout, word_layout
+from .mac import MAC, pick_layout, word_layout
 from .softmax import SoftmaxLane, start_layout
 
 #: bits of the drain's output per copy of its line select (`PEArray`)

@@ -89,7 +89,7 @@ from amaranth.lib.wiring import In, Out
 from attenio import validate
 from attenio.regmap import MAX_HEAD_GROUP
 
-from .formats import FloatArith
+from .formats import FloatArith, check_arith
 from .formats.dsp import Stages, force, or_all
 from .kv_buffer import mask_layout
 
@@ -131,8 +131,6 @@ class SoftmaxLane(wiring.Component):
     """
 
     def __init__(self, *, arith, macs_per_lane, rows_per_mac, slot_stride=None):
-        # hdl/mac.py imports this module (`pa_layout`), so its check is imported here
-        from .mac import check_arith
         check_arith("SoftmaxLane", arith)
         validate.positive("SoftmaxLane", macs_per_lane=macs_per_lane, rows_per_mac=rows_per_mac)
         self._arith = arith

@@ -86,6 +86,42 @@ def test_no_private_name_is_imported_across_modules():
     assert not found, "private names imported across modules:\n" + "\n".join(found)
 
 
+def module_aliases(path):
+    """The names under which `path` binds modules of ours: `from pkg import module`,
+    `import a.b as c`."""
+    name = module_of(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    bound = {}
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname and ours(alias.name) == alias.name:
+                    bound[alias.asname] = alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = package
+            for _ in range(node.level - 1):
+                base = base.rpartition(".")[0]
+            target = (f"{base}.{node.module}" if node.module else base) if node.level else node.module
+            for alias in node.names:
+                if f"{target}.{alias.name}" in MODULES:
+                    bound[alias.asname or alias.name] = f"{target}.{alias.name}"
+    return bound
+
+
+def test_no_private_name_is_used_through_another_module():
+    """`module._name` is the same breach as `from module import _name`."""
+    found = []
+    for name, path in MODULES.items():
+        bound = module_aliases(path)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id in bound and bound[node.value.id] != name
+                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: "
+                             f"{bound[node.value.id]}.{node.attr}")
+    assert not found, "private names used through another module:\n" + "\n".join(found)
+
+
 def test_no_import_cycle():
     edges = graph()
     # Tarjan's strongly connected components: any component of two or more is a cycle
@@ -146,3 +182,4 @@ def test_the_walk_sees_a_known_import():
     assert "attenio.model.cyclemodel" in edges["attenio.model.planner"]       # relative
     assert "attenio.model.planner" in edges["attenio.options"]                 # lazy, aliased
     assert "attenio.plan" in edges["attenio.model.cyclemodel"]                 # absolute
+    assert module_aliases(ROOT / "sim" / "golden_fp.py")["fp"] == "attenio.hdl.formats.fp"

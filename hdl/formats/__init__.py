@@ -23,7 +23,13 @@ from .float import FloatArith
 from .fp import FP32, SPECS
 from .int8 import Int8Arith
 
-__all__ = ["FloatArith", "Int8Arith", "arith_of", "check_o_accumulator"]
+__all__ = ["FloatArith", "Int8Arith", "arith_of", "check_arith", "check_o_accumulator"]
+
+
+def check_arith(owner, arith):
+    """Raise TypeError, naming `owner`, if `arith` is not a datapath of this package."""
+    if not isinstance(arith, (Int8Arith, FloatArith)):
+        raise TypeError(f"{owner}: arith must be an Int8Arith or a FloatArith, not {arith!r}")
 
 
 def check_o_accumulator(fmt):
