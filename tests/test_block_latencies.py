@@ -10,8 +10,8 @@ seconds, before the end-to-end timing tests (tests/test_rtl_timing.py) would.
 """
 
 from amaranth.hdl import signed
-from amaranth.sim import Simulator
 
+from amaranth_sim import run_clocked
 from attenio.hdl.bursts import BurstSplitter
 from attenio.hdl.controller import Controller
 from attenio.hdl.dma import DMAReader, DMAWriter
@@ -29,10 +29,7 @@ def run(dut, cycle, cycles):
             cycle(ctx, t)
             await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    run_clocked(dut, bench)
 
 
 def fire(ctx, port):

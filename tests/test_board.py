@@ -16,6 +16,7 @@ import pytest
 from amaranth.hdl import Fragment
 from amaranth.sim import Simulator
 
+from amaranth_sim import run_clocked
 from attenio.errors import ConfigError
 from attenio.gen.board import emit_board, prepare_board
 from attenio.hdl.axi_ram import AXIRam
@@ -71,10 +72,7 @@ def test_uart_loopback(seed):
             got.append(ctx.get(dut.rx_data.payload))
             await ctx.tick()
 
-    sim = Simulator(m)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    run_clocked(m, bench)
     assert got == data
 
 

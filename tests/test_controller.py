@@ -1,8 +1,8 @@
 """The controller's checks of a run's configuration and its end of run (amaranth.sim)."""
 
 import pytest
-from amaranth.sim import Simulator
 
+from amaranth_sim import run_clocked
 from attenio.hdl.controller import Controller
 from attenio.hdl.sequencer import run_setup
 from attenio.regmap import ErrorCode
@@ -28,10 +28,7 @@ def simulate(run, body, block_rows=32):
         ctx.set(dut.start, 0)
         await body(ctx, dut)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    run_clocked(dut, tb)
 
 
 @pytest.mark.parametrize("change, code", [

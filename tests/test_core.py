@@ -16,6 +16,7 @@ import pytest
 from amaranth.hdl import Fragment
 from amaranth.sim import Simulator
 
+from amaranth_sim import run_clocked
 from attenio.formats import format_by_name
 from attenio.gen.verilog import emit
 from attenio.hdl.core import AttentionCore, Kind
@@ -293,10 +294,7 @@ def test_core_error_flags(case):
         await ctx.tick()
         seen["error"] = ctx.get(core.error)
 
-    sim = Simulator(core)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    run_clocked(core, bench)
     if case == "bad_start":
         assert seen == {"busy": 0, "ready": 0, "error": 1}
     else:

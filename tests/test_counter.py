@@ -6,8 +6,8 @@ import warnings
 import numpy as np
 import pytest
 from amaranth.hdl import UnusedElaboratable
-from amaranth.sim import Simulator
 
+from amaranth_sim import run_clocked
 from attenio.hdl.counter import DownCounter
 
 
@@ -36,10 +36,7 @@ def test_last_is_count_equal_one_under_random_loads_and_steps(init_last, seed=20
             elif step:
                 count = (count - 1) % 64
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(tb)
-    sim.run()
+    run_clocked(dut, tb, period=1e-6)
 
 
 def test_given_last_is_what_last_loads():
@@ -57,10 +54,7 @@ def test_given_last_is_what_last_loads():
         await ctx.tick()
         assert ctx.get(dut.count) == 4 and ctx.get(dut.last) == 0
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(tb)
-    sim.run()
+    run_clocked(dut, tb, period=1e-6)
 
 
 def test_width_must_be_positive():

@@ -13,8 +13,8 @@ import warnings
 import pytest
 from amaranth.back import verilog
 from amaranth.hdl import Fragment, UnusedElaboratable
-from amaranth.sim import Simulator
 
+from amaranth_sim import run_clocked
 from attenio.hdl.axi import AXI4ReadSignature, AXI4Signature, AXI4WriteSignature
 from attenio.hdl.dma import DMA, BurstSplitter, DMAReader, DMAWriter, split_bursts
 from attenio.sim.runner import simulator_available
@@ -173,11 +173,7 @@ def _simulate_splitter(data_width, max_burst_beats, cmds, seed):
             assert not valid
         assert bpb
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(source)
-    sim.add_testbench(sink)
-    sim.run()
+    run_clocked(dut, source, sink)
     assert [(a, n) for a, n, _ in got] == expected
     # `last` marks exactly the final burst of each command.
     ends = []
@@ -226,10 +222,7 @@ def test_splitter_one_burst_per_cycle():
                 burst_cycles.append(cycle)
             assert cycle < 10 * count, "the splitter stalled"
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    run_clocked(dut, bench)
     # Sampled at the first edge, a command is taken in cycle 1; its burst is valid
     # `BurstSplitter.latency` cycles later.
     assert burst_cycles[0] == 1 + BurstSplitter.latency, f"first burst in cycle {burst_cycles[0]}"

@@ -3,6 +3,7 @@
 import pytest
 from amaranth.hdl import Signal, signed, unsigned
 
+from amaranth_sim import run_clocked
 from attenio.hdl.formats.dsp import DSP_SIGNED_BITS, DSP_UNSIGNED_BITS, pieces
 
 SHAPES = [unsigned(w) for w in (1, 8, 17, 18, 25, 34, 35, 52)] + \
@@ -130,10 +131,7 @@ def test_force_is_the_multiplexer(shape, const):
             await ctx.tick()
             assert ctx.get(q) == (const if f else v), (v, f)
 
-    sim = Simulator(m)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
+    run_clocked(m, bench, period=1e-6)
 
 
 @pytest.mark.parametrize("gates", [True, False], ids=["force", "mux"])

@@ -5,8 +5,8 @@ the golden model and holds the fast model to them)."""
 import numpy as np
 import pytest
 from amaranth.hdl import Module, Signal
-from amaranth.sim import Simulator
 
+from amaranth_sim import run_clocked
 from attenio.hdl.formats import arith_of, check_o_accumulator, fp
 from attenio.hdl.formats.float import FloatArith
 from attenio.hdl.formats.fp import FP32
@@ -88,10 +88,7 @@ def test_builder_equals_twin(arith, rng, op):
     latency = getattr(arith, f"{op}_latency")
     m, outs, got, lat, bench = _run(build, inputs, widths, n)
     lat["n"] = latency
-    sim = Simulator(m)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    run_clocked(m, bench)
     want = twin(*[np.asarray(x) for x in inputs])
     for k, (g, w) in enumerate(zip(got, want)):
         w = np.asarray(w).astype(np.int64)

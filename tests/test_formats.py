@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from amaranth.hdl import Module, Signal
-from amaranth.sim import Simulator
 
+from amaranth_sim import run_clocked
 from attenio import ConfigError, Int8Format
 from attenio.hdl.formats import Int8Arith
 from attenio.hdl.formats.dsp import np_mulshr
@@ -174,10 +174,7 @@ def test_harness_in_amaranth_sim(variant, arith, seed):
                             ctx.set(getattr(dut, port)[k], int(v[idx]))
             await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    run_clocked(dut, bench)
     for op, (vec, exp) in plan.items():
         n = len(next(iter(vec.values())))
         for port, want in exp.items():
@@ -240,10 +237,7 @@ def test_pipelines_stall_with_en(arith, rng):
                 if enabled >= arith.reciprocal_latency and enabled - arith.reciprocal_latency < n:
                     got_y.append((ctx.get(y), ctx.get(e)))
 
-    sim = Simulator(m)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    run_clocked(m, bench)
     assert len(got_p) > 10 and len(got_y) > 10
     assert got_p == arith.np_exp2(zs)[:len(got_p)].tolist()
     wy, we = arith.np_reciprocal(ls)
@@ -298,10 +292,7 @@ def _measured_latency(arith, op):
             seen.append([ctx.get(out) for out in outs])
             await ctx.tick()
 
-    sim = Simulator(m)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    run_clocked(m, bench)
     hits = [t for t, got in enumerate(seen, start=1) if got == want]
     assert hits, f"{op}: the pulse's result {want} never appeared"
     assert hits == [hits[0]], f"{op}: the pulse's result is not a pulse: {hits}"
@@ -365,10 +356,7 @@ def test_scale_rounds_and_clamps_exactly_at_its_bounds(arith, seed):
             if i + 1 >= L:
                 got.append(ctx.get(z_out))
 
-    sim = Simulator(m)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    run_clocked(m, bench)
     want = [int(arith.np_scale(np.int64(d), np.int64(c))) for d, c in cases]
     bad = [(d, c, g, w) for (d, c), g, w in zip(cases, got, want) if g != w]
     assert not bad, bad[:5]

@@ -15,6 +15,7 @@ import pytest
 from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
+from amaranth_sim import run_clocked
 from attenio.hdl.formats import fp
 from attenio.hdl.formats.fp import BF16, FP16, FP32
 from attenio.sim.benches.bench_fp_dut import (OPS, FloatHarness, check, emit, expected,
@@ -121,10 +122,7 @@ def _run_harness(ops, rng, count, limit):
                         ctx.set(getattr(dut, f"{op}_{'ab'[k]}"), int(x[i]))
             await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    run_clocked(dut, bench)
     return {op: (ins, np.array(got, dtype=np.uint64)) for op, (ins, _, got) in plan.items()}
 
 

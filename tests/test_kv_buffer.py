@@ -3,8 +3,8 @@ and its published latencies measured."""
 
 import pytest
 from amaranth.hdl import signed
-from amaranth.sim import Simulator
 
+from amaranth_sim import cycles_until, run_clocked
 from attenio.hdl.kv_buffer import Kind, KVBuffer
 
 C_SHAPE = signed(12)
@@ -142,10 +142,7 @@ def test_kv_buffer_delivers_the_models_rows_under_back_pressure_and_feed_gaps(
         assert not ctx.get(dut.busy) and not ctx.get(dut.error)
         assert both_full, "the buffer never held a row beside the one being read"
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    run_clocked(dut, tb)
     assert [kind for kind, _ in got] == [kind for kind, _ in expect]
     for k, ((_, tag), (_, model)) in enumerate(zip(got, expect)):
         assert {name: tag[name] for name in model} == model, f"row {k}"
@@ -171,10 +168,7 @@ def test_kv_buffer_flags_an_element_of_the_wrong_kind():
         await ctx.tick()
         assert ctx.get(dut.error)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    run_clocked(dut, tb)
 
 
 # -- the published latencies -------------------------------------------------------------------
@@ -183,14 +177,6 @@ def small_buffer():
     return KVBuffer(mac_lines=1, macs_per_line=2, rows_per_mac=2, block_rows=4, head_dim=4,
                     max_seq_len=4, c_shape=C_SHAPE)
 
-
-async def cycles_until(ctx, signal, limit=50):
-    """The cycles from now until `signal` is high (0: it is high in this cycle)."""
-    for cycle in range(limit):
-        if ctx.get(signal):
-            return cycle
-        await ctx.tick()
-    raise AssertionError(f"{signal} stayed low for {limit} cycles")
 
 
 async def take_block(ctx, dut, rows_valid=2, n_keys=1):
@@ -203,10 +189,7 @@ async def take_block(ctx, dut, rows_valid=2, n_keys=1):
 
 
 def run(dut, bench):
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    run_clocked(dut, bench)
 
 
 def test_kv_buffer_fills_its_published_start_latency_after_taking_a_block():

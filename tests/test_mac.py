@@ -11,8 +11,8 @@ is one in the bus register the cycle before the word's wi cycle.
 import numpy as np
 import pytest
 from amaranth.hdl import Module, Signal, signed
-from amaranth.sim import Simulator
 
+from amaranth_sim import run_clocked
 from attenio.hdl.formats import Int8Arith
 from attenio.hdl.mac import MAC
 
@@ -62,10 +62,7 @@ def run(case, seed):
             await ctx.tick()
         result["o"] = ctx.get(dut.o_rd)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    run_clocked(dut, tb)
     return result["o"], e_old, e_new, v
 
 
@@ -106,10 +103,7 @@ def test_qk_is_the_signed_product_two_cycles_later_for_every_pair():
                     bad.append((a, b, ctx.get(qk)))
             await ctx.tick()
 
-    sim = Simulator(m)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    run_clocked(m, tb)
     assert not bad, bad[:5]
 
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 from amaranth.hdl import Fragment
-from amaranth.sim import Simulator
 
+from amaranth_sim import run_clocked
 from attenio.formats import format_by_name
 from attenio.hdl.formats import FloatArith, arith_of
 from attenio.hdl.formats.fp import FP32
@@ -264,10 +264,7 @@ def run(arith, shape, blocks, rng, *, ready_chance, max_gap):
             await ctx.tick()
             cycle += 1
 
-    sim = Simulator(fragment)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    run_clocked(fragment, bench)
     return trace
 
 

@@ -3,8 +3,8 @@ under random row gaps and interlocks, and its published issue latency measured."
 
 import pytest
 from amaranth.hdl import signed
-from amaranth.sim import Simulator
 
+from amaranth_sim import run_clocked
 from attenio.hdl.kv_buffer import row_layout
 from attenio.hdl.replay import RowReplay
 
@@ -172,10 +172,7 @@ def test_replay_issues_the_models_words_of_every_row_under_random_gaps_and_inter
         assert not ctx.get(dut.busy)
         assert all(c <= cycle for c in expect)     # every word seen
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    run_clocked(dut, tb)
 
 
 def test_replay_issues_a_rows_first_word_its_published_issue_latency_after_the_launch():
@@ -197,7 +194,4 @@ def test_replay_issues_a_rows_first_word_its_published_issue_latency_after_the_l
             await ctx.tick()
         assert cycle == RowReplay.issue_latency
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    run_clocked(dut, tb)

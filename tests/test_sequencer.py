@@ -5,8 +5,8 @@ import warnings
 
 import pytest
 from amaranth.hdl import UnusedElaboratable
-from amaranth.sim import Simulator
 
+from amaranth_sim import cycles_until, run_clocked
 from attenio.hdl.sequencer import (Kind, ReadSequencer, WriteSequencer, read_schedule,
                                    run_setup, write_schedule)
 
@@ -139,10 +139,7 @@ def check_read_sequencer(rng, seq_len, heads, block_rows, causal, kv_len, group,
                 break
         assert not ctx.get(dut.busy)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    run_clocked(dut, tb)
     assert blocks == expect_blocks
     assert cmds == [a for _, a in expect_cmds]
     assert kinds == [k for k, _ in expect_cmds]
@@ -184,10 +181,7 @@ def test_write_sequencer_matches_its_twin_and_finishes(rng, seq_len, heads, grou
                     break
             assert ctx.get(dut.finished) and got == expect
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    run_clocked(dut, tb)
 
 
 def test_read_schedule_serves_each_kv_head_to_its_group():
@@ -217,14 +211,6 @@ def test_read_schedule_grouped_reads_each_kv_row_once_a_group():
     assert [a for kind, a in cmds if kind == Kind.K] == [5000, 5010, 5100, 5110]
 
 
-async def cycles_until(ctx, signal, limit=50):
-    """The cycles from now until `signal` is high (0: it is high in this cycle)."""
-    for cycle in range(limit):
-        if ctx.get(signal):
-            return cycle
-        await ctx.tick()
-    raise AssertionError(f"{signal} stayed low for {limit} cycles")
-
 
 def test_read_sequencer_offers_its_first_block_and_command_at_its_published_latencies(rng):
     """`block_latency` and `command_latency` as the timing of the top counts them: the
@@ -244,10 +230,7 @@ def test_read_sequencer_offers_its_first_block_and_command_at_its_published_late
         assert block == ReadSequencer.block_latency
         assert block + await cycles_until(ctx, dut.cmd.valid) == ReadSequencer.command_latency
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    run_clocked(dut, tb)
 
 
 def test_write_sequencer_finishes_its_published_latency_after_the_last_completion(rng):
@@ -277,7 +260,4 @@ def test_write_sequencer_finishes_its_published_latency_after_the_last_completio
                 await ctx.tick()
         assert await cycles_until(ctx, dut.finished) + 1 == WriteSequencer.finish_latency
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    run_clocked(dut, tb)

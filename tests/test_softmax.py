@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
 
+from amaranth_sim import run_clocked
 from attenio.formats import format_by_name
 from attenio.hdl import softmax as softmax_module
 from attenio.hdl.formats import FloatArith, arith_of
@@ -226,10 +226,7 @@ def run_lane(rng, arith, *, macs_per_lane, rows_per_mac, slot_stride, passes, ca
             await ctx.tick()
         raise AssertionError(f"the lane did not finish in {max_cycles} cycles")
 
-    sim = Simulator(lane)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    run_clocked(lane, tb)
     return lane, blocks, c, seen
 
 

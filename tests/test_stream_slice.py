@@ -2,8 +2,8 @@
 that neither side's handshake reaches the other within a cycle (amaranth.sim)."""
 
 from amaranth.hdl import unsigned
-from amaranth.sim import Simulator
 
+from amaranth_sim import run_clocked
 from attenio.hdl.stream_slice import StreamSlice
 
 
@@ -36,10 +36,7 @@ def run(valid, ready, payloads):
                 log["got"].append(ctx.get(dut.o.payload))
             await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    run_clocked(dut, bench)
     return log
 
 
