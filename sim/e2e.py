@@ -33,20 +33,20 @@ import numpy as np
 
 from attenio.analysis import block_keys
 from attenio.errors import ConfigError
+from attenio.model.cyclemodel import model_counters
+from attenio.model.memmodel import Memory
+from attenio.model.rtl_params import RtlParams
 from attenio.plan import make_plan, run_kv_len, wins_grouped
 from attenio.regmap import ErrorCode, register_map
 
 from . import fast
-from attenio.model.cyclemodel import model_counters
-from attenio.model.memmodel import Memory
 from .progress import follow
-from attenio.model.rtl_params import RtlParams
 from .run_data import RunData, load_inputs
 from .runner import primitive_models, run_bench
 from .tb.counters import counter_names
 
-__all__ = ["ENGINES", "MEMORIES", "AUTO_FAST_CYCLES", "Layout", "E2EOptions", "choose_engine", "run_e2e",
-           "load_inputs", "rtl_digest", "cached_verilog"]
+__all__ = ["ENGINES", "MEMORIES", "AUTO_FAST_CYCLES", "Layout", "E2EOptions", "choose_engine",
+           "run_e2e", "load_inputs", "rtl_digest", "cached_verilog"]
 
 #: how a run is simulated: the cocotb bench, or the fast C++ harness (attenio.sim.fast)
 ENGINES = ("cocotb", "fast")
