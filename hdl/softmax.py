@@ -180,19 +180,12 @@ class SoftmaxLane(wiring.Component):
     start_latency = 1
 
     @staticmethod
-    def e_stage(arith):
-        """The stage at which a row's e (fixed point) comes out of exp2."""
-        if isinstance(arith, FloatArith):
-            return 1 + arith.scale_latency + arith.exp_arg_latency + arith.exp2_latency
-        return 2 + arith.scale_latency + arith.exp2_latency
-
-    @staticmethod
     def stage_table(arith):
         """The row's pipeline as in the module docstring: (step, first stage, last stage)
         per step, in cycles after the row's issue (stage 0), each step's registers holding
         the row from its first stage to its last, where its result is; built from the
-        format's latencies one step after the other, as `e_stage`, `stages`, `bus_stage`
-        and `ready_stage` sum them."""
+        format's latencies one step after the other. `e_stage`, `bus_stage`, `ready_stage`
+        and `stages` read their stages from it, so a step added here moves them all."""
         if isinstance(arith, FloatArith):
             chain = [("issue", 1), ("select", 1), ("scale", arith.scale_latency),
                      ("exp_arg", arith.exp_arg_latency), ("exp2", arith.exp2_latency)]
@@ -217,28 +210,35 @@ class SoftmaxLane(wiring.Component):
         return table
 
     @staticmethod
+    def _step(arith, step):
+        """(first, last) stage of `step` in `stage_table(arith)`."""
+        return next((first, last) for name, first, last in SoftmaxLane.stage_table(arith)
+                    if name == step)
+
+    @staticmethod
+    def e_stage(arith):
+        """The stage at which a row's e (fixed point) comes out of exp2."""
+        return SoftmaxLane._step(arith, "exp2")[1]
+
+    @staticmethod
     def stages(arith):
         """S, the valid stages after a row's issue (to exp2, then l's update and the
         write-back; a float format also waits for the bus's fp32 e): a row issued in
         cycle 0 writes m and l in cycle S, and a lane is busy (`active`) until S cycles
         after issuing its last row."""
-        if isinstance(arith, FloatArith):
-            return SoftmaxLane.e_stage(arith) + max(arith.update_l_latency,
-                                                     arith.to_float_latency + 1)
-        return SoftmaxLane.e_stage(arith) + arith.update_latency
+        return SoftmaxLane._step(arith, "write-back")[0]
 
     @staticmethod
     def bus_stage(arith):
         """The stage at which a row's (up, e) is in the MACs' bus registers (cycles after
         issue): to exp2, a float format's conversion to fp32, the bus register."""
-        extra = arith.to_float_latency if isinstance(arith, FloatArith) else 0
-        return SoftmaxLane.e_stage(arith) + extra + 1
+        return SoftmaxLane._step(arith, "bus")[0]
 
     @staticmethod
     def ready_stage(arith):
         """The stage at which `ready` shows a pass's last row: with its (up, e) in the
         MACs' (bank, slot) registers, a cycle after their bus registers."""
-        return SoftmaxLane.bus_stage(arith) + 1
+        return SoftmaxLane._step(arith, "ready")[0]
 
     def elaborate(self, platform):
         m = Module()
