@@ -45,8 +45,8 @@ from .run_data import RunData, load_inputs
 from .runner import primitive_models, run_bench
 from .tb.counters import counter_names
 
-__all__ = ["ENGINES", "MEMORIES", "AUTO_FAST_CYCLES", "Layout", "E2EOptions", "choose_engine",
-           "run_e2e", "load_inputs", "rtl_digest", "cached_verilog"]
+__all__ = ["ENGINES", "MEMORIES", "AUTO_FAST_CYCLES", "MODEL_TOLERANCE", "Layout", "E2EOptions",
+           "choose_engine", "run_e2e", "load_inputs", "rtl_digest", "cached_verilog"]
 
 #: how a run is simulated: the cocotb bench, or the fast C++ harness (attenio.sim.fast)
 ENGINES = ("cocotb", "fast")
@@ -140,6 +140,10 @@ def compute_bound_cycles(plan, *, seq_len, heads, causal=False, kv_len=None, gb=
 #: compute bound): half a minute or more of cocotb on AxiRam, longer than either
 #: model takes to build; shorter runs keep AxiRam's protocol checks for little cost
 AUTO_FAST_CYCLES = 200_000
+#: the largest |RTL / model - 1| of a run on a deterministic memory that counts as agreeing
+#: (tests/test_rtl_timing.py holds them exactly equal; more than this is a stale design or
+#: a broken model, never a result to report)
+MODEL_TOLERANCE = 0.01
 
 
 def choose_engine(plan, *, seq_len, heads, engine="auto", memory=None, simulator="verilator",
@@ -229,6 +233,9 @@ def rtl_digest(hdl_dir=None):
 def cached_verilog(config, build_dir, memory, log):
     """Generate the Verilog unless the same Plan was generated there already by the same RTL.
 
+    The stamp beside the Verilog names the Plan, the RTL's sources (`rtl_digest`) and the
+    Verilog's own digest, so a file written over since (`attenio gen` of another design
+    into the same directory) is generated again, not simulated as this Plan's.
     With `memory` "model" the simulated top is `attenio_sim_top` (the accelerator
     with `attenio.hdl.sim_memory.SimAXIMemory` on its AXI port).
     """
@@ -251,11 +258,15 @@ def cached_verilog(config, build_dir, memory, log):
     hardware = hardware_plan(None)
     if hardware.a != plan.a:        # the group raised the rows a block may hold (g * N)
         hardware = hardware_plan(w.kv_heads)
-    stamp = json.dumps({"plan": plan_json(hardware), "rtl": rtl_digest()}, sort_keys=True)
+    sources = {"plan": plan_json(hardware), "rtl": rtl_digest()}
     name = SIM_TOP_NAME if memory == "model" else TOP_NAME
     v = build_dir / f"{name}.v"
     stamp_file = build_dir / f".{name}_stamp"
-    if v.exists() and stamp_file.exists() and stamp_file.read_text() == stamp:
+
+    def stamp():
+        digest = hashlib.sha256(v.read_bytes()).hexdigest() if v.is_file() else None
+        return json.dumps({**sources, "verilog": digest}, sort_keys=True)
+    if stamp_file.is_file() and stamp_file.read_text() == stamp():
         return plan, v, name
     if memory == "model":
         from attenio.hdl.sim_memory import SimSystem
@@ -263,7 +274,7 @@ def cached_verilog(config, build_dir, memory, log):
         emit(SimSystem(plan, depth=model_depth(plan)), v, name=name)
     else:
         generate(config, build_dir, log=log)
-    stamp_file.write_text(stamp)
+    stamp_file.write_text(stamp())
     return plan, v, name
 
 
@@ -456,6 +467,10 @@ def _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s,
                                group=data.group)
         report["model"] = model
         report["cycles_vs_model"] = cyc / model["cycles"]
+        # random latency and back-pressure slow the RTL where the model's memory does not
+        random = bool(opts.latency[0] and opts.latency[1]) or bool(opts.backpressure)
+        report["model_agrees"] = (None if random else
+                                  abs(report["cycles_vs_model"] - 1) <= MODEL_TOLERANCE)
     (out_dir / "sim_report.json").write_text(json.dumps(report, indent=2) + "\n")
     if last_o is not None:
         np.savez(out_dir / "sim_outputs.npz", **data.outputs(last_o, expect, ref))

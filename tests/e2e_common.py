@@ -50,6 +50,7 @@ def check_run(run, report, *, exact, pe_floor):
     assert c["BYTES_WRITTEN"] == report["plan_bytes_written"]
     assert c["PE_BUSY"] >= pe_floor
     model = report["model"]
+    assert report["model_agrees"] is not False
     assert (c["BYTES_READ"], c["BYTES_WRITTEN"]) == (model["bytes_read"], model["bytes_written"])
     for key in ("cycles", "pe_busy", "exp_busy", "mem_stall"):
         if exact:

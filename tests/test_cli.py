@@ -320,3 +320,31 @@ def test_bad_input_through_the_installed_command(tmp_path, argv, start, fragment
     assert r.returncode == 2
     assert r.stderr.startswith(start) and fragment in r.stderr
     assert r.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("agrees, status", [(True, 0), (None, 0), (False, 1)])
+def test_sim_fails_a_run_whose_cycles_the_model_does_not_predict(capsys, tmp_path, monkeypatch,
+                                                                 agrees, status):
+    """Bit-exact output is not enough: RTL cycles more than `MODEL_TOLERANCE` from the cycle
+    model's on a deterministic memory (a stale design, a broken model) fail the run; a run
+    on random memory latency is not compared."""
+    import attenio.sim.e2e as e2e
+
+    def fake_run(config, out, opts, log=print):
+        cycles = 1000 if agrees is not False else 1200
+        return {"engine": "cocotb", "memory": "model", "seq_len": 64, "kv_len": 64, "heads": 1,
+                "kv_heads": 1, "head_dim": 16, "a": 32, "causal": False, "grouped": False,
+                "simulator": "verilator", "seed": 1, "pe_busy_fraction": 0.9,
+                "exp_busy_fraction": 0.5, "mem_stall_fraction": 0.0, "plan_bytes_read": 10,
+                "plan_bytes_written": 2, "compute_bound_cycles": 900, "memory_bound_cycles": 5,
+                "cycles_over_bound": cycles / 900, "model": {"cycles": 1000},
+                "cycles_vs_model": cycles / 1000, "model_agrees": agrees, "wall_seconds": 1,
+                "sim_cycles_per_second": 1000,
+                "runs": [{"counters": {"CYCLES": cycles, "BYTES_READ": 10, "BYTES_WRITTEN": 2},
+                          "bit_exact": True, "mismatches": 0, "bytes_match_plan": True}]}
+    monkeypatch.setattr(e2e, "run_e2e", fake_run)
+    rc = main(["sim", "--preset", "small", "--seq-len", "64", "-o", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == status
+    assert ("MORE THAN 1% APART" in out) == (agrees is False)
+    assert ("not compared" in out) == (agrees is None)

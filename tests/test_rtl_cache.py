@@ -85,3 +85,25 @@ def test_generated_verilog_is_reused_only_for_the_same_plan_and_rtl(tmp_path, tr
     assert len(calls) == 2
     e2e.cached_verilog(preset("paper"), out, "axiram", **quiet)
     assert len(calls) == 3                       # another Plan: generated again
+
+
+def test_verilog_written_over_since_its_stamp_is_generated_again(tmp_path, monkeypatch):
+    """`attenio sim`, then `attenio gen` of another design into the same directory, then the
+    same `sim`: the stamp still names the first Plan, but the Verilog is another design's,
+    so it is generated again rather than simulated (and reported bit-exact) as the first."""
+    calls = []
+
+    def fake_generate(config, out, log=print):
+        calls.append(out)
+        (out / f"{build.TOP_NAME}.v").write_text(f"// {config.budget.macs} MACs\n")
+    monkeypatch.setattr(build, "generate", fake_generate)
+    out = tmp_path / "build"
+    out.mkdir()
+    quiet = dict(log=lambda s: None)
+    _, v, _ = e2e.cached_verilog(preset("small"), out, "axiram", **quiet)
+    mine = v.read_text()
+    v.write_text("// the 2x2 that `attenio gen --macs 2x2` wrote here\n")
+    e2e.cached_verilog(preset("small"), out, "axiram", **quiet)
+    assert len(calls) == 2 and v.read_text() == mine
+    e2e.cached_verilog(preset("small"), out, "axiram", **quiet)
+    assert len(calls) == 2                       # the stamp now names this Verilog again
