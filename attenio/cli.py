@@ -12,7 +12,8 @@ from pathlib import Path
 from .errors import ConfigError
 from .options import (Parser, add_lut_mul_width, add_shared_options, cache_kib_list,
                       choose_plan, config_from_args, int_list, non_negative_int,
-                      planned_config, positive_int, positive_number, progress, seed_list)
+                      planned_config, positive_int, positive_number, probability, progress,
+                      seed_list)
 
 __all__ = ["main"]
 
@@ -265,6 +266,8 @@ def build_parser():
     from .sim.runner import SIMULATORS
 
     parser = Parser(prog="attenio", description=__doc__.splitlines()[0])
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback of an internal error instead of one line")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     _add_command(sub, "plan", cmd_plan, with_json=True,
                  help="derive the I/O-optimal tiling and compare the baselines")
@@ -281,11 +284,11 @@ def build_parser():
                         "quantized for int8) or int8 with scale_*")
     p.add_argument("--input-kind", default="gaussian", choices=INPUT_KINDS,
                    help="random inputs to use without --inputs")
-    p.add_argument("--latency-prob", type=float, default=0.0, metavar="P",
+    p.add_argument("--latency-prob", type=probability, default=0.0, metavar="P",
                    help="probability of a random memory stall per access")
     p.add_argument("--latency-max", type=non_negative_int, default=0, metavar="CYCLES",
                    help="longest random memory stall")
-    p.add_argument("--backpressure", type=float, default=0.0, metavar="P",
+    p.add_argument("--backpressure", type=probability, default=0.0, metavar="P",
                    help="probability of a pause on each AXI channel per cycle")
     p.add_argument("--engine", choices=("auto", *ENGINES), default="auto",
                    help="fast: the Verilated design driven from C++ on the in-design memory "
@@ -356,6 +359,8 @@ def build_parser():
 
 
 def main(argv=None):
+    """Run one command: 0 on success, 1 on a failed check (or a bug, in one line naming it),
+    2 on bad input (one line on stderr)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -363,8 +368,23 @@ def main(argv=None):
     except ConfigError as exc:
         print(f"attenio {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except BrokenPipeError:
+    except BrokenPipeError:         # the reader of our output went away (| head)
         return 0
+    except OSError as exc:          # a path the user gave: an output that is a file, no rights
+        where = f" {exc.filename!r}" if exc.filename else ""
+        print(f"attenio {args.command}: error: cannot use{where}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"attenio {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:        # noqa: BLE001 - the last resort: a bug, told in one line
+        if args.debug:
+            raise
+        what = (str(exc).splitlines() or [""])[0]
+        print(f"attenio {args.command}: internal error: {type(exc).__name__}: {what} (a bug in "
+              f"attenio; rerun with --debug for the traceback)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -130,6 +130,7 @@ class Config:
     def __post_init__(self):
         if not isinstance(self.format, (Int8Format, FloatFormat)):
             raise ConfigError(f"config: format must be a format object, not {self.format!r}")
+        validate.build_name("config", self.name, error=ConfigError)
         for key in ("split", "rows_per_mac"):
             if getattr(self, key) is not None:
                 validate.integer("config", key, getattr(self, key), lo=1, error=ConfigError)

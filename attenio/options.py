@@ -17,8 +17,8 @@ from .hdl.formats.dsp import LUT_MUL_WIDTH
 
 __all__ = ["Parser", "add_lut_mul_width", "add_shared_options", "cache_kib", "cache_kib_list",
            "choose_plan", "config_from_args", "int_list", "int_or_auto", "macs",
-           "non_negative_int", "planned_config", "positive_int", "positive_number", "progress",
-           "seed_list"]
+           "non_negative_int", "planned_config", "positive_int", "positive_number", "probability",
+           "progress", "seed_list"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -77,12 +77,23 @@ def macs(text):
     return p, q
 
 
+def probability(text):
+    """A probability of an event each cycle: a number in [0, 1) (1 would stall forever)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value < 1:          # NaN fails both comparisons
+        raise argparse.ArgumentTypeError(f"{text!r} is not a probability in [0, 1)")
+    return value
+
+
 def cache_kib(text):
     try:
         kib = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of KiB") from None
-    if kib <= 0 or kib * 1024 != int(kib * 1024):
+    if not 0 < kib < 2 ** 40 or kib * 1024 != int(kib * 1024):     # NaN and inf included
         raise argparse.ArgumentTypeError(f"{text!r} must be a positive whole number of bytes in KiB")
     return int(kib * 1024)
 

@@ -12,15 +12,30 @@ configuration, the planner, the RTL and the cycle model must all refuse the same
 budgets for the same reasons.
 """
 
+import re
 from math import isfinite
 from numbers import Integral, Real
 
 __all__ = ["integer", "positive", "non_negative", "power_of_two", "positive_number", "flag",
-           "one_of", "index", "AXI_DATA_WIDTHS", "lanes_per_line", "split_breaks", "split"]
+           "one_of", "index", "AXI_DATA_WIDTHS", "lanes_per_line", "split_breaks", "split",
+           "build_name"]
 
 #: The AXI data widths, in bits, the DMA and the beat/element converters are built for
 #: (the budget's `axi_data_bits`).
 AXI_DATA_WIDTHS = (32, 64, 128, 256, 512)
+
+
+#: A build's name: one directory under build/, so no separator, no leading dot (no "..").
+_BUILD_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,99}")
+
+
+def build_name(owner, name, *, error=ValueError):
+    """`name` names one directory under build/ (letters, digits, '_', '.', '+', '-'; not
+    starting with '.'; at most 100 characters), so no name writes outside it; returns it."""
+    if not isinstance(name, str) or not _BUILD_NAME.fullmatch(name):
+        raise error(f"{owner}: name must be a directory name under build/ (letters, digits, "
+                    f"'_', '.', '+', '-', not starting with '.'), not {name!r}")
+    return name
 
 
 def _is_int(value):

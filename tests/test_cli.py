@@ -275,10 +275,20 @@ def test_rtl_commands_refuse_the_papers_16_bit_o(capsys, tmp_path, command, fmt)
      "argument --cache-kib: 'x' is not a number of KiB"),
     ("compare", ["--preset", "small", "--bw", "4,0"],
      "argument --bw: '4,0': '0' is not a positive integer"),
+    # numbers that are not what they name, names that would leave build/
+    ("sim", ["--backpressure", "1"], "argument --backpressure: '1' is not a probability in [0, 1)"),
+    ("sim", ["--latency-prob", "nan"], "argument --latency-prob: 'nan' is not a probability"),
+    ("sim", ["--latency-prob", "-0.5"], "argument --latency-prob: '-0.5' is not a probability"),
+    ("plan", ["--cache-kib", "inf"], "argument --cache-kib: 'inf' must be a positive whole number"),
+    ("plan", ["--cache-kib", "nan"], "argument --cache-kib: 'nan' must be a positive whole number"),
+    ("plan", ["--name", "../../x"], "config: name must be a directory name under build/"),
+    ("gen", ["--name", "a/b"], "config: name must be a directory name under build/"),
+    ("plan", ["--config", "name5.toml"], "config: name must be a directory name under build/ "),
 ])
 def test_bad_input_is_one_line_and_status_2(capsys, tmp_path, monkeypatch, command, args,
                                             message):
     (tmp_path / "x_frac.toml").write_text("[format]\nx_frac = 40\n")      # for --config
+    (tmp_path / "name5.toml").write_text("name = 5\n")
     monkeypatch.chdir(tmp_path)
     try:
         rc = main([command, *args, "-o", str(tmp_path)])
@@ -348,3 +358,27 @@ def test_sim_fails_a_run_whose_cycles_the_model_does_not_predict(capsys, tmp_pat
     assert rc == status
     assert ("MORE THAN 1% APART" in out) == (agrees is False)
     assert ("not compared" in out) == (agrees is None)
+
+
+def test_an_output_that_cannot_be_a_directory_is_one_line_and_status_2(capsys, tmp_path):
+    taken = tmp_path / "a_file"
+    taken.write_text("not a directory\n")
+    assert main(["plan", "--preset", "small", "-o", str(taken)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"attenio plan: error: cannot use {str(taken)!r}: ")
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_bug_is_one_line_naming_it_and_status_1_and_debug_shows_it(capsys, tmp_path,
+                                                                      monkeypatch):
+    import attenio.report
+
+    def broken(plan):
+        raise RuntimeError("the plan report broke\nsecond line")
+    monkeypatch.setattr(attenio.report, "plan_json", broken)
+    assert main(["plan", "--preset", "small", "-o", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err == ("attenio plan: internal error: RuntimeError: the plan report broke (a bug in "
+                   "attenio; rerun with --debug for the traceback)\n")
+    with pytest.raises(RuntimeError, match="the plan report broke"):
+        main(["--debug", "plan", "--preset", "small", "-o", str(tmp_path)])

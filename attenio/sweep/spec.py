@@ -34,6 +34,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from attenio import validate
 from attenio.config import read_toml
 from attenio.errors import ConfigError
 from attenio.gen.synth import GENERIC_LEVELS, LUT_MUL_WIDTH, TARGETS
@@ -241,9 +242,7 @@ def load_spec(path):
         if pid not in seen:
             seen.add(pid)
             points.append(Point(id=pid, options=options, argv=tuple(argv)))
-    name = raw.get("name", path.stem)
-    if not isinstance(name, str) or not name or "/" in name:
-        raise ConfigError(f"{where}: name must be a non-empty string without '/', not {name!r}")
+    name = validate.build_name(where, raw.get("name", path.stem), error=ConfigError)
     order = tuple(s for s in STAGES if s in stages)
     opts = {s: _stage_options(raw, s, where) for s in STAGES}
     return Spec(name=name, path=path, stages=order, points=tuple(points), stage_options=opts)
