@@ -13,6 +13,10 @@ from pathlib import Path
 from . import validate
 from .errors import ConfigError
 from .formats import FloatFormat, FP16Format, Int8Format, format_by_name
+from .regmap import MAX_HEAD_GROUP
+
+#: the largest value of a 32-bit run-time register (SEQ_LEN, KV_LEN, HEADS)
+REGISTER_MAX = 2 ** 32 - 1
 
 __all__ = ["Workload", "Budget", "Config", "PRESETS", "preset", "resolve", "load_toml"]
 
@@ -46,10 +50,18 @@ class Workload:
         for key in ("kv_len", "kv_heads"):
             if getattr(self, key) is not None:
                 validate.integer("workload", key, getattr(self, key), lo=1, error=ConfigError)
+        # N, N_kv and the heads are 32-bit run-time registers (SEQ_LEN, KV_LEN, HEADS)
+        for key in ("seq_len", "heads", "kv_len", "kv_heads"):
+            if (getattr(self, key) or 0) > REGISTER_MAX:
+                raise ConfigError(f"workload: {key} = {getattr(self, key)} is more than its "
+                                  f"32-bit run-time register holds ({REGISTER_MAX})")
         if self.heads % self.n_kv_heads:
             raise ConfigError(f"workload: heads = {self.heads} must be a multiple of kv_heads = "
                               f"{self.kv_heads} (each K/V head serves the same number of "
                               f"query heads)")
+        if self.group > MAX_HEAD_GROUP:
+            raise ConfigError(f"workload: heads / kv_heads = {self.group} query heads a K/V head "
+                              f"is more than the hardware's HEAD_GROUP holds ({MAX_HEAD_GROUP})")
         if self.causal and self.n_kv < self.seq_len:
             raise ConfigError(f"workload: causal attention needs kv_len >= seq_len, not "
                               f"{self.n_kv} < {self.seq_len} (the first rows would see no key)")

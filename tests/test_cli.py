@@ -284,6 +284,15 @@ def test_rtl_commands_refuse_the_papers_16_bit_o(capsys, tmp_path, command, fmt)
     ("plan", ["--name", "../../x"], "config: name must be a directory name under build/"),
     ("gen", ["--name", "a/b"], "config: name must be a directory name under build/"),
     ("plan", ["--config", "name5.toml"], "config: name must be a directory name under build/ "),
+    # sizes past the hardware's registers, refused before any work that grows with them
+    ("plan", ["--seq-len", "1000000000000"], "workload: seq_len = 1000000000000 is more than "
+                                             "its 32-bit run-time register holds (4294967295)"),
+    ("sim", ["--seq-len", "999999999999"], "workload: seq_len = 999999999999 is more than"),
+    ("gen", ["--kv-len", "1000000000000"], "workload: kv_len = 1000000000000 is more than"),
+    ("compare", ["--seq-lens", "8K,1000000000000"], "workload: seq_len = 1000000000000 is more"),
+    ("plan", ["--heads", "512", "--kv-heads", "1"],
+     "workload: heads / kv_heads = 512 query heads a K/V head is more than the hardware's "
+     "HEAD_GROUP holds (255)"),
 ])
 def test_bad_input_is_one_line_and_status_2(capsys, tmp_path, monkeypatch, command, args,
                                             message):
