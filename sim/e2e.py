@@ -201,11 +201,12 @@ def simulated_memory(plan, memory):
 
 def model_depth(plan):
     """Words of the in-design memory model: the packed layout of the Plan's heads, every
-    tensor at the hardware's max_keys rows (a run may read up to that many K/V rows)."""
+    tensor at the hardware's max_keys rows (a run may read up to that many K/V rows), each
+    element at the width the format stores (two bytes for fp16 and bf16)."""
     w = plan.workload
     beat = plan.budget.axi_data_bits // 8
-    size = Layout.packed(seq_len=w.max_keys, head_dim=w.head_dim, heads=w.heads,
-                         beat=beat).size()
+    size = Layout.packed(seq_len=w.max_keys, head_dim=w.head_dim, heads=w.heads, beat=beat,
+                         element_bytes=plan.config.format.element_bytes).size()
     return (size + 0x1000) // beat
 
 
@@ -331,7 +332,10 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
                            element_bytes=data.dtype.itemsize, kv_len=n_kv,
                            kv_heads=data.kv_heads)
     if opts.memory == "model" and layout.size() > model_depth(plan) * beat:
-        raise ConfigError("the inputs do not fit the memory model (turn off random layout)")
+        raise ConfigError(f"the inputs need {layout.size()} bytes of the memory model, which "
+                          f"holds {model_depth(plan) * beat} (the Plan's {w.heads} head(s) of "
+                          f"{w.max_keys} rows); raise --heads or --seq-len, or use "
+                          f"--memory axiram")
     log(f"golden model: {heads} head(s) ({data.kv_heads} K/V), N = {n}, N_kv = {n_kv}, "
         f"d = {d}, a = {plan.a} ...")
     t0 = time.perf_counter()
