@@ -36,7 +36,8 @@ from .errors import ConfigError
 
 __all__ = [
     "mmm_io", "mmm_feasible", "mmm_optimum", "mmm_io_continuous",
-    "attention_io", "q_blocks", "causal_limit", "block_keys", "grouped_blocks_win",
+    "attention_io", "q_blocks", "causal_limit", "block_runs", "block_keys", "key_rows",
+    "grouped_blocks_win",
     "attention_feasible", "attention_optimum", "attention_io_continuous",
     "attention_bound", "general_mmm_tile", "general_mmm_reads",
 ]
@@ -90,20 +91,46 @@ def q_blocks(n, a, *, causal=False):
     """The Q blocks of the AttenIO schedule as (first row, rows): a rows each but one.
     Without masking the short block is the last; with causal masking it is the first,
     since a block reads the keys up to its last row's and the first block's last row
-    sees the fewest: N = 10, a = 4 reads 2 + 6 + 10 key rows instead of 4 + 8 + 10."""
-    short = n % a
-    if not causal or short == 0:
-        return [(r0, min(a, n - r0)) for r0 in range(0, n, a)]
-    return [(0, short)] + [(r0, a) for r0 in range(short, n, a)]
+    sees the fewest: N = 10, a = 4 reads 2 + 6 + 10 key rows instead of 4 + 8 + 10.
+    A list of N / a blocks: for sizes that are simulated; `block_runs` holds any N."""
+    return [(r0, rows) for r0, rows, _ in block_keys(n, a, causal=causal)]
+
+
+def block_runs(n, a, *, causal=False, n_kv=None):
+    """The blocks of `block_keys` in closed form, for any N: at most two runs
+    (first row, rows, keys, count, step), each of `count` blocks of `rows` rows, the
+    i-th starting at row first + i * rows and reading keys + i * step K/V rows (step =
+    a with causal masking, since each block's last row sees a more keys; else 0)."""
+    n_kv = n if n_kv is None else n_kv
+    full, short = divmod(n, a)
+    if not causal:
+        runs = [(0, a, n_kv, full, 0)] if full else []
+        return runs + ([(full * a, short, n_kv, 1, 0)] if short else [])
+    runs = [(0, short, causal_limit(short - 1, n, n_kv), 1, 0)] if short else []
+    if full:
+        runs.append((short, a, causal_limit(short + a - 1, n, n_kv), full, a))
+    return runs
 
 
 def block_keys(n, a, *, causal=False, n_kv=None):
     """The Q blocks of `q_blocks` with the K/V rows each reads: [(first row, rows, keys)],
     N_kv keys (default n) a block, with causal masking only up to its last row's limit.
-    The one statement of it that the traffic, the cycle model and the sequencer share."""
-    n_kv = n if n_kv is None else n_kv
-    return [(r0, rows, causal_limit(r0 + rows - 1, n, n_kv) if causal else n_kv)
-            for r0, rows in q_blocks(n, a, causal=causal)]
+    The one statement of it that the traffic, the cycle model and the sequencer share,
+    expanded from `block_runs` (so a list of N / a blocks: for simulated sizes)."""
+    return [(r0 + i * rows, rows, keys + i * step)
+            for r0, rows, keys, count, step in block_runs(n, a, causal=causal, n_kv=n_kv)
+            for i in range(count)]
+
+
+def key_rows(n, a, *, causal=False, n_kv=None, weight_rows=False):
+    """The sum of `block_keys`' keys over every block, in closed form: the K (or V) rows one
+    pass reads. `weight_rows`: each block's keys times its rows (the (row, key) pairs the
+    blocks' lanes evaluate, masked ones included)."""
+    total = 0
+    for _, rows, keys, count, step in block_runs(n, a, causal=causal, n_kv=n_kv):
+        run = count * keys + step * count * (count - 1) // 2
+        total += run * rows if weight_rows else run
+    return total
 
 
 def attention_io(n, d, a, *, causal=False, n_kv=None, heads=1, grouped=False):
@@ -128,7 +155,7 @@ def attention_io(n, d, a, *, causal=False, n_kv=None, heads=1, grouped=False):
         if rows_a < 1:
             raise ConfigError(f"a Q block of {a} rows cannot hold a row of each of {heads} "
                               f"heads")
-    keys = sum(k for _, _, k in block_keys(n, rows_a, causal=causal, n_kv=n_kv))
+    keys = key_rows(n, rows_a, causal=causal, n_kv=n_kv)
     passes = 1 if grouped else heads
     return heads * n * d + 2 * d * keys * passes, heads * n * d
 

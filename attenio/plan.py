@@ -47,11 +47,11 @@ configuration.
 """
 
 from dataclasses import asdict, dataclass, fields
-from math import ceil
+from math import ceil, isqrt
 
 from . import validate
-from .analysis import (attention_bound, attention_io, attention_optimum, block_keys,
-                       grouped_blocks_win)
+from .analysis import (attention_bound, attention_io, attention_optimum, grouped_blocks_win,
+                       key_rows)
 from .config import Config
 from .errors import ConfigError
 from .formats import FloatFormat
@@ -120,9 +120,11 @@ def check_split(config, split):
 
 
 def valid_splits(config):
-    """Every possible s of `config`, smallest first (1 always is)."""
-    d = config.workload.head_dim
-    return tuple(s for s in range(1, d + 1) if split_problem(config, s) is None)
+    """Every possible s of `config`, smallest first (1 always is). An s divides the MACs of
+    a line (`validate.split_breaks`), so only those divisors are tried."""
+    q = config.budget.macs_per_line
+    divisors = sorted({x for i in range(1, isqrt(q) + 1) if q % i == 0 for x in (i, q // i)})
+    return tuple(s for s in divisors if split_problem(config, s) is None)
 
 
 def kv_prefetch_depth(config, split=1):
@@ -212,7 +214,7 @@ def attenio_traffic(config, a, *, seq_len=None, heads=None, causal=None, kv_len=
     causal = w.causal if causal is None else causal
     gb = (group or w.group) if grouped else 1
     eb = config.format.element_bytes
-    keys = sum(k for _, _, k in block_keys(n, a // gb, causal=causal, n_kv=n_kv))
+    keys = key_rows(n, a // gb, causal=causal, n_kv=n_kv)
     nd, kd = n * w.head_dim, keys * w.head_dim
     passes = ceil(heads / gb)
     total = Traffic(
@@ -490,12 +492,17 @@ def rows_options(config, split):
         return (1,)
     n = config.workload.seq_len * config.workload.group     # as many as `_fit` caps a at
     fewest = ceil(n / (r_max * groups))
-    out = []
-    for blocks in range(fewest, 2 * fewest + 1):
-        r = ceil(n / (blocks * groups))
-        if r not in out:
-            out.append(r)
-    return tuple(out)
+    r_most, r_least = ceil(n / (fewest * groups)), ceil(n / (2 * fewest * groups))
+    if fewest < r_most - r_least:
+        # fewer block counts than r values: walk the counts
+        out = dict.fromkeys(ceil(n / (blocks * groups))
+                            for blocks in range(fewest, 2 * fewest + 1))
+        return tuple(out)
+    # fewer r values: r is the fewest rows for its block count when one row less
+    # needs more blocks (walking at most sqrt(N / G) values either way)
+    blocks = lambda r: ceil(n / (r * groups))
+    return tuple(r for r in range(r_most, r_least - 1, -1)
+                 if r == 1 or blocks(r - 1) > blocks(r))
 
 
 def make_plan(config, split=None, rows_per_mac=None):

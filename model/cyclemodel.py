@@ -68,7 +68,10 @@ is needed only by Q rows >= j, and with b = 1 a Q block stops after the K/V row 
 its last row, the short block first (`attenio.analysis.q_blocks`): a block streams
 the K/V rows up to its last row, so both cycles and K/V traffic shrink. Rows inside
 the diagonal block are masked in the lanes (P = 0) at no cost. The short block's size
-is derived by the controller before LAUNCH, so it costs no counted cycle.
+is derived by the controller before LAUNCH, so it costs no counted cycle. Blocks of
+equal length are jumped over as one run, so a run without the mask takes the same time
+at any N; causal blocks all differ, and the model walks them one by one, at most
+`MAX_WALKED_BLOCKS` a pass (about a quarter of a millisecond each).
 
 Query rows apart from key rows (`kv_len`, the RTL's KV_LEN): every block streams N_kv
 K/V rows, causal ones up to `causal_limit(last row, N, N_kv)` (rows aligned at the
@@ -80,15 +83,21 @@ rows of each of its g heads, and there are heads / g passes.
 from collections import deque
 from dataclasses import dataclass, field
 
-from attenio.analysis import block_keys
+from attenio.analysis import block_runs, key_rows
+from attenio.errors import ConfigError
 from attenio.plan import run_kv_len
 
 from .memmodel import Link, Memory
 from .rtl_params import RtlParams
 
-__all__ = ["RtlParams", "Mapping", "Result", "simulate", "model_counters", "COUNTER_KEYS"]
+__all__ = ["RtlParams", "Mapping", "Result", "simulate", "model_counters", "COUNTER_KEYS",
+           "MAX_WALKED_BLOCKS"]
 
 COUNTER_KEYS = ("cycles", "pe_busy", "exp_busy", "mem_stall", "bytes_read", "bytes_written")
+
+#: Q blocks of distinct lengths (causal masking) the model walks in one pass at most:
+#: a few seconds a mapping; past it `simulate` refuses rather than run for hours.
+MAX_WALKED_BLOCKS = 1 << 14
 
 
 @dataclass(frozen=True)
@@ -426,11 +435,21 @@ def _repeat(mc, count, step, fast, rows_per_step, frozen=False):
 
 
 def _blocks(plan, n, causal, n_kv=None, gb=1):
-    """[(valid rows, K/V rows)] of the Q blocks of one pass, in run order: N_kv keys (default
-    N) a block, causal ones up to the block's last row. A pass serves `gb` query heads
-    (MODE.GROUPED: a div gb rows of each a block), one head otherwise."""
-    return [(gb * rows, keys)
-            for _, rows, keys in block_keys(n, plan.a // gb, causal=causal, n_kv=n_kv)]
+    """[(valid rows, K/V rows, blocks)] runs of the Q blocks of one pass, in run order: N_kv
+    keys (default N) a block, causal ones up to the block's last row. A pass serves `gb`
+    query heads (MODE.GROUPED: a div gb rows of each a block), one head otherwise."""
+    out = []
+    for _, rows, keys, count, step in block_runs(n, plan.a // gb, causal=causal, n_kv=n_kv):
+        if not step:
+            out.append((gb * rows, keys, count))
+            continue
+        if count > MAX_WALKED_BLOCKS:
+            raise ConfigError(
+                f"the cycle model walks causal Q blocks one by one, at most "
+                f"{MAX_WALKED_BLOCKS:,} a pass; N = {n:,} in blocks of {plan.a // gb} rows "
+                f"makes {count:,} (plan a shorter N, or without the causal mask)")
+        out += [(gb * rows, keys + i * step, 1) for i in range(count)]
+    return out
 
 
 def _useful(plan, n, causal, n_kv=None, gb=1):
@@ -440,7 +459,7 @@ def _useful(plan, n, causal, n_kv=None, gb=1):
     # (Q row, K/V row) pairs kept: causal row i sees causal_limit(i, n, n_kv) keys
     keys = n * (n + 1) // 2 + n * (n_kv - n) if causal else n * n_kv
     # the lanes still evaluate every row of the diagonal block (masked to P = 0)
-    evals = sum(v * k for v, k in _blocks(plan, n, causal, n_kv, gb))
+    evals = gb * key_rows(n, plan.a // gb, causal=causal, n_kv=n_kv, weight_rows=True)
     return 2 * d * keys, 2 * evals
 
 
@@ -476,7 +495,7 @@ def simulate(plan, *, seq_len=None, heads=None, causal=None, params=None, fast=T
                          f"heads = {h} a multiple of it")
     passes = h // gb
     blocks = _blocks(plan, n, causal, n_kv, gb)    # of one pass; every pass is the same
-    per_head = sum(v + 2 * k for v, k in blocks)
+    per_head = sum((v + 2 * k) * count for v, k, count in blocks)
     mc = _Machine(m, mem, params, m.d * eb, m.depth, per_head * passes, m.d * eb)
 
     def run_block(valid, kv):
@@ -489,14 +508,8 @@ def simulate(plan, *, seq_len=None, heads=None, causal=None, params=None, fast=T
         mc.block_end(valid)
 
     def run_head():
-        i = 0
-        while i < len(blocks):
-            j = i
-            while j < len(blocks) and blocks[j] == blocks[i]:
-                j += 1
-            valid, kv = blocks[i]
-            _repeat(mc, j - i, lambda: run_block(valid, kv), fast, valid + 2 * kv)
-            i = j
+        for valid, kv, count in blocks:
+            _repeat(mc, count, lambda: run_block(valid, kv), fast, valid + 2 * kv)
 
     _repeat(mc, passes, run_head, fast, per_head)
     res = Result(cycles=mc.finish(), macs=b.macs, exp_units=b.exp_units, mapping=m, **mc.c)

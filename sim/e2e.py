@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attenio.analysis import block_keys
+from attenio.analysis import key_rows
 from attenio.errors import ConfigError
 from attenio.model.cyclemodel import model_counters
 from attenio.model.memmodel import Memory
@@ -131,8 +131,7 @@ def compute_bound_cycles(plan, *, seq_len, heads, causal=False, kv_len=None, gb=
     (scores, then the update), 2 r d / s array cycles a row; a block reads N_kv rows
     (`kv_len`, default seq_len), with causal masking up to its last row's limit. Blocks
     serving `gb` query heads (MODE.GROUPED) hold a div gb rows of each: heads / gb passes."""
-    keys = sum(k for _, _, k in block_keys(seq_len, plan.a // gb, causal=causal,
-                                            n_kv=kv_len))
+    keys = key_rows(seq_len, plan.a // gb, causal=causal, n_kv=kv_len)
     return -(-heads // gb) * keys * 2 * plan.rows_per_mac * plan.workload.head_dim // plan.split
 
 

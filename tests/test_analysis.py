@@ -215,3 +215,35 @@ def test_too_small_memory_is_a_clear_error():
         analysis.attention_optimum(64, 16, 40)
     with pytest.raises(ValueError, match="attention_optimum: M must be a positive integer, not 0"):
         analysis.attention_optimum(64, 16, 0)
+
+
+def test_block_runs_and_key_rows_are_the_blocks_in_closed_form():
+    """Against the blocks walked one by one, at every small shape: the runs expand to
+    `block_keys`, and `key_rows` is the sum of their keys (and of rows x keys)."""
+    seed = 20261205
+    rng = np.random.default_rng(seed)
+    print(f"seed {seed}")
+    for _ in range(2000):
+        n, a = int(rng.integers(1, 300)), int(rng.integers(1, 40))
+        causal = bool(rng.integers(2))
+        n_kv = n + int(rng.integers(0, 50))
+        blocks = analysis.block_keys(n, a, causal=causal, n_kv=n_kv)
+        assert [rows for _, rows in analysis.q_blocks(n, a, causal=causal)] == \
+            [rows for _, rows, _ in blocks]
+        assert sum(rows for _, rows, _ in blocks) == n
+        assert all(b[0] + b[1] == c[0] for b, c in zip(blocks, blocks[1:]))
+        assert all(k == (analysis.causal_limit(r0 + rows - 1, n, n_kv) if causal else n_kv)
+                   for r0, rows, k in blocks)
+        assert analysis.key_rows(n, a, causal=causal, n_kv=n_kv) == sum(k for *_, k in blocks)
+        assert analysis.key_rows(n, a, causal=causal, n_kv=n_kv, weight_rows=True) == \
+            sum(rows * k for _, rows, k in blocks)
+
+
+def test_the_closed_forms_hold_any_32_bit_sequence_length_at_once():
+    n = 2**32 - 1
+    assert analysis.block_runs(n, 24, causal=True) == [
+        (0, 15, 15, 1, 0), (15, 24, 39, n // 24, 24)]
+    # every key of row i is i + 1: the blocks' last rows' keys, summed by Gauss
+    full = n // 24
+    assert analysis.key_rows(n, 24, causal=True) == 15 + sum((39, 24 * (full - 1) + 39)) * full // 2
+    assert analysis.attention_io(n, 64, 1024) == (n * 64 + 2 * 64 * n * -(-n // 1024), n * 64)

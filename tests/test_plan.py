@@ -2,6 +2,7 @@
 every baseline's closed form, checked against the executor."""
 
 import dataclasses
+import time
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from attenio.executor import (reference_attention, run_attenio, run_flashattenti
 from attenio.plan import (Candidate, cache_bytes_used, check_split, kv_prefetch_depth, make_plan,
                           rows_options, valid_splits)
 from attenio.model import planner
-from attenio.model.cyclemodel import simulate
+from attenio.model.cyclemodel import MAX_WALKED_BLOCKS, simulate
 from attenio.model.planner import choose_plan
 
 
@@ -431,3 +432,26 @@ def test_traffic_at_takes_kv_len_and_refuses_it_above_max_keys():
     assert plan.traffic_at(seq_len=45, heads=1) == plan.traffic_at(seq_len=45, heads=1, kv_len=45)
     with pytest.raises(ConfigError, match="kv_len"):
         plan.traffic_at(seq_len=1, heads=1, kv_len=97)
+
+
+def test_rows_options_and_splits_take_no_time_at_any_32_bit_sequence_length():
+    """Closed forms, not a walk over every number of blocks or every split up to d: a
+    plan at N = 2^32 - 1 (the register's largest) is made and timed at once."""
+    c = paper(64, seq_len=2**32 - 1)
+    t0 = time.perf_counter()
+    # 9 rows a group of 16 fit; for N / 144 .. N / 72 blocks, 9 down to 5 rows
+    assert rows_options(c, 16) == (9, 8, 7, 6, 5)
+    plan = choose_plan(c)
+    assert plan.q_blocks == -(-(2**32 - 1) // plan.a)
+    assert time.perf_counter() - t0 < 30
+
+
+def test_the_cycle_model_refuses_to_walk_causal_blocks_past_its_bound():
+    c = preset("small")
+    c = dataclasses.replace(c, workload=dataclasses.replace(
+        c.workload, seq_len=16 * (MAX_WALKED_BLOCKS + 1)))
+    plan = make_plan(c, split=1, rows_per_mac=1)
+    with pytest.raises(ConfigError, match=r"the cycle model walks causal Q blocks one by one, "
+                       r"at most 16,384 a pass; N = 262,160 in blocks of 16 rows makes 16,385"):
+        simulate(plan, causal=True)
+    assert simulate(plan, causal=False).cycles > 0
