@@ -1,0 +1,1 @@
+"""Formal proofs of the handshakes, run through SymbiYosys (see docs/formal.md)."""

@@ -1,0 +1,51 @@
+"""Properties shared by the proofs: the stream handshake rules, past values, a cycle count.
+
+A stream's rules (those of `amaranth.lib.stream`, and AXI's for each channel): once
+`valid` is up it stays up, and the payload stays put, until `ready` takes it. A
+component is proved to keep them on its outputs while its inputs are assumed to.
+"""
+
+from amaranth.hdl import Assert, Assume, ResetSignal, Signal
+
+__all__ = ["past", "held_until_ready", "keeps_stream_rules", "obeys_stream_rules"]
+
+
+def past(m, value, *, name=None):
+    """`value` one cycle ago (0 in the first cycle and after a reset)."""
+    reg = Signal.like(value, name=name or "past", init=0)
+    m.d.sync += reg.eq(value)
+    return reg
+
+
+def held_until_ready(m, valid, ready, payload, *, name):
+    """Whether the handshake must hold now: valid and not taken in the last cycle (not
+    in reset), with the payload it had then."""
+    stalled = past(m, valid & ~ready & ~ResetSignal(), name=f"{name}_stalled")
+    before = past(m, payload, name=f"{name}_before")
+    return stalled, before
+
+
+def keeps_stream_rules(m, port, *, name, valid=None, ready=None, payload=None):
+    """Assert that the producer of `port` (a stream interface, or valid/ready/payload
+    given apart) keeps valid up and the payload put until ready, and offers nothing
+    in the cycle after a reset."""
+    valid = port.valid if valid is None else valid
+    ready = port.ready if ready is None else ready
+    payload = port.payload if payload is None else payload
+    stalled, before = held_until_ready(m, valid, ready, payload, name=name)
+    with m.If(stalled):
+        m.d.comb += Assert(valid, f"{name}: valid dropped before ready")
+        m.d.comb += Assert(payload == before, f"{name}: payload changed before ready")
+    was_reset = past(m, ResetSignal(), name=f"{name}_was_reset")
+    with m.If(was_reset):
+        m.d.comb += Assert(~valid, f"{name}: valid in the cycle after reset")
+
+
+def obeys_stream_rules(m, port, *, name, valid=None, ready=None, payload=None):
+    """Assume that the producer driving `port` keeps the same rules."""
+    valid = port.valid if valid is None else valid
+    ready = port.ready if ready is None else ready
+    payload = port.payload if payload is None else payload
+    stalled, before = held_until_ready(m, valid, ready, payload, name=name)
+    with m.If(stalled & ~ResetSignal()):
+        m.d.comb += Assume(valid & (payload == before))
