@@ -6,6 +6,8 @@ command-line options all produce the same objects; `resolve` merges them in that
 order, later sources overriding earlier ones.
 """
 
+import os
+import stat
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -182,17 +184,47 @@ _SECTIONS = {"workload": fields(Workload), "budget": fields(Budget),
              "mapping": ("split", "rows_per_mac")}
 
 
+#: The largest TOML file read (a configuration or a sweep spec is a page of text)
+TOML_MAX_BYTES = 2 ** 20
+
+
 def read_toml(path, where):
     """The TOML file at `path` as a dict; ConfigError naming it as `where` (e.g. "config
-    file 'x.toml'") if it is missing, unreadable or not TOML."""
+    file 'x.toml'") if it is missing, not a regular file (a directory, a FIFO, /dev/zero),
+    larger than `TOML_MAX_BYTES`, not UTF-8, not TOML or nested past what the parser
+    follows. The file is opened without blocking and measured before it is read, so no
+    path makes this wait or grow."""
     try:
-        return tomllib.loads(Path(path).read_text())
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise ConfigError(f"{where} does not exist") from None
     except OSError as exc:
         raise ConfigError(f"{where} cannot be read: {exc.strerror}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise ConfigError(f"{where} is not a regular file")
+    with os.fdopen(fd, "rb") as f:
+        if info.st_size > TOML_MAX_BYTES:
+            raise ConfigError(f"{where} is {info.st_size} bytes, more than the "
+                              f"{TOML_MAX_BYTES} a TOML file may hold here")
+        try:
+            body = f.read(TOML_MAX_BYTES + 1)
+        except OSError as exc:
+            raise ConfigError(f"{where} cannot be read: {exc.strerror}") from None
+    if len(body) > TOML_MAX_BYTES:      # grew since it was measured
+        raise ConfigError(f"{where} is more than the {TOML_MAX_BYTES} bytes a TOML file "
+                          f"may hold here")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where} is not UTF-8 text (byte {exc.start})") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{where} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{where} nests arrays or tables too deeply") from None
 
 
 def load_toml(path):
@@ -228,6 +260,11 @@ def load_toml(path):
         raw["format"] = {"name": fmt}
     elif not isinstance(fmt, dict):
         raise ConfigError(f"config file {str(path)!r}: format must be a name or a table")
+    # (a name that is not a string is refused with the rule for names, `validate.build_name`)
+    for key, value in (("preset", raw.get("preset")),
+                       ("format name", raw["format"].get("name") if "format" in raw else None)):
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(f"config file {str(path)!r}: {key} must be a string, not {value!r}")
     return raw
 
 
