@@ -20,52 +20,145 @@ from pathlib import Path
 
 import numpy as np
 
+from attenio.config import Workload
 from attenio.errors import ConfigError
 from attenio.formats import FloatFormat
 
 from . import golden, golden_fp
 
-__all__ = ["RunData", "load_inputs"]
+__all__ = ["RunData", "load_inputs", "input_shapes"]
 
 #: an int8 tensor of an npz without its scale is taken at this scale
 DEFAULT_INT8_SCALE = 1.0 / 16
 
 
-def load_inputs(path, *, head_dim):
-    """The arrays q [heads, N, d], k and v [kv_heads, N_kv, d] (a 2-D array is one head) of
-    an npz, unconverted, with the scale_q/k/v it holds for int8 arrays (default 1/16);
-    ConfigError on a file that is not such an npz."""
+#: the largest magnitude of a float input: the float formats round their inputs through fp32,
+#: and int8's scales and softmax constant are products of the inputs' peaks
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+#: the tensors of an inputs npz, and the scales an int8 tensor may carry
+TENSORS = ("q", "k", "v")
+SCALES = tuple(f"scale_{t}" for t in TENSORS)
+
+
+def _header(zf, member, where):
+    """(shape, dtype) of npz member `member` from its .npy header alone, after checking that
+    the header describes exactly the bytes the archive holds for it (so a header declaring
+    10^9 elements over a few bytes is refused, not allocated)."""
+    from numpy.lib import format as npy
+
+    info = zf.getinfo(member)
+    try:
+        with zf.open(info) as f:
+            version = npy.read_magic(f)
+            if version not in ((1, 0), (2, 0)):
+                raise ValueError(f"npy format version {version}")
+            read = npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0
+            shape, _, dtype = read(f)
+            header = f.tell()
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise ConfigError(f"{where}: {member} is not a readable .npy array "
+                          f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") \
+            from None
+    if any(n < 0 for n in shape):
+        raise ConfigError(f"{where}: {member}'s header declares the impossible shape "
+                          f"{list(shape)}")
+    if dtype.hasobject:
+        raise ConfigError(f"{where}: {member} holds Python objects (a pickle), which are "
+                          f"never loaded; save numbers")
+    size = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if header + size != info.file_size:
+        raise ConfigError(f"{where}: {member}'s header declares {list(shape)} of {dtype} "
+                          f"({size} bytes), but the archive holds {info.file_size - header}")
+    return shape, dtype
+
+
+def input_shapes(path, *, head_dim, max_keys=None):
+    """{name: (shape, dtype)} of the q, k, v and scale arrays of an inputs npz, read from the
+    .npy headers without loading any array; ConfigError on a file that is not such an npz:
+    a missing array, a pickle, a dtype other than int8 or floating point, a shape other than
+    [heads, N, d] (a 2-D array is one head) with heads, N > 0 and d = `head_dim`, k and v of
+    different shapes or heads that do not divide q's, sizes a `Workload` refuses (the
+    registers, the head group), N or N_kv above `max_keys` (None: not checked), a scale that
+    is not one real number."""
+    where = f"inputs {str(path)!r}"
     if not Path(path).is_file():
         raise ConfigError(f"cannot read inputs {str(path)!r}: no such file")
     if not zipfile.is_zipfile(path):
-        raise ConfigError(f"inputs {str(path)!r} is not an .npz archive (numpy.savez) with "
-                          f"arrays q, k and v")
+        raise ConfigError(f"{where} is not an .npz archive (numpy.savez) with arrays q, k "
+                          f"and v")
     try:
-        data = np.load(path)
-    except (OSError, ValueError) as exc:
+        with zipfile.ZipFile(path) as zf:
+            members = set(zf.namelist())
+            missing = [t for t in TENSORS if f"{t}.npy" not in members]
+            if missing:
+                raise ConfigError(f"{where} lack array(s) {', '.join(missing)}")
+            found = {name: _header(zf, f"{name}.npy", where) for name in (*TENSORS, *SCALES)
+                     if f"{name}.npy" in members}
+    except (OSError, zipfile.BadZipFile) as exc:
         raise ConfigError(f"cannot read inputs {str(path)!r}: {exc}") from None
-    missing = [k for k in ("q", "k", "v") if k not in data]
-    if missing:
-        raise ConfigError(f"inputs {str(path)!r} lack array(s) {', '.join(missing)}")
+    for name in TENSORS:
+        shape, dtype = found[name]
+        if dtype != np.int8 and dtype.kind != "f":
+            raise ConfigError(f"{where}: {name} must be int8 or floating point, not {dtype}")
+        if len(shape) == 2:
+            shape = (1, *shape)
+        if len(shape) != 3 or shape[2] != head_dim or 0 in shape:
+            raise ConfigError(f"{where}: {name} must be [heads, N, {head_dim}] with heads and "
+                              f"N positive, not {list(found[name][0])}")
+        found[name] = shape, dtype
+    for name in SCALES:
+        if name in found:
+            shape, dtype = found[name]
+            if shape not in ((), (1,)) or dtype.kind not in "iuf":
+                raise ConfigError(f"{where}: {name} must be one real number, not "
+                                  f"{list(shape)} of {dtype}")
+    q, k, v = (found[t][0] for t in TENSORS)
+    if k != v or q[0] % k[0]:
+        raise ConfigError(f"{where}: k and v must have the same shape, and their heads must "
+                          f"divide q's (g query heads a K/V head), not "
+                          f"{[list(x) for x in (q, k, v)]}")
+    try:        # the registers' bounds and the head group, as for the options
+        Workload(seq_len=q[1], head_dim=head_dim, heads=q[0], kv_len=k[1], kv_heads=k[0])
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    for what, rows in (("N", q[1]), ("N_kv", k[1])):
+        if max_keys is not None and rows > max_keys:
+            raise ConfigError(f"{where}: {what} = {rows} rows, above the {max_keys} this "
+                              f"hardware is generated for (raise --seq-len or --kv-len)")
+    return found
+
+
+def load_inputs(path, *, head_dim, max_keys=None):
+    """The arrays q [heads, N, d], k and v [kv_heads, N_kv, d] (a 2-D array is one head) of
+    an npz, unconverted, with the scale_q/k/v it holds for int8 arrays (default 1/16);
+    ConfigError on a file that is not such an npz (`input_shapes`, checked before any array
+    is loaded) or on values no run can take: NaN, infinity or beyond float32's range, a scale
+    that is not a positive finite number."""
+    where = f"inputs {str(path)!r}"
+    found = input_shapes(path, head_dim=head_dim, max_keys=max_keys)
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {name: data[name] for name in found}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise ConfigError(f"cannot read inputs {str(path)!r}: {exc}") from None
     out = {}
-    for name in ("q", "k", "v"):
-        x = data[name]
-        if x.ndim == 2:
-            x = x[None]
-        if x.ndim != 3 or x.shape[2] != head_dim:
-            raise ConfigError(f"inputs {str(path)!r}: {name} must be [heads, N, {head_dim}], "
-                              f"not {list(data[name].shape)}")
-        if x.dtype == np.int8:
+    for name in TENSORS:
+        x = arrays[name].reshape(found[name][0])
+        if x.dtype != np.int8:
+            if not np.isfinite(x).all():
+                raise ConfigError(f"{where}: {name} holds NaN or infinite values")
+            if np.abs(x).max() > FLOAT32_MAX:
+                raise ConfigError(f"{where}: {name} holds values beyond float32's range "
+                                  f"({FLOAT32_MAX:.4g}), through which every format takes "
+                                  f"its inputs")
+        else:
             scale = f"scale_{name}"
-            out[scale] = float(data[scale]) if scale in data else DEFAULT_INT8_SCALE
-        elif not np.issubdtype(x.dtype, np.floating):
-            raise ConfigError(f"inputs {str(path)!r}: {name} must be int8 or floating point, "
-                              f"not {x.dtype}")
+            value = float(arrays[scale].reshape(())) if scale in arrays else DEFAULT_INT8_SCALE
+            if not 0 < value < float("inf"):
+                raise ConfigError(f"{where}: {scale} must be a positive finite number, not "
+                                  f"{value!r}")
+            out[scale] = value
         out[name] = x
-    shapes = [list(out[n].shape) for n in "qkv"]
-    if out["k"].shape != out["v"].shape or out["q"].shape[0] % out["k"].shape[0]:
-        raise ConfigError(f"inputs {str(path)!r}: k and v must have the same shape, and their "
-                          f"heads must divide q's (g query heads a K/V head), not {shapes}")
     return out
 
 
@@ -105,6 +198,9 @@ class RunData:
                 if x.dtype == np.int8:
                     x = golden.dequantize(x, inputs[f"scale_{t}"])
                 stored[t] = golden_fp.store(cls._spec(fmt), x)
+                if not np.isfinite(cls._spec(fmt).to_float(stored[t])).all():
+                    raise ConfigError(f"{fmt.name} inputs: {t} holds values that round to "
+                                      f"infinity in {fmt.name}; scale them into its range")
             return cls(fmt, stored["q"], stored["k"], stored["v"],
                        fmt.softmax_constant(head_dim=head_dim), {})
         out, scales = {}, {}
