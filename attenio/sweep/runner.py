@@ -34,19 +34,50 @@ def _ray():
     return ray
 
 
+#: what every row holds, with the types the runner and the front read
+ROW_FIELDS = {"key": str, "point": str, "stage": str, "error": (str, type(None)),
+              "config": (dict, type(None)), "figures": (dict, type(None))}
+
+
 def read_rows(path):
-    """{key: row} of a results table, the last row of a key winning (a rerun of a failure);
-    a line cut short by an interrupted write is skipped."""
+    """{key: row} of a results table, the last row of a key winning (a rerun of a failure).
+
+    A last line without its newline is what an interrupted append leaves: it is skipped (its
+    task runs again) and `_execute` cuts it off before appending. Any other line that is not
+    a row is refused with its line number (ConfigError): the table is not what a sweep wrote,
+    and reusing a guess of it could put a wrong result in the front."""
     rows = {}
-    if Path(path).exists():
-        for line in Path(path).read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(row, dict) and "key" in row:
-                rows[row["key"]] = row
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return rows
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the results table {str(path)!r}: {exc}") from None
+    lines = text.split("\n")
+    complete, partial = lines[:-1], lines[-1]     # partial: "" when the file ends in "\n"
+    for number, line in enumerate(complete, 1):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            row = None
+        if not (isinstance(row, dict) and all(isinstance(row.get(k), t)
+                                              for k, t in ROW_FIELDS.items())):
+            raise ConfigError(f"the results table {str(path)!r}, line {number}: not a results "
+                              f"row (a JSON object with {', '.join(ROW_FIELDS)}); remove the "
+                              f"line or move the table away to run the sweep afresh")
+        rows[row["key"]] = row
     return rows
+
+
+def _cut_partial_line(table):
+    """Drop a last line left without its newline by an interrupted append, so the next row
+    starts a line of its own."""
+    if not table.exists():
+        return
+    with open(table, "rb+") as f:
+        body = f.read()
+        if body and not body.endswith(b"\n"):
+            f.truncate(body.rfind(b"\n") + 1)
 
 
 class Progress:
@@ -144,6 +175,7 @@ def _execute(todo, spec, out, *, address, workers, table, progress):
         remote = ray.remote(run_task)
         queue, pending = list(todo), {}
         limit = workers or len(queue)
+        _cut_partial_line(table)
         with open(table, "a") as f:
             def record(row):
                 f.write(json.dumps(row) + "\n")

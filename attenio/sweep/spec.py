@@ -5,9 +5,10 @@ Points are written with the options every command takes (`--macs` is ``macs``,
 `--cache-kib` is ``cache_kib``), and each is parsed by the CLI's own option parser,
 so a point means exactly what the same options mean on `attenio plan`, `compare`,
 `synth` or `sim`, and every row can name the command that reproduces it. A spec
-that cannot be parsed is refused before any work starts; a point that parses but
-cannot be built (a cache too small for one query row) is a result, recorded when
-its stages fail.
+whose points cannot be parsed or configured (an option's own rule, a missing config
+file, N past its register) is refused before any work starts; a point that is
+configured but cannot be built (a cache too small for one query row) is a result,
+recorded when its stages fail.
 
     name = "sweep_small"              # output in build/<name>/ (default: the file's stem)
     stages = ["plan", "model"]        # any of plan, model, synth, sim
@@ -31,6 +32,7 @@ import argparse
 import hashlib
 import itertools
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,8 +44,12 @@ from attenio.sim.e2e import MEMORIES
 from attenio.sim.golden import INPUT_KINDS
 from attenio.sim.runner import SIMULATORS
 
-__all__ = ["STAGES", "STAGE_OPTIONS", "Point", "Task", "Spec", "load_spec", "options_parser",
-           "config_of"]
+__all__ = ["MAX_POINTS", "STAGES", "STAGE_OPTIONS", "Point", "Task", "Spec", "load_spec",
+           "options_parser", "config_of"]
+
+#: The most points a spec may hold, counted before the grid is expanded: each point is parsed
+#: as a command line and run as Ray tasks, so a grid of 10^6 points is a typo, not a sweep.
+MAX_POINTS = 10_000
 
 #: Stages in the order a point's rows are listed.
 STAGES = ("plan", "model", "synth", "sim")
@@ -187,7 +193,8 @@ def _stage_options(raw, stage, where):
         if isinstance(rule, tuple):
             ok = value in rule
         elif rule is float:
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+            ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+                  and 0 < value < math.inf)
         elif rule is int:
             ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
         else:
@@ -219,12 +226,18 @@ def load_spec(path):
     for key, values in grid.items():
         if not isinstance(values, list) or not values:
             raise ConfigError(f"{where}: [grid] {key} must be a non-empty list, not {values!r}")
+    count = math.prod(len(values) for values in grid.values()) if grid else 0
+    if count + len(listed) > MAX_POINTS:
+        raise ConfigError(f"{where}: {count + len(listed)} points, more than the {MAX_POINTS} "
+                          f"a sweep may hold; split it into several sweeps")
     axes = [[v if isinstance(v, dict) else {key: v} for v in values]
             for key, values in grid.items()]
     combos = [{k: v for part in parts for k, v in part.items()}
               for parts in itertools.product(*axes)] if grid else []
     if not combos and not listed:
         combos = [{}]
+    from attenio.options import config_from_args
+
     parser = options_parser()
     allowed = set(vars(parser.parse_args([]))) - {"name"}     # the sweep names the builds
     points, seen = [], set()
@@ -234,8 +247,8 @@ def load_spec(path):
         options = {**base, **extra}
         at = f"{where}, point {i + 1} ({options})"
         argv = _argv(options, allowed, at, path.parent)
-        try:
-            parser.parse_args(argv)
+        try:       # the options' own rules, as a command checks them before any work
+            config_from_args(parser.parse_args(argv))
         except ConfigError as exc:
             raise ConfigError(f"{at}: {exc}") from None
         pid = "p" + _digest(options, 8)
