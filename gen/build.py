@@ -6,10 +6,18 @@ build/<name>/
     regmap.json, attenio_regs.h, regmap.md   the register map
     attenio_top.{sdc,xdc,lpf}   clock constraints at the config's clock_mhz
     report.md           what was generated, for people
+    lint.log            verilator's lint output (with --lint)
+
+`generate_complete` writes them into a temporary sibling of build/<name>/ and moves them
+into place only once every file is written, so a failed or interrupted `attenio gen`
+leaves the directory as it was, never half of a new design beside half of an old one.
 """
 
 import json
+import os
 import resource
+import shutil
+import tempfile
 from pathlib import Path
 
 from attenio.plan import make_plan
@@ -20,9 +28,11 @@ from .constraints import write_constraints
 from .regmap import write_regmap
 from .verilog import LINT_WAIVERS, emit, lint
 
-__all__ = ["generate", "TOP_NAME"]
+__all__ = ["generate", "generate_complete", "TOP_NAME", "LINT_LOG"]
 
 TOP_NAME = "attenio_top"
+#: verilator's lint output, written only with run_lint
+LINT_LOG = "lint.log"
 
 
 def _peak_rss_mib():
@@ -56,12 +66,63 @@ def generate(config, out_dir, *, run_lint=False, verilator=None, log=print):
         log("linting with verilator --lint-only -Wall ...")
         ok, text = lint(verilog, top=TOP_NAME, verilator=verilator)
         summary["lint_ok"] = ok
-        (out / "lint.log").write_text(text + "\n")
+        (out / LINT_LOG).write_text(text + "\n")
         if not ok:
             log(text)
     (out / "report.md").write_text(_report(plan, summary))
     summary["report"] = str(out / "report.md")
     return summary
+
+
+def generate_complete(config, out_dir, **options):
+    """`generate` (with `options`) into a temporary directory beside `out_dir`, moved into
+    place once every artifact is written; returns the summary with the final paths.
+
+    A new `out_dir` is the temporary directory renamed. An existing one that holds only
+    what `generate` writes is swapped for the new one (two renames, never a directory of
+    mixed designs). One that also holds other files (a simulation's builds beside the
+    Verilog: `attenio sim` shares build/<name>) keeps them, and each artifact replaces its
+    old copy by a rename, after all are written. On any failure the temporary directory
+    is removed and `out_dir` is untouched."""
+    out = Path(out_dir)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)      # mkdtemp's 0700 would become the build's mode
+        summary = generate(config, tmp, **options)
+        _move_into_place(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+    def final(value):
+        if isinstance(value, list):
+            return [final(v) for v in value]
+        if isinstance(value, str) and (value == str(tmp) or value.startswith(f"{tmp}/")):
+            return str(out) + value[len(str(tmp)):]
+        return value
+    return {k: final(v) for k, v in summary.items()}
+
+
+def _move_into_place(tmp, out):
+    """The finished artifacts in `tmp` into `out` (see `generate_complete`)."""
+    if not out.exists():
+        os.rename(tmp, out)
+        return
+    made = {p.name for p in tmp.iterdir()}
+    if {p.name for p in out.iterdir()} <= made | {LINT_LOG}:
+        old = tmp.with_suffix(".old")
+        os.rename(out, old)
+        os.rename(tmp, out)
+        shutil.rmtree(old, ignore_errors=True)
+        return
+    for name in sorted(made):
+        os.replace(tmp / name, out / name)
+    if LINT_LOG not in made:        # an earlier --lint's log speaks of the old Verilog
+        (out / LINT_LOG).unlink(missing_ok=True)
+    tmp.rmdir()
 
 
 def _report(plan, summary):

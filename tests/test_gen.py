@@ -43,3 +43,69 @@ def test_gen_refuses_what_the_rtl_cannot_build(tmp_path, capsys):
     assert "multiple of the MAC lines" in capsys.readouterr().err
     assert main(["gen", "--axi-width", "512", "-o", str(tmp_path)]) == 2
     assert "whole number of 512-bit AXI beats" in capsys.readouterr().err
+
+
+def _fake_emit(monkeypatch, body="module attenio_top();\nendmodule\n", error=None):
+    """`emit` that writes `body` at once (or raises `error`), so the tests below hold how the
+    files reach build/<name>/ without minutes of elaboration."""
+    import attenio.gen.build as build
+
+    def emit(top, path, *, name):
+        top._MustUse__silence = True        # not elaborated, on purpose
+        if error is not None:
+            raise error
+        path.write_text(body)
+        return 0.0
+    monkeypatch.setattr(build, "emit", emit)
+
+
+def _snapshot(directory):
+    return {p.name: p.read_bytes() for p in directory.iterdir()}
+
+
+SMALL = ["gen", "--macs", "2x2", "--exp-units", "2", "--head-dim", "8", "--seq-len", "16"]
+
+
+def test_gen_writes_a_new_directory_whole_and_leaves_no_temporary_one(tmp_path, monkeypatch,
+                                                                    capsys):
+    _fake_emit(monkeypatch)
+    out = tmp_path / "design"
+    assert main([*SMALL, "-o", str(out)]) == 0
+    assert {"attenio_top.v", "plan.json", "regmap.json", "report.md"} <= set(_snapshot(out))
+    assert [p.name for p in tmp_path.iterdir()] == ["design"]
+    assert f"wrote {out / 'attenio_top.v'} " in capsys.readouterr().out
+
+
+def test_a_failed_gen_leaves_the_earlier_design_untouched(tmp_path, monkeypatch, capsys):
+    from attenio.errors import ConfigError
+
+    _fake_emit(monkeypatch, body="module old();\nendmodule\n")
+    out = tmp_path / "design"
+    assert main([*SMALL, "-o", str(out)]) == 0
+    before = _snapshot(out)
+    _fake_emit(monkeypatch, error=ConfigError("the converter gave up"))
+    assert main([*SMALL, "--seq-len", "32", "-o", str(out)]) == 2
+    assert capsys.readouterr().err.endswith("error: the converter gave up\n")
+    assert _snapshot(out) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["design"]
+
+
+def test_gen_replaces_its_own_directory_whole_and_keeps_a_simulations_files(tmp_path,
+                                                                          monkeypatch):
+    _fake_emit(monkeypatch, body="module old();\nendmodule\n")
+    out = tmp_path / "design"
+    assert main([*SMALL, "-o", str(out)]) == 0
+    (out / "lint.log").write_text("an earlier lint of the old Verilog\n")
+    _fake_emit(monkeypatch, body="module new();\nendmodule\n")
+    assert main([*SMALL, "-o", str(out)]) == 0
+    assert "lint.log" not in _snapshot(out)        # the old design's, gone with it
+    assert (out / "attenio_top.v").read_text() == "module new();\nendmodule\n"
+    # a simulation's files beside the design stay: only the artifacts are replaced
+    (out / ".attenio_top_stamp").write_text("{}")
+    (out / "sim_verilator_axiram").mkdir()
+    _fake_emit(monkeypatch, body="module newer();\nendmodule\n")
+    assert main([*SMALL, "-o", str(out)]) == 0
+    assert (out / ".attenio_top_stamp").read_text() == "{}"
+    assert (out / "sim_verilator_axiram").is_dir()
+    assert (out / "attenio_top.v").read_text() == "module newer();\nendmodule\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["design"]
