@@ -6,6 +6,7 @@ Bad input gets one line on stderr and exit status 2, never a traceback.
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -18,8 +19,32 @@ from .options import (Parser, add_lut_mul_width, add_shared_options, cache_kib_l
 __all__ = ["main"]
 
 
-def _out_dir(args, config):
-    return Path(args.out) if args.out else Path("build") / config.name
+def _usable_dir(path):
+    """`path`, once it is known that a command can write there: an existing directory, or a
+    path whose nearest existing ancestor is a writable directory. Checked before any work,
+    so an output that cannot be (a file, a path under a file, a directory without write
+    permission) is one line (ConfigError), not a failure after minutes of work."""
+    path = Path(path)
+    where = f"output directory {str(path)!r}"
+    try:
+        nearest = path
+        while not nearest.exists() and nearest != nearest.parent:
+            nearest = nearest.parent
+        if not nearest.is_dir():
+            what = "" if nearest == path else f" is under {str(nearest)!r}, which"
+            raise ConfigError(f"{where}{what} is not a directory")
+    except OSError as exc:
+        raise ConfigError(f"{where} cannot be used: {exc.strerror or exc}") from None
+    if not os.access(nearest, os.W_OK | os.X_OK):
+        what = "" if nearest == path else f"'s nearest existing parent {str(nearest)!r}"
+        raise ConfigError(f"{where}{what} is not writable")
+    return path
+
+
+def _out_dir(args, config, default=None):
+    """The output directory of a command: -o, or `default` (build/<name>), checked
+    (`_usable_dir`)."""
+    return _usable_dir(args.out or default or Path("build") / config.name)
 
 
 def _show(args, data, render, paths):
@@ -35,9 +60,9 @@ def cmd_plan(args):
     from .report import plan_json, plan_report
 
     config = config_from_args(args)
+    out = _out_dir(args, config)
     plan = choose_plan(config)
     data = plan_json(plan)
-    out = _out_dir(args, config)
     out.mkdir(parents=True, exist_ok=True)
     (out / "plan.json").write_text(json.dumps(data, indent=2) + "\n")
     _show(args, data, lambda: plan_report(plan), [out / "plan.json"])
@@ -45,11 +70,12 @@ def cmd_plan(args):
 
 
 def cmd_gen(args):
-    from .gen.build import generate
+    from .gen.build import generate_complete
 
-    config = planned_config(config_from_args(args))
+    config = config_from_args(args)
     out = _out_dir(args, config)
-    summary = generate(config, out, run_lint=args.lint, log=progress)
+    config = planned_config(config)
+    summary = generate_complete(config, out, run_lint=args.lint, log=progress)
     print(f"wrote {summary['verilog']} ({summary['verilog_bytes']} bytes, converted in "
           f"{summary['convert_seconds']} s, peak RSS {summary['peak_rss_mib']} MiB)")
     for key in ("plan", "regmap_json", "regmap_c_header", "regmap_markdown", "report"):
@@ -65,27 +91,32 @@ def cmd_gen(args):
 def cmd_sim(args):
     from .plan import make_plan
     from .sim.capacity import check_fits
-    from .sim.e2e import MODEL_TOLERANCE, E2EOptions, choose_engine, load_inputs, run_e2e
+    from .sim.e2e import MODEL_TOLERANCE, E2EOptions, choose_engine, run_e2e
     from .sim.progress import ProgressBar
+    from .sim.run_data import RunData, input_shapes, load_inputs
     from .sim.runner import SimulatorMissing
 
     config = config_from_args(args)
-    # What cannot run is refused before the planner and the elaboration: a bad inputs
-    # file, and a run too large for this machine's memory.
+    out = _out_dir(args, config)
+    # What cannot run is refused before the planner and the elaboration: an output that
+    # cannot be written, a bad inputs file (its shapes read from the headers, no array
+    # loaded), and a run too large for this machine's memory.
     w = config.workload
-    n, heads = w.seq_len, w.heads
+    n, heads, n_kv, kv_heads = w.seq_len, w.heads, w.kv_len, w.n_kv_heads
     if args.inputs:
-        data = load_inputs(args.inputs, head_dim=w.head_dim)
-        heads, n = data["q"].shape[:2]
+        shapes = input_shapes(args.inputs, head_dim=w.head_dim, max_keys=w.max_keys)
+        (heads, n, _), (kv_heads, n_kv, _) = shapes["q"][0], shapes["k"][0]
     engine, memory, why = choose_engine(make_plan(config), seq_len=n, heads=heads,
                                         engine=args.engine, memory=args.memory,
                                         simulator=args.simulator,
                                         protocol=bool(args.latency_prob or args.latency_max
                                                       or args.backpressure))
     check_fits(make_plan(config), seq_len=n, heads=heads, engine=engine, memory=memory,
-               kv_len=w.kv_len, kv_heads=heads // w.group)
+               kv_len=n_kv, kv_heads=kv_heads)
+    if args.inputs:     # the values (NaN, scales, the format's range), now that they fit
+        RunData.make(config.format, head_dim=w.head_dim,
+                     inputs=load_inputs(args.inputs, head_dim=w.head_dim))
     config = planned_config(config)
-    out = _out_dir(args, config)
     progress(f"engine: {engine} ({why})")
     plan = make_plan(config)
     bar = ProgressBar(plan.traffic_at(seq_len=n, heads=heads).write_bytes, label="  ")
@@ -128,7 +159,7 @@ def cmd_sim(args):
                  and report.get("model_agrees") is not False) else 1
 
 
-def _compare_decoder(args, config, bws, caches):
+def _compare_decoder(args, config, bws, caches, out):
     """`attenio compare` on a decoder shape: AttenIO against FlashAttention-2 alone (the
     other baselines have no model of N_kv != N or grouped heads), at each --seq-lens N."""
     from .model.compare import decoder_one, render_decoder
@@ -140,7 +171,6 @@ def _compare_decoder(args, config, bws, caches):
     rows = [decoder_one(dataclasses.replace(config, workload=dataclasses.replace(w, seq_len=n)))
             for n in (args.seq_lens or [w.seq_len])]
     data = {"decoder": rows}
-    out = Path(args.out) if args.out else Path("build") / config.name / "compare"
     out.mkdir(parents=True, exist_ok=True)
     path = out / "compare_decoder.json"
     path.write_text(json.dumps(data, indent=2) + "\n")
@@ -167,8 +197,9 @@ def cmd_compare(args):
     one = argparse.Namespace(**{**vars(args), "bw": bws[0] if len(bws) == 1 else None,
                                 "cache_kib": caches[0] if len(caches) == 1 else None})
     config = config_from_args(one)
+    out = _out_dir(args, config, Path("build") / config.name / "compare")
     if is_decoder(config.workload):
-        return _compare_decoder(args, config, bws, caches)
+        return _compare_decoder(args, config, bws, caches, out)
     seq_lens = args.seq_lens or [config.workload.seq_len]
     head_dims = args.head_dims or [config.workload.head_dim]
     try:
@@ -181,7 +212,6 @@ def cmd_compare(args):
             data = compare(config, seq_lens, head_dims, timing=timing)
     except ValueError as exc:       # a model's own argument check, e.g. N beyond the Plan's
         raise ConfigError(str(exc)) from None
-    out = Path(args.out) if args.out else Path("build") / config.name / "compare"
     _show(args, data, lambda: render_text(data), write_all(data, out))
     return 0
 
@@ -189,14 +219,15 @@ def cmd_compare(args):
 def cmd_synth(args):
     from .gen.synth import TARGETS, render_table, synthesize
 
-    config = planned_config(config_from_args(args))
+    config = config_from_args(args)
     out = _out_dir(args, config)
+    config = planned_config(config)
     targets = TARGETS if args.target == "all" else (args.target,)
     from concurrent.futures import ThreadPoolExecutor
 
-    from .gen.build import generate
+    from .gen.build import generate_complete
 
-    verilog = generate(config, out, log=progress)["verilog"]
+    verilog = generate_complete(config, out, log=progress)["verilog"]
 
     def one(target):        # the targets run side by side: each is one tool process at a time
         log = progress if len(targets) == 1 else (lambda s: progress(f"[{target}] {s}"))
@@ -238,7 +269,7 @@ def cmd_sweep(args):
     from .sweep import load_spec, run_sweep
 
     spec = load_spec(args.spec)
-    out = Path(args.out) if args.out else Path("build") / spec.name
+    out = _usable_dir(args.out or Path("build") / spec.name)
     summary = run_sweep(spec, out, address=args.address, workers=args.workers,
                         retry_failed=args.retry_failed)
     print(f"{len(spec.points)} points x {len(spec.stages)} stages: {len(summary.ran)} run now, "

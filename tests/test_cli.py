@@ -374,7 +374,7 @@ def test_an_output_that_cannot_be_a_directory_is_one_line_and_status_2(capsys, t
     taken.write_text("not a directory\n")
     assert main(["plan", "--preset", "small", "-o", str(taken)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"attenio plan: error: cannot use {str(taken)!r}: ")
+    assert err == f"attenio plan: error: output directory {str(taken)!r} is not a directory\n"
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
