@@ -5,11 +5,14 @@ chunk c holds elements c*s .. c*s + s - 1, one for each MAC of a row's group),
 one chunk per cycle both in and out, so a row is d/s cycles on either side.
 
 The core's feed brings, for each Q block, its valid Q rows and then the K/V
-rows in the array's order ``K0, K1, V0, K2, V1, ..., K(N-1), V(N-2), V(N-1)``
-(for N = 1: ``K0, V0``): the scores of K_(j+1) run before the update with V_j,
-so the softmax of row j overlaps them. Fed in this order, two rows of buffer
-are enough (one replaying, one filling); fed K_j, V_j, a third row would have
-to hold V_j while K_(j+1) arrives, or the array would wait.
+rows in the array's order (`kv_order`): with B score banks (`banks`) the scores run
+B - 1 K rows ahead of the updates, ``K0 .. K(B-2)``, then ``K(j), V(j-B+1)`` for
+j = B-1 .. N-1, then the last B - 1 V rows (fewer if the block has fewer keys); with
+B = 2 that is ``K0, K1, V0, K2, V1, ..., K(N-1), V(N-2), V(N-1)``. So the softmax of
+row j overlaps the scores of the next B - 1 K rows. Fed in this order, two rows of
+buffer are enough (one replaying, one filling): the replay takes the rows in the
+order they come; fed K_j, V_j, a third row would have to hold V_j while K_(j+1)
+arrives, or the array would wait.
 
 The buffer learns each block from a command on `start` ({rows_valid, n_keys};
 the softmax constant `c` is sampled with it), checks every element's kind
@@ -38,7 +41,8 @@ from amaranth.lib.wiring import In, Out
 from attenio import validate
 from attenio.regmap import MAX_HEAD_GROUP
 
-__all__ = ["Kind", "feed_layout", "start_layout", "mask_layout", "row_layout", "KVBuffer"]
+__all__ = ["Kind", "kv_order", "feed_layout", "start_layout", "mask_layout", "row_layout",
+           "KVBuffer"]
 
 
 class Kind(enum.Enum, shape=2):
@@ -46,6 +50,27 @@ class Kind(enum.Enum, shape=2):
     Q = 0
     K = 1
     V = 2
+
+
+def kv_order(n_keys, *, banks=2):
+    """The K/V rows of a block of `n_keys` keys in the array's order, as (kind, j): the
+    first min(B - 1, n) K rows, then K_j beside V_(j-B+1), then the V rows left (B =
+    `banks`). The feed's order (`KVBuffer`), the DMA's (`attenio.hdl.sequencer`)."""
+    lead = min(banks - 1, n_keys)
+    order = [(Kind.K, j) for j in range(lead)]
+    for j in range(lead, n_keys):
+        order += [(Kind.K, j), (Kind.V, j - lead)]
+    return order + [(Kind.V, j) for j in range(n_keys - lead, n_keys)]
+
+
+def next_bank(bank, banks):
+    """The bank after `bank` (a `range(banks)` value), j + 1 mod B: a flip of one bit for
+    two banks, else an increment that wraps at B (for a power of two, on its own)."""
+    if banks == 2:
+        return ~bank
+    if banks & (banks - 1) == 0:
+        return (bank + 1)[:len(bank)]
+    return Mux(bank == banks - 1, 0, bank + 1)
 
 
 def feed_layout(split=1, element=signed(8)):
@@ -76,13 +101,13 @@ def mask_layout(*, max_seq_len):
 
 
 def row_layout(*, rows, mac_lines, macs_per_line, rows_per_mac, head_dim, c_shape,
-               max_seq_len, split=1):
+               max_seq_len, split=1, banks=2):
     """A complete row in the buffer, as the replay needs it.
 
     `half`: where it is in the buffer. Its kind (`is_q`, `is_s` for a K row,
     `is_u` for a V row). A Q row: its target MAC group (`line`, `mac`: the group's
     index in its line) and `qbase`, the slot's first address in the group's Q storage. A K or V row: `bank`
-    (j mod 2), `first` (K_0 or V_0 of the block), `last` (V_(N-1)). And the
+    (j mod B, B = `banks`), `first` (K_0 or V_0 of the block), `last` (V_(N-1)). And the
     block's `rows_valid`, softmax constant `c` and causal `mask`.
     """
     return data.StructLayout({
@@ -90,7 +115,7 @@ def row_layout(*, rows, mac_lines, macs_per_line, rows_per_mac, head_dim, c_shap
         "is_q": 1, "is_s": 1, "is_u": 1,
         "line": range(mac_lines), "mac": range(macs_per_line // split),
         "qbase": range(rows_per_mac * head_dim // split),
-        "bank": 1, "first": 1, "last": 1,
+        "bank": range(banks), "first": 1, "last": 1,
         "rows_valid": range(rows + 1), "c": c_shape, "mask": mask_layout(max_seq_len=max_seq_len),
     })
 
@@ -99,7 +124,8 @@ class KVBuffer(wiring.Component):
     """The two-row buffer for an array of `mac_lines` x `macs_per_line` MACs in groups of
     `split` (one Q row per group and slot), `rows_per_mac` slots, Q blocks of up to
     `block_rows` rows (at most r*p*q/s), rows of `head_dim` elements, up to
-    `max_seq_len` keys, a softmax constant of `c_shape`, elements of shape `element`.
+    `max_seq_len` keys, a softmax constant of `c_shape`, elements of shape `element`,
+    `banks` score banks in the array (the K/V order, `kv_order`).
 
     Ports: `start`, `c`, `feed` in; `row` out and `release` in (see the module
     docstring); `rd_addr` / `rd_data` the replay's read port (a chunk, one cycle after
@@ -108,20 +134,21 @@ class KVBuffer(wiring.Component):
     """
 
     def __init__(self, *, mac_lines, macs_per_line, rows_per_mac, block_rows, head_dim,
-                 max_seq_len, c_shape, split=1, element=signed(8)):
+                 max_seq_len, c_shape, split=1, element=signed(8), banks=2):
         validate.positive("KVBuffer", mac_lines=mac_lines, macs_per_line=macs_per_line,
                           rows_per_mac=rows_per_mac, head_dim=head_dim, max_seq_len=max_seq_len)
         validate.split("KVBuffer", split, head_dim=head_dim, macs_per_line=macs_per_line)
         validate.integer("KVBuffer", "block_rows", block_rows, lo=1,
                          hi=rows_per_mac * mac_lines * macs_per_line // split)
         self._p, self._q, self._r, self._d = mac_lines, macs_per_line, rows_per_mac, head_dim
-        self._n, self._rows, self._s = max_seq_len, block_rows, split
+        validate.integer("KVBuffer", "banks", banks, lo=2)
+        self._n, self._rows, self._s, self._banks = max_seq_len, block_rows, split, banks
         self._chunk = data.ArrayLayout(element, split)
         self._row_layout = row_layout(rows=block_rows, mac_lines=mac_lines,
                                       macs_per_line=macs_per_line,
                                       rows_per_mac=rows_per_mac, head_dim=head_dim,
                                       c_shape=c_shape, max_seq_len=max_seq_len,
-                                      split=split)
+                                      split=split, banks=banks)
         super().__init__({
             "start": In(stream.Signature(start_layout(rows=block_rows,
                                                       max_seq_len=max_seq_len))),
@@ -148,9 +175,13 @@ class KVBuffer(wiring.Component):
         """The largest Q block."""
         return self._rows
 
+    @property
+    def banks(self):
+        return self._banks
+
     def elaborate(self, platform):
         m = Module()
-        p, r, s = self._p, self._r, self._s
+        p, r, s, banks = self._p, self._r, self._s, self._banks
         g, d = self._q // s, self._d // s     # groups per line, chunks per row
         m.submodules.mem = mem = Memory(shape=self._chunk, depth=2 * d, init=[])
         wr = mem.write_port()
@@ -171,8 +202,11 @@ class KVBuffer(wiring.Component):
         # few LUTs from registers, not two carry chains.
         k_left = Signal(range(self._n + 1))      # K rows still to come
         v_left = Signal(range(self._n + 1))      # V rows still to come
-        lead = Signal(range(3))                  # K rows received minus V rows received
-        k_bank, v_bank = Signal(), Signal()      # the bank of the next K row, V row
+        # K rows received minus V rows received: K_j comes while lead < B (B - 1 rows
+        # ahead, then the V row that frees the next K's bank)
+        lead = Signal(range(banks + 1))
+        # the bank (j mod B) of the next K row, V row
+        k_bank, v_bank = Signal(range(banks)), Signal(range(banks))
         k_first, v_first = Signal(), Signal()    # the next K row, V row is the block's first
         full = Signal(2)                         # a half holds a row not yet released
         feed_ready = Signal()                    # filling & ~full[fill_half], registered
@@ -205,7 +239,7 @@ class KVBuffer(wiring.Component):
                          k_left.eq(cmd.n_keys), v_left.eq(cmd.n_keys), lead.eq(0),
                          k_bank.eq(0), v_bank.eq(0), k_first.eq(1), v_first.eq(1)]
 
-        want_k = ~in_q & (k_left != 0) & (lead != 2)
+        want_k = ~in_q & (k_left != 0) & (lead != banks)
         filled = Signal(self._row_layout)        # the tag of the row being filled
         m.d.comb += [
             filled.half.eq(fill_half),
@@ -248,10 +282,12 @@ class KVBuffer(wiring.Component):
                 with m.Else():
                     m.d.sync += q_mac.eq(q_mac + 1)
             with m.Elif(want_k):
-                m.d.sync += [k_left.eq(k_left - 1), lead.eq(lead + 1), k_bank.eq(~k_bank),
+                m.d.sync += [k_left.eq(k_left - 1), lead.eq(lead + 1),
+                             k_bank.eq(next_bank(k_bank, banks)),
                              k_first.eq(0)]
             with m.Else():
-                m.d.sync += [v_left.eq(v_left - 1), lead.eq(lead - 1), v_bank.eq(~v_bank),
+                m.d.sync += [v_left.eq(v_left - 1), lead.eq(lead - 1),
+                             v_bank.eq(next_bank(v_bank, banks)),
                              v_first.eq(0)]
                 with m.If(v_left == 1):
                     m.d.comb += filling_next.eq(0)

@@ -2,9 +2,12 @@
 
 `ReadSequencer` walks heads, Q blocks and K/V rows and emits one read command per
 row of Q, K or V, tagged with its kind, in exactly the order the core consumes
-them (docs/microarchitecture.md): per block the valid Q rows, then
-K_0, K_1, V_0, K_2, V_1, ..., K_(n-1), V_(n-2), V_(n-1), so the scores run one row
-ahead of the updates. n is the block's key count: N_kv (the run's `kv_len`, which
+them (docs/microarchitecture.md): per block the valid Q rows, then its K/V rows in the
+order of `attenio.hdl.kv_buffer.kv_order`: with B score banks (`banks`) the scores run
+B - 1 rows ahead of the updates, K_0 .. K_(B-2), then K_j beside V_(j-B+1), then the
+last B - 1 V rows (with B = 2: K_0, K_1, V_0, K_2, V_1, ..., K_(n-1), V_(n-2),
+V_(n-1)); a block of fewer than B - 1 keys reads its K rows, then its V rows. n is
+the block's key count: N_kv (the run's `kv_len`, which
 the controller has resolved), or with causal masking (the run's `causal` bit) the
 keys up to the block's last row, row0 + rows + N_kv - N (rows aligned at the end,
 `attenio.analysis.causal_limit`); the short block then comes first
@@ -28,6 +31,8 @@ of the run has been acknowledged.
 Addresses are formed by adding strides, never by multiplying.
 """
 
+from contextlib import contextmanager
+
 from amaranth.hdl import Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
@@ -38,7 +43,8 @@ from attenio.analysis import block_keys
 from attenio.regmap import MAX_HEAD_GROUP
 
 from .counter import DownCounter
-from .kv_buffer import Kind, start_layout   # the core's feed and block command: one definition
+# the core's feed, its K/V order and block command: one definition
+from .kv_buffer import Kind, kv_order, start_layout
 from .dma import command_layout, write_done_layout
 
 __all__ = ["Kind", "run_layout", "read_schedule", "write_schedule",
@@ -91,14 +97,14 @@ def run_setup(*, seq_len, heads, block_rows, causal=False, kv_len=None, group=1,
 
 
 def read_schedule(*, seq_len, heads, block_rows, q, k, v, causal=False, kv_len=None, group=1,
-                  grouped=False):
+                  grouped=False, banks=2):
     """The Python twin of `ReadSequencer`: ([(kind, addr)], [(rows_valid, n_keys, gdiag)]).
 
     `q`, `k`, `v` are (base, head_stride, row_stride) triples; `kv_len` N_kv (None: N);
     query head h reads K/V head h // `group`. `grouped`: a block holds the same rows of
     the `group` query heads of a K/V head, row-major (block row t*g + h is row t of head
     h), a // g rows of each. `gdiag` (causal only, else 0) is gb times the block's first
-    rows' last key.
+    rows' last key. `banks`: the K/V order's (`kv_order`).
     """
     n_kv = seq_len if kv_len is None else kv_len
     gb = group if grouped else 1
@@ -109,12 +115,9 @@ def read_schedule(*, seq_len, heads, block_rows, q, k, v, causal=False, kv_len=N
             blocks.append((gb * rows, n, gb * (n - rows) if causal else 0))
             cmds += [(Kind.Q, q[0] + (h0 + h) * q[1] + (row0 + t) * q[2])
                      for t in range(rows) for h in range(gb)]
-            krow = lambda j: (Kind.K, k[0] + g * k[1] + j * k[2])
-            vrow = lambda j: (Kind.V, v[0] + g * v[1] + j * v[2])
-            cmds.append(krow(0))
-            for j in range(1, n):
-                cmds += [krow(j), vrow(j - 1)]
-            cmds.append(vrow(n - 1))
+            tensor = {Kind.K: k, Kind.V: v}
+            cmds += [(kind, tensor[kind][0] + g * tensor[kind][1] + j * tensor[kind][2])
+                     for kind, j in kv_order(n, banks=banks)]
     return cmds, blocks
 
 
@@ -131,7 +134,8 @@ class ReadSequencer(wiring.Component):
 
     Ports: `start` (pulse, with `run` valid), `cmd` (to the DMA reader), `kind`
     (one per command, to whoever tags the data), `block` (one per Q block, to the
-    core), `busy`.
+    core), `busy`. `banks`: the array's score banks B, which set the K/V order (B - 1
+    K rows ahead, `attenio.hdl.kv_buffer.kv_order`).
     """
 
     #: cycles from `start` to the first block offered on `block`: the run latched, the
@@ -140,11 +144,14 @@ class ReadSequencer(wiring.Component):
     #: cycles from `start` to the first command offered on `cmd` (the block first)
     command_latency = 4
 
-    def __init__(self, *, addr_width, block_rows, row_bytes, max_seq_len, tag_depth=16):
+    def __init__(self, *, addr_width, block_rows, row_bytes, max_seq_len, tag_depth=16,
+                 banks=2):
         validate.positive("ReadSequencer", addr_width=addr_width, block_rows=block_rows,
                           row_bytes=row_bytes, max_seq_len=max_seq_len)
         # at least 2: `tag_room` stands for the FIFO's w_rdy from a FIFO of 3 slots up
         validate.integer("ReadSequencer", "tag_depth", tag_depth, lo=2)
+        validate.integer("ReadSequencer", "banks", banks, lo=2)
+        self._banks = banks
         self._addr_width, self._block_rows = addr_width, block_rows
         self._row_bytes, self._tag_depth = row_bytes, tag_depth
         self._max_seq_len = max_seq_len
@@ -161,6 +168,10 @@ class ReadSequencer(wiring.Component):
     @property
     def block_rows(self):
         return self._block_rows
+
+    @property
+    def banks(self):
+        return self._banks
 
     def elaborate(self, platform):
         m = Module()
@@ -188,6 +199,7 @@ class _ReadWalk:
         self.addr_width = sequencer._addr_width
         self.block_rows = sequencer._block_rows
         self.max_seq_len = sequencer._max_seq_len
+        self.lead = sequencer._banks - 1       # K rows read ahead of the V rows
         self.run = run = Signal(run_layout(self.addr_width))
         self.setup_fields = run.setup
 
@@ -237,9 +249,14 @@ class _ReadWalk:
         # gb times it beside, the lanes' scaled diagonal of the next block
         self.keys_end = Signal(range(max_seq_len + 1))
         self.gkeys_end = Signal(range(MAX_HEAD_GROUP * max_seq_len + 1))
-        # this block's K/V rows less one, kv_left's start
+        # this block's K/V rows less the lead, kv_left's start (unused when no pair is left)
         self.block_pairs = Signal(range(max_seq_len + 1))
-        self.one_key = Signal()                 # this block reads one K/V row
+        # this block reads no (K, V) pair, n <= lead (one key, with a lead of one row)
+        self.one_key = Signal()
+        if self.lead > 1:
+            # the K rows of the lead, then the V rows left at the end: min(lead, n) each
+            m.submodules.k_lead = self.k_lead = DownCounter(self.lead.bit_length())
+            m.submodules.v_lead = self.v_lead = DownCounter(self.lead.bit_length())
         # the next block's K/V rows, sized in SIZE
         self.size_keys = Signal(range(max_seq_len + 1))
         self.head_first = Signal()              # the next block is its pass's first
@@ -365,17 +382,24 @@ class _ReadWalk:
                 m.d.sync += [self.k_ptr.eq(self.k_head), self.v_ptr.eq(self.v_head),
                              self.rows_left.eq(self.rows_left - self.rows_valid),
                              self.rows_left_h.eq(self.rows_left_h - self.rows_h),
-                             self.block_pairs.eq(self.size_keys - 1),
-                             self.one_key.eq(self.size_keys == 1),
+                             self.block_pairs.eq(self.size_keys - self.lead),
+                             # n >= 1: with a lead of one row, n <= lead is n == 1
+                             self.one_key.eq(self.size_keys == 1 if self.lead == 1
+                                             else self.size_keys <= self.lead),
                              keys_end.eq(self.size_keys),
                              self.gkeys_end.eq(self.gkeys_end + self.rows_valid),
                              self.head_first.eq(0), self.issuing.eq(1)]
+                if self.lead > 1:       # the lead's K rows, and the V rows left: min(lead, n)
+                    rows = Mux(self.size_keys < self.lead, self.size_keys, self.lead)
+                    m.d.comb += [assign for counter in (self.k_lead, self.v_lead)
+                                 for assign in (counter.load.eq(1), counter.init.eq(rows))]
                 m.next = "Q"
 
     def block_reads(self):
         """The reads of one block, a command a state per cycle taken: its Q rows (row t of
-        each of the pass's heads, then t + 1), then the K/V pass K_0, K_1, V_0, ...,
-        V_(n-1); V_LAST goes on to the next block, the next pass, or IDLE."""
+        each of the pass's heads, then t + 1), then the K/V pass in `kv_order`: K_FIRST the
+        lead's K rows, KV_K and KV_V the pairs, V_LAST the V rows left, after which it goes
+        on to the next block, the next pass, or IDLE."""
         m, run = self.m, self.run
         with m.State("Q"):              # row t of each of the pass's heads, then t + 1
             self.issue_row(Kind.Q, self.q_ptr)
@@ -390,10 +414,11 @@ class _ReadWalk:
             self.issue_row(Kind.K, self.k_ptr, run.k)
             with m.If(self.issued):
                 m.d.comb += [self.kv_left.load.eq(1), self.kv_left.init.eq(self.block_pairs)]
-                with m.If(self.one_key):
-                    m.next = "V_LAST"
-                with m.Else():
-                    m.next = "KV_K"
+                with self.lead_end(self.k_lead if self.lead > 1 else None):
+                    with m.If(self.one_key):
+                        m.next = "V_LAST"
+                    with m.Else():
+                        m.next = "KV_K"
         with m.State("KV_K"):
             self.issue_row(Kind.K, self.k_ptr, run.k)
             with m.If(self.issued):
@@ -404,8 +429,8 @@ class _ReadWalk:
                 m.next = "KV_K"
             self.count_down(self.kv_left, "V_LAST")
         with m.State("V_LAST"):
-            self.issue_row(Kind.V, self.v_ptr)
-            with m.If(self.issued):
+            self.issue_row(Kind.V, self.v_ptr, run.v if self.lead > 1 else None)
+            with m.If(self.issued), self.lead_end(self.v_lead if self.lead > 1 else None):
                 m.d.sync += self.issuing.eq(0)
                 with m.If(self.more_rows):
                     m.next = "SIZE"
@@ -413,6 +438,17 @@ class _ReadWalk:
                     m.next = "IDLE"
                 with m.Else():
                     m.next = "PASS"
+
+    @contextmanager
+    def lead_end(self, counter):
+        """Within a taken command: step `counter` (the lead's K or V rows) and enter the
+        body at its last; None (a lead of one row): enter it at once."""
+        if counter is None:
+            yield
+            return
+        self.m.d.comb += counter.step.eq(1)
+        with self.m.If(counter.last):
+            yield
 
     def head_advance(self):
         """PASS moves the pointers to the next pass's query heads (and every `kv_every`

@@ -1,29 +1,49 @@
 """`KVBuffer` against a plain model of its rows, under random back-pressure and feed gaps,
-and its published latencies measured."""
+at two score banks and more (the K/V order of `kv_order`, with blocks of fewer keys than
+the lead), and its published latencies measured."""
+
+import gc
+import warnings
 
 import pytest
-from amaranth.hdl import signed
+from amaranth.hdl import UnusedElaboratable, signed
 
 from amaranth_sim import cycles_until, run_clocked
-from attenio.hdl.kv_buffer import Kind, KVBuffer
+from attenio.hdl.kv_buffer import Kind, KVBuffer, kv_order
 
 C_SHAPE = signed(12)
 
 
-def kv_order(n_keys):
-    """The K/V rows of a block in the feed's order, (kind, j): K_0, K_1, V_0, K_2, V_1, ...,
-    K_(n-1), V_(n-2), V_(n-1)."""
-    order = [(Kind.K, 0)]
-    for j in range(1, n_keys):
-        order += [(Kind.K, j), (Kind.V, j - 1)]
-    return order + [(Kind.V, n_keys - 1)]
+@pytest.mark.parametrize("banks", [2, 3, 4, 5])
+def test_kv_order_reads_each_k_row_as_early_as_its_bank_is_free(banks):
+    """`kv_order`, the twin the buffer, the replay's tests and the read sequencer share:
+    every K and V row once, each in order; K_j waits only for V_(j-B), whose update frees
+    its bank, and V_j only for K_(j+B-1) (or the last K row): B - 1 rows of lead; with two
+    banks, K_0, K_1, V_0, K_2, V_1, ..., V_(n-1)."""
+    for n in range(1, 12):
+        order = kv_order(n, banks=banks)
+        at = {row: k for k, row in enumerate(order)}
+        assert len(order) == 2 * n, n
+        for kind in Kind.K, Kind.V:
+            assert [j for k, j in order if k == kind] == list(range(n)), (n, kind)
+        for j in range(n):
+            assert at[Kind.V, j] > at[Kind.K, min(j + banks - 1, n - 1)], (n, j)
+            if j + banks - 1 < n:
+                assert at[Kind.V, j] == at[Kind.K, j + banks - 1] + 1, (n, j)
+            if j + banks < n:
+                assert at[Kind.K, j + banks] == at[Kind.V, j] + 1, (n, j)
+        if banks == 2:
+            assert order == [(Kind.K, 0)] + [row for j in range(1, n)
+                                             for row in ((Kind.K, j), (Kind.V, j - 1))] + [
+                (Kind.V, n - 1)]
 
 
-def buffer_rows(blocks, *, mac_lines, macs_per_line, head_dim, split):
+def buffer_rows(blocks, *, mac_lines, macs_per_line, head_dim, split, banks=2):
     """The plain model: the rows the buffer announces for `blocks` (dicts of the block
     command and its `c`), in order, as (kind, the tag's fields that the kind gives
     meaning to). A Q row goes to the next MAC group of a line, then the next line, then
-    the next slot; the halves alternate from 0 across blocks."""
+    the next slot; the K/V rows in `kv_order`, row j in bank j mod `banks`; the halves
+    alternate from 0 across blocks."""
     groups, chunks = macs_per_line // split, head_dim // split
     rows = []
     for block in blocks:
@@ -34,9 +54,9 @@ def buffer_rows(blocks, *, mac_lines, macs_per_line, head_dim, split):
                                   "mac": i % groups, "line": i // groups % mac_lines,
                                   "qbase": i // (groups * mac_lines) * chunks}))
         n = block["n_keys"]
-        for kind, j in kv_order(n):
+        for kind, j in kv_order(n, banks=banks):
             rows.append((kind, {**common, "is_q": 0, "is_s": int(kind == Kind.K),
-                                "is_u": int(kind == Kind.V), "bank": j % 2,
+                                "is_u": int(kind == Kind.V), "bank": j % banks,
                                 "first": int(j == 0), "last": int(kind == Kind.V and j == n - 1)}))
     return [(kind, {**fields, "half": k % 2}) for k, (kind, fields) in enumerate(rows)]
 
@@ -74,15 +94,33 @@ def test_kv_buffer_delivers_the_models_rows_under_back_pressure_and_feed_gaps(
         rng, mac_lines, macs_per_line, rows_per_mac, head_dim, split):
     """Several blocks, causal or not, through both halves: every row is announced once, in
     the model's order with its tags, and the replay reads back the chunks fed into it."""
+    check_kv_buffer(rng, mac_lines, macs_per_line, rows_per_mac, head_dim, split, banks=2)
+
+
+@pytest.mark.parametrize("mac_lines, macs_per_line, rows_per_mac, head_dim, split, banks", [
+    # two and three K rows ahead (blocks of 1 .. 6 keys: some shorter than the lead), and
+    # five banks, whose counters wrap at a count that is no power of two
+    (2, 4, 3, 8, 1, 3), (1, 2, 4, 2, 2, 4), (2, 4, 2, 8, 2, 5)])
+def test_kv_buffer_with_more_banks_takes_the_k_rows_of_their_lead(
+        rng, mac_lines, macs_per_line, rows_per_mac, head_dim, split, banks):
+    """As with two banks, in `kv_order`'s order for B banks and with row j in bank j mod B."""
+    check_kv_buffer(rng, mac_lines, macs_per_line, rows_per_mac, head_dim, split, banks=banks)
+
+
+def check_kv_buffer(rng, mac_lines, macs_per_line, rows_per_mac, head_dim, split, *, banks):
+    """Feeds four blocks (six with more banks) under random back-pressure and holds every
+    row announced to `buffer_rows`, and every chunk read back to the feed."""
     block_rows = rows_per_mac * mac_lines * macs_per_line // split
     max_seq_len = 8
     dut = KVBuffer(mac_lines=mac_lines, macs_per_line=macs_per_line, rows_per_mac=rows_per_mac,
                    block_rows=block_rows, head_dim=head_dim, max_seq_len=max_seq_len,
-                   c_shape=C_SHAPE, split=split)
+                   c_shape=C_SHAPE, split=split, banks=banks)
     blocks = [random_block(rng, block_rows=block_rows, max_seq_len=max_seq_len)
-              for _ in range(4)]
+              for _ in range(4 if banks == 2 else 6)]
+    if banks > 2:
+        blocks[1]["n_keys"] = 1            # a block shorter than the lead
     expect = buffer_rows(blocks, mac_lines=mac_lines, macs_per_line=macs_per_line,
-                         head_dim=head_dim, split=split)
+                         head_dim=head_dim, split=split, banks=banks)
     chunks = head_dim // split
     # the feed: every row's chunks, random elements, tagged with the row's kind
     feed = [(kind, [int(x) for x in rng.integers(-128, 128, size=split)])
@@ -169,6 +207,18 @@ def test_kv_buffer_flags_an_element_of_the_wrong_kind():
         assert ctx.get(dut.error)
 
     run_clocked(dut, tb)
+
+
+def test_kv_buffer_refuses_one_bank():
+    # the half-built object is never elaborated; keep Amaranth's warning about it here
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        with pytest.raises(ValueError, match="^KVBuffer: banks must be an integer >= 2, "
+                                             "not 1$") as info:
+            KVBuffer(mac_lines=1, macs_per_line=2, rows_per_mac=2, block_rows=4, head_dim=2,
+                     max_seq_len=4, c_shape=C_SHAPE, banks=1)
+        del info
+        gc.collect()
 
 
 # -- the published latencies -------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The DMA command sequencers against their Python twins, under random back-pressure."""
+"""The DMA command sequencers against their Python twins, under random back-pressure; the
+read sequencer at two score banks and more (B - 1 K rows ahead, blocks shorter than that)."""
 
 import gc
 import warnings
@@ -69,6 +70,21 @@ def test_read_sequencer_matches_its_twin(rng, seq_len, heads, block_rows, causal
     check_read_sequencer(rng, seq_len, heads, block_rows, causal, kv_len, group, grouped)
 
 
+@pytest.mark.parametrize("banks", [3, 4, 5])
+@pytest.mark.parametrize("seq_len, heads, block_rows, causal, kv_len, group, grouped", [
+    # causal blocks of 1, 4, 7, 10, 13 keys (the first one shorter than any lead);
+    # decode (one key); one block of 37 keys; grouped causal heads
+    (13, 2, 3, True, None, 1, False), (1, 2, 4, False, 1, 1, False),
+    (1, 4, 4, False, 37, 2, True), (7, 4, 6, True, 19, 2, True)])
+def test_read_sequencer_with_more_banks_reads_its_twins_lead(rng, banks, seq_len, heads,
+                                                              block_rows, causal, kv_len, group,
+                                                              grouped):
+    """With B banks each block's K/V rows come B - 1 K rows ahead (`kv_order`), a block of
+    fewer keys reading its K rows and then its V rows."""
+    check_read_sequencer(rng, seq_len, heads, block_rows, causal, kv_len, group, grouped,
+                         banks=banks)
+
+
 @pytest.mark.parametrize("tag_depth", [2, 3, 5])
 def test_read_sequencer_never_loses_a_tag_when_its_tags_back_up(rng, tag_depth):
     """The kinds are taken one cycle in ten: the tag FIFO fills, and the commands wait on
@@ -76,6 +92,17 @@ def test_read_sequencer_never_loses_a_tag_when_its_tags_back_up(rng, tag_depth):
     outstanding = check_read_sequencer(rng, 9, 2, 4, True, None, 1, False, tag_depth=tag_depth,
                                        kind_ready=0.1)
     assert tag_depth <= outstanding <= tag_depth + 1
+
+
+def test_read_sequencer_refuses_one_bank():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        with pytest.raises(ValueError, match="^ReadSequencer: banks must be an integer >= 2, "
+                                             "not 1$") as info:
+            ReadSequencer(addr_width=32, block_rows=4, row_bytes=ROW_BYTES, max_seq_len=64,
+                          banks=1)
+        del info
+        gc.collect()
 
 
 def test_read_sequencer_refuses_a_tag_fifo_of_one():
@@ -91,14 +118,15 @@ def test_read_sequencer_refuses_a_tag_fifo_of_one():
 
 
 def check_read_sequencer(rng, seq_len, heads, block_rows, causal, kv_len, group, grouped, *,
-                         tag_depth=16, kind_ready=0.5):
+                         tag_depth=16, kind_ready=0.5, banks=2):
     """Runs the read sequencer under random back-pressure (`kind_ready`: the chance the
     kinds are taken in a cycle) and holds it to its twin; returns the most commands that
     were ever issued and their kinds not yet taken."""
     t = run_params(rng, seq_len, heads)
     expect_cmds, expect_blocks = read_schedule(seq_len=seq_len, heads=heads, block_rows=block_rows,
                                                q=t["q"], k=t["k"], v=t["v"], causal=causal,
-                                               kv_len=kv_len, group=group, grouped=grouped)
+                                               kv_len=kv_len, group=group, grouped=grouped,
+                                               banks=banks)
     gb = group if grouped else 1
     if kv_len is not None:
         assert expect_blocks[-1][1] == kv_len     # the last block sees every key
@@ -106,7 +134,7 @@ def check_read_sequencer(rng, seq_len, heads, block_rows, causal, kv_len, group,
     if causal and seq_len % a_g:      # the twin: the short block first
         assert expect_blocks[0][0] == gb * (seq_len % a_g)
     dut = ReadSequencer(addr_width=32, block_rows=block_rows, row_bytes=ROW_BYTES, max_seq_len=64,
-                        tag_depth=tag_depth)
+                        tag_depth=tag_depth, banks=banks)
     cmds, kinds, blocks = [], [], []
     ready = rng.integers(0, 2, size=(100000, 3))
     ready[:, 1] = rng.random(100000) < kind_ready
