@@ -13,6 +13,7 @@ into place only once every file is written, so a failed or interrupted `attenio 
 leaves the directory as it was, never half of a new design beside half of an old one.
 """
 
+import glob
 import json
 import os
 import resource
@@ -83,10 +84,13 @@ def generate_complete(config, out_dir, **options):
     mixed designs). One that also holds other files (a simulation's builds beside the
     Verilog: `attenio sim` shares build/<name>) keeps them, and each artifact replaces its
     old copy by a rename, after all are written. On any failure the temporary directory
-    is removed and `out_dir` is untouched."""
+    is removed and `out_dir` is untouched; one left by a killed process is removed by the
+    next call (`_remove_abandoned`)."""
     out = Path(out_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    _remove_abandoned(out)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.{os.getpid()}.", suffix=".partial",
+                                dir=out.parent))
     try:
         umask = os.umask(0)
         os.umask(umask)
@@ -104,6 +108,22 @@ def generate_complete(config, out_dir, **options):
             return str(out) + value[len(str(tmp)):]
         return value
     return {k: final(v) for k, v in summary.items()}
+
+
+def _remove_abandoned(out):
+    """Remove the temporary siblings of `out` whose process is gone: a `gen` killed outright
+    (SIGKILL, or SIGTERM while Python is not running) has no chance to remove its own. Each
+    name carries its process id, so a `gen` running now keeps its directory."""
+    for tmp in out.parent.glob(f".{glob.escape(out.name)}.*.partial"):
+        pid = tmp.name[len(out.name) + 2:].split(".")[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(tmp, ignore_errors=True)
+        except OSError:         # alive, owned by another user
+            pass
 
 
 def _move_into_place(tmp, out):

@@ -109,3 +109,17 @@ def test_gen_replaces_its_own_directory_whole_and_keeps_a_simulations_files(tmp_
     assert (out / "sim_verilator_axiram").is_dir()
     assert (out / "attenio_top.v").read_text() == "module newer();\nendmodule\n"
     assert [p.name for p in tmp_path.iterdir()] == ["design"]
+
+
+def test_gen_removes_what_a_killed_gen_left_and_nothing_a_running_one_holds(tmp_path,
+                                                                          monkeypatch):
+    import os
+
+    _fake_emit(monkeypatch)
+    killed = tmp_path / ".design.999999999.x1.partial"      # past pid_max: no such process
+    running = tmp_path / f".design.{os.getpid()}.x2.partial"
+    for d in (killed, running):
+        d.mkdir()
+        (d / "attenio_top.v").write_text("half\n")
+    assert main([*SMALL, "-o", str(tmp_path / "design")]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [running.name, "design"]
