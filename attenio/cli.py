@@ -16,7 +16,12 @@ from .options import (Parser, add_lut_mul_width, add_shared_options, cache_kib_l
                       planned_config, positive_int, positive_number, probability, progress,
                       seed_list)
 
-__all__ = ["main"]
+__all__ = ["main", "MAX_COMPARISONS"]
+
+#: The most rows one `attenio compare` models (sequence lengths x head dimensions x budgets):
+#: each runs the planner and the cycle models of every dataflow, about a second apiece, so a
+#: longer list is a typo or a sweep (`attenio sweep` runs grids on every core).
+MAX_COMPARISONS = 1000
 
 
 def _usable_dir(path):
@@ -194,6 +199,11 @@ def cmd_compare(args):
     if args.timing == "paper" and len(bws) > 1:
         raise ConfigError("the bandwidth sweep is of the fair timing (the paper timing pays "
                           "traffic at --bw-eff); give one --bw with --timing paper")
+    rows = len(args.seq_lens or [0]) * len(args.head_dims or [0]) * max(len(bws), len(caches), 1)
+    if rows > MAX_COMPARISONS:
+        raise ConfigError(f"{rows} comparisons (sequence lengths x head dimensions x budgets), "
+                          f"more than the {MAX_COMPARISONS} one compare makes; attenio sweep "
+                          f"runs larger grids")
     one = argparse.Namespace(**{**vars(args), "bw": bws[0] if len(bws) == 1 else None,
                                 "cache_kib": caches[0] if len(caches) == 1 else None})
     config = config_from_args(one)

@@ -81,8 +81,10 @@ def input_shapes(path, *, head_dim, max_keys=None):
     registers, the head group), N or N_kv above `max_keys` (None: not checked), a scale that
     is not one real number."""
     where = f"inputs {str(path)!r}"
-    if not Path(path).is_file():
+    if not Path(path).exists():
         raise ConfigError(f"cannot read inputs {str(path)!r}: no such file")
+    if not Path(path).is_file():
+        raise ConfigError(f"{where} is not a regular file")
     if not zipfile.is_zipfile(path):
         raise ConfigError(f"{where} is not an .npz archive (numpy.savez) with arrays q, k "
                           f"and v")

@@ -26,7 +26,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from attenio.cli import main
+from attenio.cli import MAX_COMPARISONS, main
 from attenio.config import TOML_MAX_BYTES
 from attenio.sweep.spec import MAX_POINTS
 
@@ -148,6 +148,7 @@ def hostile(tmp_path_factory):
         "name_escapes": 'name = "../x"\n', "name_number": "name = 5\n",
         "base_names_the_build": '[base]\nname = "x"\n',
         "config_missing": '[base]\nconfig = "nowhere.toml"\n',
+        "config_dev_zero": '[base]\nconfig = "/dev/zero"\n',
         "stage_seed_negative": 'stages = ["sim"]\n[sim]\nseed = -1\n',
         "stage_memory_inf": 'stages = ["sim"]\n[sim]\nmemory_gib = inf\n',
         "n_past_register": "[base]\nseq_len = 99999999999999\n",
@@ -290,6 +291,7 @@ SPEC = {                # {files}/spec_<name>.toml as the sweep's spec
     "name_number": "name must be a directory name under build/",
     "base_names_the_build": "unknown option 'name'",
     "config_missing": "does not exist",
+    "config_dev_zero": "config file '/dev/zero' is not a regular file",
     "stage_seed_negative": "[sim] seed must be int, not -1",
     "stage_memory_inf": "[sim] memory_gib must be float, not inf",
     "n_past_register": "seq_len = 99999999999999 is more than its 32-bit run-time register",
@@ -322,9 +324,10 @@ def _cases():
     yield "sim --inputs fp16_beyond_range.npz --format fp16", [
         "sim", "--format", "fp16", "--inputs", "{files}/fp16_beyond_range.npz", *o], \
         "fp16 inputs: q holds values that round to infinity in fp16"
-    yield "sim --inputs a directory", ["sim", "--inputs", "{files}/a_directory.toml", *o], \
-        "no such file"
-    yield "sim --inputs /dev/zero", ["sim", "--inputs", "/dev/zero", *o], "no such file"
+    for name, path in (("a directory", "{files}/a_directory.toml"), ("/dev/zero", "/dev/zero"),
+                       ("a FIFO", "{files}/fifo.toml"),
+                       ("a link to /dev/zero", "{files}/zero_link.toml")):
+        yield f"sim --inputs {name}", ["sim", "--inputs", path, *o], "is not a regular file"
     for option in ("--backpressure", "--latency-prob"):
         for value in ("1", "1.0", "-0.1", "nan", "inf", "x"):
             yield f"sim {option} {value}", ["sim", option, value, *o], \
@@ -352,6 +355,13 @@ def _cases():
             ("--bw-eff", "nan", "argument --bw-eff: 'nan' is not a positive finite number"),
             ("--timing", "slow", "argument --timing: invalid choice: 'slow'")):
         yield f"compare {option} {value}", ["compare", option, value, *o], words
+    many = ",".join(str(n) for n in range(1, MAX_COMPARISONS + 2))
+    for option in ("--seq-lens", "--head-dims", "--bw", "--cache-kib"):
+        yield f"compare {option} {MAX_COMPARISONS + 1} values", ["compare", option, many, *o], \
+            f"{MAX_COMPARISONS + 1} comparisons (sequence lengths x head dimensions x budgets)"
+    forty = ",".join(str(16 * n) for n in range(1, 41))
+    yield "compare 40 N x 40 d", ["compare", "--seq-lens", forty, "--head-dims", forty, *o], \
+        "1600 comparisons"
     yield "compare --timing paper --bw 4,8", ["compare", "--timing", "paper", "--bw", "4,8",
                                              *o], "the bandwidth sweep is of the fair timing"
     for name, words in SPEC.items():
@@ -397,6 +407,17 @@ def _status(argv):
         return main(argv)
     except SystemExit as exc:           # argparse's own refusals
         return exc.code
+
+
+@pytest.mark.parametrize("argv, words", [
+    ([], "the following arguments are required: command"),
+    (["fly"], "argument command: invalid choice: 'fly'"),
+    (["plan", "--colour", "red"], "unrecognized arguments: --colour red"),
+])
+def test_no_command_or_an_unknown_one_is_one_line_and_status_2(capsys, argv, words):
+    assert _status(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("attenio: error: ") and words in err and err.count("\n") == 1
 
 
 def test_the_corpus_covers_every_command():
