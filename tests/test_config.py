@@ -176,3 +176,36 @@ def test_workload_kv_len_kv_heads_and_max_keys():
     w = Workload(seq_len=1, head_dim=4, heads=6, kv_heads=2, kv_len=300)
     assert (w.n_kv, w.n_kv_heads, w.group, w.max_keys) == (300, 2, 3, 300)
     assert Workload(seq_len=50, head_dim=4, kv_len=20).max_keys == 50
+
+
+def test_toml_is_read_only_from_a_regular_file_of_bounded_size(tmp_path):
+    """No path makes the reader wait or grow: a FIFO is not opened for reading, /dev/zero
+    and a file past TOML_MAX_BYTES are measured and refused before a byte is read."""
+    import os
+
+    from attenio.config import TOML_MAX_BYTES
+
+    os.mkfifo(tmp_path / "fifo.toml")
+    (tmp_path / "dir.toml").mkdir()
+    with open(tmp_path / "big.toml", "wb") as f:
+        f.truncate(TOML_MAX_BYTES + 1)
+    for path in (tmp_path / "fifo.toml", tmp_path / "dir.toml", "/dev/zero"):
+        with pytest.raises(ConfigError, match=f"config file '{path}' is not a regular file$"):
+            resolve(config_file=path)
+    with pytest.raises(ConfigError, match=f"is {TOML_MAX_BYTES + 1} bytes, more than the "
+                                          f"{TOML_MAX_BYTES} a TOML file may hold here"):
+        resolve(config_file=tmp_path / "big.toml")
+
+
+@pytest.mark.parametrize("body, message", [
+    (bytes(range(256)), "is not UTF-8 text"),
+    ('name = "x"\n'.encode("utf-16"), "is not UTF-8 text"),
+    (("x = " + "[" * 3000 + "]" * 3000).encode(), "nests arrays or tables too deeply"),
+    ('preset = ["small"]\n'.encode(), r"preset must be a string, not \['small'\]"),
+    ('[format]\nname = 8\n'.encode(), "format name must be a string, not 8"),
+])
+def test_toml_that_is_not_a_configuration_is_one_clear_error(tmp_path, body, message):
+    f = tmp_path / "c.toml"
+    f.write_bytes(body)
+    with pytest.raises(ConfigError, match=message):
+        resolve(config_file=f)

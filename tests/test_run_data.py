@@ -9,7 +9,7 @@ from attenio import BF16Format, ConfigError, FP16Format, Int8Format, preset
 from attenio.hdl.formats import fp
 from attenio.plan import make_plan
 from attenio.sim import golden_fp
-from attenio.sim.run_data import RunData, load_inputs
+from attenio.sim.run_data import RunData, input_shapes, load_inputs
 
 
 def test_float_inputs_run_unquantized(rng):
@@ -94,3 +94,60 @@ def test_npz_with_fewer_kv_heads_and_other_kv_rows(tmp_path):
     np.savez(path, q=np.zeros((4, 3, 4)), k=np.zeros((3, 7, 4)), v=np.zeros((3, 7, 4)))
     with pytest.raises(ConfigError, match="heads must divide q's"):
         load_inputs(path, head_dim=4)
+
+
+def test_inputs_are_checked_from_their_headers_before_loading(tmp_path, monkeypatch):
+    """Shapes, dtypes and pickles come from the .npy headers: np.load is never called on a
+    file they refuse, and a header that declares more than the archive holds is refused."""
+    import io
+    import zipfile
+
+    from numpy.lib import format as npy
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("an array was loaded")
+    monkeypatch.setattr(np, "load", no_load)
+    path = tmp_path / "x.npz"
+    np.savez(path, q=np.array([{"a": 1}], dtype=object), k=np.zeros((2, 4)), v=np.zeros((2, 4)))
+    with pytest.raises(ConfigError, match="q.npy holds Python objects"):
+        load_inputs(path, head_dim=4)
+    head = io.BytesIO()
+    npy.write_array_header_1_0(head, {"descr": "<f4", "fortran_order": False,
+                                      "shape": (1, 10 ** 9, 4)})
+    with zipfile.ZipFile(path, "w") as zf:
+        for t in "qkv":
+            zf.writestr(f"{t}.npy", head.getvalue())
+    with pytest.raises(ConfigError, match=r"q.npy's header declares \[1, 1000000000, 4\] of "
+                                          r"float32 \(16000000000 bytes\), but the archive "
+                                          r"holds 0"):
+        load_inputs(path, head_dim=4)
+
+
+def test_compressed_and_two_dimensional_inputs_load(tmp_path, rng):
+    q = rng.normal(size=(3, 4)).astype(np.float32)
+    path = tmp_path / "x.npz"
+    np.savez_compressed(path, q=q, k=q, v=q)
+    assert input_shapes(path, head_dim=4)["q"] == ((1, 3, 4), np.dtype(np.float32))
+    assert np.array_equal(load_inputs(path, head_dim=4)["q"], q[None])
+
+
+@pytest.mark.parametrize("arrays, message", [
+    ({"q": np.full((1, 2, 4), np.nan)}, "q holds NaN or infinite values"),
+    ({"q": np.full((1, 2, 4), 1e300)}, "q holds values beyond float32's range"),
+    ({"q": np.zeros((1, 2, 4), np.int8), "scale_q": -0.5},
+     "scale_q must be a positive finite number, not -0.5"),
+    ({"q": np.zeros((1, 2, 4), np.int8), "scale_q": "0.5"}, r"scale_q must be one real number"),
+    ({"q": np.zeros((300, 2, 4))}, "heads / kv_heads = 300 query heads a K/V head is more"),
+])
+def test_values_no_run_can_take_are_refused(tmp_path, arrays, message):
+    path = tmp_path / "x.npz"
+    np.savez(path, **{"k": np.zeros((1, 2, 4)), "v": np.zeros((1, 2, 4)), **arrays})
+    with pytest.raises(ConfigError, match=message):
+        load_inputs(path, head_dim=4)
+
+
+def test_float_inputs_past_the_formats_range_are_refused():
+    x = np.full((1, 2, 4), 1e5)         # finite in bf16, past fp16's 65504
+    RunData.make(BF16Format(), head_dim=4, inputs={"q": x, "k": x, "v": x})
+    with pytest.raises(ConfigError, match="fp16 inputs: q holds values that round to infinity"):
+        RunData.make(FP16Format(), head_dim=4, inputs={"q": x, "k": x, "v": x})

@@ -17,6 +17,7 @@ import pytest
 import ray
 
 from attenio.cli import main
+from attenio.errors import ConfigError
 from attenio.gen.synth import synthesize
 from attenio.options import planned_config
 from attenio.sweep import load_spec, read_rows, run_sweep
@@ -174,6 +175,10 @@ def test_resume_runs_only_the_missing_rows(tiny, tmp_path):
         r["key"] for r in summary.rows if r["stage"] == "model")
     old = {r["key"]: r["figures"] for r in summary.rows}
     assert all(old[r["key"]] == r["figures"] for r in again.ran)
+    # the line cut short was cut off before the new rows: every line is a row again
+    lines = (part / "results.jsonl").read_text().splitlines()
+    assert len(lines) == len(summary.rows) and read_rows(part / "results.jsonl").keys() == {
+        r["key"] for r in summary.rows}
 
 
 def test_retry_failed_reruns_only_the_failures(tiny, tmp_path):
@@ -239,3 +244,40 @@ def test_without_ray_the_command_says_so_in_one_line(tmp_path, capsys, monkeypat
     err = capsys.readouterr().err.strip()
     assert err == ("attenio sweep: error: attenio sweep runs its points on Ray, which is not "
                    "installed: pip install 'attenio[sweep]' (or 'ray')")
+
+
+ROW = ('{"key": "k0", "point": "p", "stage": "plan", "error": null, "config": null, '
+       '"figures": null}')
+
+
+@pytest.mark.parametrize("line", ["not json", "[1, 2]", '{"key": 5}',
+                                  '{"key": "k", "point": "p", "error": null}', ""])
+def test_a_line_that_is_not_a_row_is_refused_with_its_number(tmp_path, line):
+    table = tmp_path / "results.jsonl"
+    table.write_text(f"{ROW}\n{line}\n{ROW}\n")
+    with pytest.raises(ConfigError, match=f"results table '{table}', line 2: not a results row"):
+        read_rows(table)
+
+
+def test_a_last_line_without_its_newline_is_skipped(tmp_path):
+    table = tmp_path / "results.jsonl"
+    table.write_text(f"{ROW}\n{ROW[:20]}")
+    assert list(read_rows(table)) == ["k0"]
+
+
+def test_a_spec_past_the_point_cap_is_refused_before_its_grid_is_expanded(tmp_path,
+                                                                           monkeypatch):
+    from attenio.sweep.spec import MAX_POINTS
+
+    side = 101          # 101 x 101 > MAX_POINTS
+    assert side * side > MAX_POINTS
+    values = ", ".join(str(n) for n in range(1, side + 1))
+    (tmp_path / "big.toml").write_text(f"[grid]\nseq_len = [{values}]\nheads = [{values}]\n"
+                                       f"[[points]]\nmacs = \"2x2\"\n")
+
+    def no_expansion(*axes):
+        raise AssertionError("the grid was expanded before its size was checked")
+    monkeypatch.setattr("attenio.sweep.spec.itertools.product", no_expansion)
+    with pytest.raises(ConfigError, match=f"{side * side + 1} points, more than the "
+                                          f"{MAX_POINTS} a sweep may hold"):
+        load_spec(tmp_path / "big.toml")
