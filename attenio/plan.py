@@ -57,7 +57,7 @@ from .errors import ConfigError
 from .formats import FloatFormat
 from .traffic import Traffic, Transfer
 
-__all__ = ["Reservation", "Candidate", "MappingChoice", "Plan", "make_plan", "attenio_traffic",
+__all__ = ["BANKS", "Reservation", "Candidate", "MappingChoice", "Plan", "make_plan", "attenio_traffic",
            "run_kv_len", "wins_grouped", "cache_bytes_used",
            "kv_prefetch_depth", "split_problem", "check_split", "valid_splits", "rows_problem",
            "rows_options"]
@@ -141,8 +141,14 @@ def kv_prefetch_depth(config, split=1):
     return max(2, 1 + ceil(arrival / (w.head_dim // split)))
 
 
-def reservations(config, a, depth):
-    """Every on-chip reservation for Q blocks of `a` rows."""
+#: Score and (P, alpha) banks of a Plan unless the planner weighs more: S_(j+1) is computed
+#: while the lanes turn S_j into (P, alpha).
+BANKS = 2
+
+
+def reservations(config, a, depth, banks=BANKS):
+    """Every on-chip reservation for Q blocks of `a` rows and `banks` score and (P, alpha)
+    banks."""
     d = config.workload.head_dim
     n = config.workload.max_keys
     wd = config.format.datapath(max_seq_len=n, head_dim=d)
@@ -157,18 +163,22 @@ def reservations(config, a, depth):
         o_why = f"{wd.o_acc}-bit: the paper's accounting, analysis only (the RTL's are fp32)"
     if wd.up_e is None:
         weights = [
-            Reservation("P", "cache", 2 * a, wd.p,
-                        "double: P of row j+1 written while row j's is in use"),
-            Reservation("alpha", "cache", 2 * a, wd.alpha, "double, like P: exp2(m_old - m)")]
+            Reservation("P", "cache", banks * a, wd.p,
+                        f"{banks} banks: P of rows j+1 .. j+{banks - 1} written while row j's "
+                        f"is in use"),
+            Reservation("alpha", "cache", banks * a, wd.alpha,
+                        f"{banks} banks, like P: exp2(m_old - m)")]
     else:
         weights = [Reservation(
-            "P, alpha as (up, e)", "cache", 2 * a, wd.up_e,
-            f"double: {wd.up_e - 1}-bit e and the up bit, (alpha, P) = (e, 1) if up else (1, e)")]
+            "P, alpha as (up, e)", "cache", banks * a, wd.up_e,
+            f"{banks} banks: {wd.up_e - 1}-bit e and the up bit, (alpha, P) = (e, 1) if up "
+            f"else (1, e)")]
     rows = [
         Reservation("Q block", "cache", a * d, el, "resident for the whole Q block"),
         Reservation("O accumulators", "cache", a * d, wd.o_acc, o_why),
-        Reservation("score registers", "cache", 2 * a, wd.score,
-                    "double: scores of K_{j+1} while the softmax of K_j runs"),
+        Reservation("score registers", "cache", banks * a, wd.score,
+                    f"{banks} banks: scores of K_(j+1) .. K_(j+{banks - 1}) while the softmax "
+                    f"of K_j runs"),
         Reservation("running max m", "cache", a, wd.m, "online softmax state"),
         Reservation("running sum l", "cache", a, wd.l, f"online softmax state, l <= N = {n}"),
         *weights,
@@ -183,9 +193,10 @@ def reservations(config, a, depth):
     return rows
 
 
-def cache_bytes_used(config, a, depth):
-    """Bytes of the on-chip cache that a Q block of `a` rows takes with K/V staging `depth`."""
-    return sum(r.bytes for r in reservations(config, a, depth) if r.where == "cache")
+def cache_bytes_used(config, a, depth, banks=BANKS):
+    """Bytes of the on-chip cache that a Q block of `a` rows takes with K/V staging `depth`
+    and `banks` score and (P, alpha) banks."""
+    return sum(r.bytes for r in reservations(config, a, depth, banks) if r.where == "cache")
 
 
 def run_kv_len(workload, seq_len, kv_len=None):
@@ -305,7 +316,8 @@ class Plan:
     hardware uses, r times the groups (fewer rows a group than the largest when the
     planner finds it faster); `a_unsplit` the a of the same configuration at s = 1
     (`traffic_unsplit` its traffic). `mapping_choice` records how the planner chose s
-    and r (None for a Plan made directly by `make_plan`). `grouped`: its blocks serve a
+    and r (None for a Plan made directly by `make_plan`). `banks` (B): score and
+    (P, alpha) banks, so S runs B - 1 K rows ahead of U. `grouped`: its blocks serve a
     whole K/V group (MODE.GROUPED; `wins_grouped`, only when a >= g), and its traffic counts so.
     """
 
@@ -326,6 +338,7 @@ class Plan:
     mapping_choice: MappingChoice | None = None
     a_largest: int | None = None
     grouped: bool = False
+    banks: int = BANKS
 
     @property
     def workload(self):
@@ -430,22 +443,23 @@ class Plan:
         return d
 
 
-def _fit(config, split):
-    """(K/V staging depth, largest a that fits, r, a rounded to the MAC groups) at s = `split`."""
+def _fit(config, split, banks=BANKS):
+    """(K/V staging depth, largest a that fits, r, a rounded to the MAC groups) at s = `split`
+    with `banks` score and (P, alpha) banks."""
     w, b = config.workload, config.budget
     d = w.head_dim
     depth = kv_prefetch_depth(config, split)
-    if cache_bytes_used(config, 1, depth) > b.cache_bytes:
+    if cache_bytes_used(config, 1, depth, banks) > b.cache_bytes:
         raise ConfigError(
             f"a cache of {b.cache_bytes} bytes cannot hold one query row with its accumulators, "
             f"softmax state and {depth} staged K/V rows at d = {d}"
             f"{f' and split {split}' if split > 1 else ''} "
-            f"(needs {cache_bytes_used(config, 1, depth)} bytes)")
+            f"(needs {cache_bytes_used(config, 1, depth, banks)} bytes)")
     # Reservations grow linearly in a, up to rounding of bits to bytes; bisect.
     lo, hi = 1, max(1, b.cache_bytes)
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if cache_bytes_used(config, mid, depth) <= b.cache_bytes:
+        if cache_bytes_used(config, mid, depth, banks) <= b.cache_bytes:
             lo = mid
         else:
             hi = mid - 1
@@ -462,21 +476,24 @@ def _fit(config, split):
     return depth, a_fit, 1, a_cap
 
 
-def rows_problem(config, split, rows_per_mac):
-    """Why groups of `split` MACs cannot hold `rows_per_mac` rows each, or None if they can."""
+def rows_problem(config, split, rows_per_mac, banks=BANKS):
+    """Why groups of `split` MACs cannot hold `rows_per_mac` rows each beside `banks` banks,
+    or None if they can."""
     try:
         validate.integer("mapping", "rows_per_mac", rows_per_mac, lo=1, error=ConfigError)
     except ConfigError as exc:
         return str(exc)
-    r_max = _fit(config, split)[2]
+    r_max = _fit(config, split, banks)[2]
     if rows_per_mac > r_max:
+        at = f"s = {split}" + (f" and {banks} banks" if banks != BANKS else "")
         return (f"mapping: {rows_per_mac} rows per group of {split} MAC(s) do not fit the cache "
-                f"(at most {r_max} at s = {split})")
+                f"(at most {r_max} at {at})")
     return None
 
 
-def rows_options(config, split):
-    """The rows per group (r) the planner weighs at s = `split`, largest first.
+def rows_options(config, split, banks=BANKS):
+    """The rows per group (r) the planner weighs at s = `split` and `banks` banks, largest
+    first.
 
     For each number of Q blocks from the fewest (the largest r that fits) up to twice
     as many, the fewest rows per group that give that many blocks: the last block is
@@ -486,7 +503,7 @@ def rows_options(config, split):
     a group of its own and a pass takes d / s cycles whatever a is).
     """
     check_split(config, split)
-    _, _, r_max, a = _fit(config, split)
+    _, _, r_max, a = _fit(config, split, banks)
     groups = config.budget.macs // split
     if a < groups:
         return (1,)
@@ -505,9 +522,9 @@ def rows_options(config, split):
                  if r == 1 or blocks(r - 1) > blocks(r))
 
 
-def make_plan(config, split=None, rows_per_mac=None):
+def make_plan(config, split=None, rows_per_mac=None, banks=BANKS):
     """The AttenIO Plan of `config` with rows split over `split` MACs, `rows_per_mac`
-    rows a group.
+    rows a group, and `banks` score and (P, alpha) banks (at least 2).
 
     `split` defaults to `config.split`, and to 1 when that is None; `rows_per_mac` to
     `config.rows_per_mac`, and to the largest r that fits when that is None (choosing
@@ -517,18 +534,19 @@ def make_plan(config, split=None, rows_per_mac=None):
     """
     s = split if split is not None else config.split if config.split is not None else 1
     check_split(config, s)
+    validate.integer("mapping", "banks", banks, lo=2, error=ConfigError)
     w = config.workload
     m = config.budget.cache_bytes // config.format.element_bytes
-    depth, a_fit, r_max, a_max = _fit(config, s)
+    depth, a_fit, r_max, a_max = _fit(config, s, banks)
     r = rows_per_mac if rows_per_mac is not None else config.rows_per_mac
     if r is None or r == r_max:
         r, a = r_max, a_max
     else:
-        problem = rows_problem(config, s, r)
+        problem = rows_problem(config, s, r, banks)
         if problem:
             raise ConfigError(problem)
         a = r * (config.budget.macs // s)
-    a_unsplit = a if s == 1 else _fit(config, 1)[3]
+    a_unsplit = a if s == 1 else _fit(config, 1, banks)[3]
     a_ideal, _ = attention_optimum(w.seq_len, w.head_dim, m)
 
     def best(a):
@@ -536,10 +554,10 @@ def make_plan(config, split=None, rows_per_mac=None):
         return attenio_traffic(config, a, grouped=wins_grouped(config, a))
 
     plan = Plan(config=config, a=a, b=1, rows_per_mac=r, kv_depth=depth, a_ideal=a_ideal,
-                a_fit=a_fit, reservations=tuple(reservations(config, a, depth)),
+                a_fit=a_fit, reservations=tuple(reservations(config, a, depth, banks)),
                 traffic=best(a), traffic_unrounded=best(min(a_fit, w.seq_len)),
                 traffic_ideal=best(a_ideal), split=s, a_unsplit=a_unsplit,
                 traffic_unsplit=best(a_unsplit), a_largest=a_max,
-                grouped=wins_grouped(config, a))
+                grouped=wins_grouped(config, a), banks=banks)
     assert plan.cache_used_bytes <= config.budget.cache_bytes
     return plan

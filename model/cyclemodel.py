@@ -210,7 +210,7 @@ class _Machine:
         self.k_cons = 0
         self.sm = [(t0, t0), (t0, t0)]      # the last two lane-busy intervals [start, end)
         self.sm_read_end = t0               # a lane may start the next SM from here
-        self.pending = t0                   # SM done of the row U waits for next
+        self.pending = deque()              # SM done of the S rows whose U is still to run
         self.drain_end = t0                 # the drain has read the last O and l
         self.done_floor = t0
         # The feed path (see `_row`): when the last `depth` rows' last beats left the
@@ -331,18 +331,25 @@ class _Machine:
         # the previous block's drain must have read its O and l first
         m = self.m
         self._phase(m.s_phase, True, self.drain_end, m.phase, "drain_wait")
-        self.pending = self._softmax()
+        self.pending.append(self._softmax())
 
-    def pair(self):
-        """S_j then U_(j-1)."""
+    def s_ahead(self):
+        """S_j with no U after it: the first lead rows of a block."""
         m = self.m
         self._phase(m.s_phase, True, self.t, m.phase)
-        done = self._softmax()
-        self._phase(m.phase, True, self.pending, m.phase)
-        self.pending = done
+        self.pending.append(self._softmax())
+
+    def pair(self):
+        """S_j then U_(j - lead)."""
+        self.s_ahead()
+        self.u_next()
+
+    def u_next(self):
+        """U of the oldest S row, once the lanes have written its (P, alpha)."""
+        self._phase(self.m.phase, True, self.pending.popleft(), self.m.phase)
 
     def u_last(self):
-        self._phase(self.m.phase, True, self.pending, self.m.phase)
+        self.u_next()
         self._new_block()
 
     def block_end(self, valid):
@@ -375,7 +382,7 @@ class _Machine:
         return (free, debt, tuple(x - t for x in self.pops), tuple(x - t for x in self.ends),
                 self.fill_free - t, self.cmd[0] - t if self.cmd[1] else None,
                 tuple((clamp(s), clamp(e)) for s, e in self.sm),
-                clamp(self.sm_read_end), clamp(self.pending),
+                clamp(self.sm_read_end), tuple(clamp(x) for x in self.pending),
                 None if frozen else clamp(self.drain_end),
                 None if frozen else clamp(self.done_floor))
 
@@ -394,7 +401,7 @@ class _Machine:
         self.cmd = [self.cmd[0] + dt, self.cmd[1]]
         self.sm = [(s + dt, e + dt) for s, e in self.sm]
         self.sm_read_end += dt
-        self.pending += dt
+        self.pending = deque(x + dt for x in self.pending)
         if not frozen:
             self.drain_end += dt
             self.done_floor += dt
@@ -499,11 +506,16 @@ def simulate(plan, *, seq_len=None, heads=None, causal=None, params=None, fast=T
     mc = _Machine(m, mem, params, m.d * eb, m.depth, per_head * passes, m.d * eb)
 
     def run_block(valid, kv):
+        # S runs `lead` rows ahead of U (bank j mod B holds S_j until U_j): lead S rows,
+        # then pairs (S_j, U_(j - lead)), then the last lead U rows
+        lead = min(params.banks - 1, kv)
         _repeat(mc, valid, mc.q_row, fast, 1, frozen=True)
         if plan.a > valid and params.feed_pad_rows:
             mc.q_pad(plan.a - valid)
         mc.s_first()
-        _repeat(mc, kv - 1, mc.pair, fast, 2)
+        _repeat(mc, lead - 1, mc.s_ahead, fast, 1)
+        _repeat(mc, kv - lead, mc.pair, fast, 2)
+        _repeat(mc, lead - 1, mc.u_next, fast, 1)
         mc.u_last()
         mc.block_end(valid)
 

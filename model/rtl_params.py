@@ -78,6 +78,9 @@ class RtlParams:
     score_period        cycles per chunk of a K row (`CoreTiming.score_period`): r for
                         int8's slot-by-slot replay, max(r, L_acc) for a float format;
                         a what-if may set None, read as r
+    banks               score and (P, alpha) banks (the Plan's `banks`, B): S runs B - 1
+                        K rows ahead of U, so the lanes have (B - 1) (P + r) d/s cycles
+                        of other work to cover their latency
     block_gap           the model's what-if, no block's: cycles a controller would idle
                         between a block's U(N-1) and the next block's Qload. The RTL has
                         no such bubble (the core takes the next block's command while the
@@ -105,6 +108,7 @@ class RtlParams:
     block_fill: int
     feed_lead: int
     score_period: int | None
+    banks: int
     block_gap: int
 
     def __post_init__(self):
@@ -145,6 +149,7 @@ class RtlParams:
         top = TopTiming.of(plan)
         published = {f.name: getattr(timing, f.name) for timing in (core, top)
                      for f in fields(timing)}
+        published["banks"] = plan.banks
         published["block_gap"] = block_gap
         missing = [f.name for f in fields(cls) if f.name not in published]
         if missing:

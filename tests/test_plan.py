@@ -368,12 +368,15 @@ def test_a_forced_split_still_weighs_its_rows():
 
 
 def test_choose_plan_reports_progress_once_it_is_slow(monkeypatch):
+    # the planner's clock: half a second a modelled candidate, whatever the machine's load
+    clock = iter(0.5 * i for i in range(1000))
+    monkeypatch.setattr(planner.time, "perf_counter", lambda: next(clock))
     heard = []
-    choose_plan(preset("small"), progress=heard.append)
-    assert heard == []                      # well under a second
-    monkeypatch.setattr(planner, "_QUIET_SECONDS", -1.0)
-    choose_plan(preset("small"), progress=heard.append)
-    assert [m.split(":")[0] for m in heard] == [f"mapping {i}/10" for i in range(1, 11)]
+    plan = choose_plan(preset("small"), progress=heard.append)
+    n = len(plan.mapping_choice.candidates)
+    # quiet for the first second (t = 0.5, 1.0), then a line for each candidate after
+    assert [m.split(":")[0] for m in heard] == [f"mapping {i}/{n}" for i in range(3, n + 1)]
+    assert heard[-1].endswith(f"cycles modelled ({0.5 * n:.1f} s so far)")
 
 
 @pytest.mark.parametrize("d", [64, 128])
@@ -455,3 +458,19 @@ def test_the_cycle_model_refuses_to_walk_causal_blocks_past_its_bound():
                        r"at most 16,384 a pass; N = 262,160 in blocks of 16 rows makes 16,385"):
         simulate(plan, causal=True)
     assert simulate(plan, causal=False).cycles > 0
+
+
+def test_each_bank_beyond_two_reserves_a_scores_and_pairs_and_a_shrinks_to_fit():
+    c = dataclasses.replace(preset("small"), format=FP16Format())
+    two, four = make_plan(c, split=4), make_plan(c, split=4, banks=4)
+    rows = lambda plan: {r.item: r.count for r in plan.reservations}
+    assert rows(two)["score registers"] == 2 * two.a and rows(four)["score registers"] == 4 * four.a
+    assert rows(four)["P, alpha as (up, e)"] == 4 * four.a
+    # 4 KiB: two banks more of (32-bit score, 33-bit pair) a row cost a row of each group
+    assert (four.banks, four.a, four.rows_per_mac) == (4, 28, 7) and two.a == 32
+    assert four.cache_used_bytes <= c.budget.cache_bytes
+    with pytest.raises(ConfigError, match="mapping: banks must be an integer >= 2, not 1"):
+        make_plan(c, banks=1)
+    with pytest.raises(ConfigError, match=r"mapping: 8 rows per group of 4 MAC\(s\) do not fit the "
+                       r"cache \(at most 7 at s = 4 and 4 banks\)"):
+        make_plan(c, split=4, rows_per_mac=8, banks=4)
