@@ -10,12 +10,12 @@ carries. A MAC keeps, in PE-local storage,
 * Q: r x d/s elements (a `Memory` with a synchronous read port),
 * O: r x d/s accumulators of `o_shape` (`Memory` slices of the accumulator's bits,
   read one cycle ahead of the read-modify-write),
-* two banks of r exact scores (bank j mod 2 holds the scores against K_j, so
-  the scores of K_{j+1} can be computed while the softmax of K_j reads bank
-  j mod 2), and two banks of r (up, e) pairs written by the softmax lane
+* B = `banks` banks of r exact scores (bank j mod B holds the scores against K_j,
+  so the scores of K_(j+1) .. K_(j+B-1) can be computed while the softmax of K_j
+  reads bank j mod B), and B banks of r (up, e) pairs written by the softmax lane
   ((alpha, P) = (e, 1) if up else (1, e)), a `Memory` read combinationally at
-  the word's (bank, slot) (`pick_layout`): on an FPGA a LUT RAM, not 2r registers
-  and their 2r-to-1 multiplexers beside the multiplier.
+  the word's (bank, slot) (`pick_layout`): on an FPGA a LUT RAM, not B r registers
+  and their B r-to-1 multiplexers beside the multiplier.
 
 A MAC acts on the `word` it holds this cycle and passes it on one cycle later
 (systolic forwarding along the line). A word carries its own control, so MAC c
@@ -70,9 +70,10 @@ __all__ = ["word_layout", "chain_layout", "pick_layout", "pick_addr",
 
 
 def word_layout(*, mac_lines, macs_per_line, rows_per_mac, head_dim, split=1,
-                element=signed(8)):
+                element=signed(8), banks=2):
     """The word that moves along a MAC line, one MAC per cycle: a chunk of `split`
-    elements of shape `element` and what to do with it."""
+    elements of shape `element` and what to do with it; `banks` score and (P, alpha)
+    banks."""
     return data.StructLayout({
         "valid": 1,
         "is_q": 1, "is_s": 1, "is_u": 1,
@@ -81,33 +82,38 @@ def word_layout(*, mac_lines, macs_per_line, rows_per_mac, head_dim, split=1,
         "addr": range(rows_per_mac * head_dim // split),  # slot * d/s + c in Q and O storage
         "slot": range(rows_per_mac),
         "kfirst": 1, "klast": 1,                # c == 0, c == d/s - 1
-        "bank": 1,                              # j mod 2 of the K or V row
+        "bank": range(banks),                   # the bank of the K or V row
         "first": 1,                             # the row is K_0 or V_0 of the block
         "last": 1,                              # the row is V_(N-1) of the block
         "value": data.ArrayLayout(element, split),
     })
 
 
-def chain_layout(*, arith, rows_per_mac):
+def chain_layout(*, arith, rows_per_mac, banks=2):
     """A partial score on the group's adder chain; int8 uses only `value` (its chain
     runs in lockstep with the words), a float format also which score it is."""
-    return data.StructLayout({"valid": 1, "bank": 1, "slot": range(rows_per_mac),
+    return data.StructLayout({"valid": 1, "bank": range(banks), "slot": range(rows_per_mac),
                               "value": arith.score_shape})
 
 
-def pick_layout(*, rows_per_mac):
+def pick_layout(*, rows_per_mac, banks=2):
     """The (bank, slot) of a word at a MAC's input, as the address of its (up, e) pair
     (`pick_addr`), from a register of its own: what reads the word's pair (`MAC`)."""
-    return data.StructLayout({"addr": _slot_bits(rows_per_mac) + 1})
+    return data.StructLayout({"addr": _slot_bits(rows_per_mac) + _bank_bits(banks)})
 
 
-def pick_addr(bank, slot, *, rows_per_mac):
+def pick_addr(bank, slot, *, rows_per_mac, banks=2):
     """`pick_layout`'s address of (bank, slot): the slot's bits, then the bank's."""
-    return Cat(Value.cast(slot)[:_slot_bits(rows_per_mac)], bank)
+    return Cat(Value.cast(slot)[:_slot_bits(rows_per_mac)],
+               Value.cast(bank)[:_bank_bits(banks)])
 
 
 def _slot_bits(rows_per_mac):
     return (rows_per_mac - 1).bit_length()
+
+
+def _bank_bits(banks):
+    return (banks - 1).bit_length()
 
 
 def score_period(arith, rows_per_mac):
@@ -130,7 +136,7 @@ class MAC(wiring.Component):
     module), `wi` the word from the previous MAC (or the line entry), `wo` the
     word one cycle later, `pick_in` the (bank, slot) address of `wi` (the previous
     MAC's `pick_out`, a copy of its `wo`'s; for MAC 0 the line's, registered beside
-    it), `score` the two banks of r scores (bank * r + slot; written by the group's
+    it), `score` the `banks` banks of r scores (bank * r + slot; written by the group's
     last MAC only), `chain_in` / `chain_out` the adder chain of the partial scores
     (s > 1), `pa` the lane's write bus (registered here, `pa_layout`), `drain_addr` /
     `o_rd` the drain read port of O (data one cycle after the address; used only while
@@ -138,32 +144,35 @@ class MAC(wiring.Component):
     """
 
     def __init__(self, *, arith, mac_lines, macs_per_line, rows_per_mac, head_dim,
-                 macs_per_lane, index, lane_index, split=1):
+                 macs_per_lane, index, lane_index, split=1, banks=2):
         check_arith("MAC", arith)
         validate.positive("MAC", mac_lines=mac_lines, macs_per_line=macs_per_line,
                           rows_per_mac=rows_per_mac, head_dim=head_dim,
                           macs_per_lane=macs_per_lane)
+        validate.integer("MAC", "banks", banks, lo=2)
         validate.split("MAC", split, head_dim=head_dim, macs_per_line=macs_per_line)
         validate.index("MAC", "index", index, macs_per_line)
         validate.index("MAC", "lane_index", lane_index, macs_per_lane // split)
         self._arith = arith
         self._r, self._d, self._s = rows_per_mac, head_dim // split, split
         self._q, self._index, self._lane_index = macs_per_line, index, lane_index
+        self._banks = banks
         word = word_layout(mac_lines=mac_lines, macs_per_line=macs_per_line,
                            rows_per_mac=rows_per_mac, head_dim=head_dim, split=split,
-                           element=arith.element_shape)
-        chain = chain_layout(arith=arith, rows_per_mac=rows_per_mac)
+                           element=arith.element_shape, banks=banks)
+        chain = chain_layout(arith=arith, rows_per_mac=rows_per_mac, banks=banks)
+        pick = pick_layout(rows_per_mac=rows_per_mac, banks=banks)
         super().__init__({
             "line_id": In(range(mac_lines)),
             "wi": In(word),
             "wo": Out(word),
-            "score": Out(data.ArrayLayout(arith.score_shape, 2 * rows_per_mac)),
+            "score": Out(data.ArrayLayout(arith.score_shape, banks * rows_per_mac)),
             "chain_in": In(chain),
             "chain_out": Out(chain),
             "pa": In(pa_layout(arith=arith, macs_per_lane=macs_per_lane // split,
                                rows_per_mac=rows_per_mac)),
-            "pick_in": In(pick_layout(rows_per_mac=rows_per_mac)),
-            "pick_out": Out(pick_layout(rows_per_mac=rows_per_mac)),
+            "pick_in": In(pick),
+            "pick_out": Out(pick),
             "drain_addr": In(range(rows_per_mac * self._d)),
             "o_rd": Out(arith.o_shape),
         })
@@ -199,6 +208,11 @@ class MAC(wiring.Component):
         return self._index
 
     @property
+    def banks(self):
+        """Score and (P, alpha) banks: the K rows whose scores it holds at once."""
+        return self._banks
+
+    @property
     def position(self):
         """Its index in its group: the element of each chunk it takes."""
         return self._index % self._s
@@ -222,7 +236,8 @@ class MAC(wiring.Component):
         # next MAC's pair memory.
         if self._index < self._q - 1:
             pick_r = Signal.like(self.pick_out, name="pick", attrs={"keep": 1})
-            m.d.sync += pick_r.addr.eq(pick_addr(wi.bank, wi.slot, rows_per_mac=r))
+            m.d.sync += pick_r.addr.eq(pick_addr(wi.bank, wi.slot, rows_per_mac=r,
+                                                 banks=self._banks))
             m.d.comb += self.pick_out.eq(pick_r)
 
         m.submodules.q_mem = q_mem = Memory(shape=arith.element_shape, depth=r * d, init=[])
@@ -251,7 +266,7 @@ class MAC(wiring.Component):
         # group), each MAC's in a memory of its own. The bus arrives unregistered and is
         # registered here, kept per MAC, so its wire from the lane is all of its cycle and
         # the memory's write port takes registers: a pair is readable two cycles after
-        # the bus carried it, as 2r registers loaded from the bus register would be.
+        # the bus carried it, as B r registers loaded from the bus register would be.
         pair = data.StructLayout({"up": 1, "e": arith.factor_shape})
         m.submodules.pairs = pairs = Memory(shape=pair, depth=2 ** len(self.pick_in.addr),
                                             init=[])
@@ -262,7 +277,8 @@ class MAC(wiring.Component):
         pa_addr = Signal.like(self.pick_in.addr, name="pa_addr", attrs={"keep": 1})
         pa_we = Signal(name="pa_we", attrs={"keep": 1})
         m.d.sync += [pa_pair.up.eq(pa.up), pa_pair.e.eq(pa.e),
-                     pa_addr.eq(pick_addr(pa.bank, pa.slot, rows_per_mac=r)),
+                     pa_addr.eq(pick_addr(pa.bank, pa.slot, rows_per_mac=r,
+                                          banks=self._banks)),
                      pa_we.eq(pa.valid & (pa.mac == self._lane_index))]
         m.d.comb += [pair_wr.addr.eq(pa_addr), pair_wr.data.eq(pa_pair), pair_wr.en.eq(pa_we)]
 
@@ -330,7 +346,7 @@ class MAC(wiring.Component):
     def _write_score(self, m, en, bank, slot, value):
         """The row's score into its bank a cycle after `en`: the score, its (bank, slot) and
         `en` registered beside the adder that makes it, since each of its bits then goes
-        to the 2r bank registers, which sit by the lane that reads them."""
+        to the `banks` r bank registers, which sit by the lane that reads them."""
         r_en, r_bank = Signal(name="score_en"), Signal.like(bank, name="score_bank")
         r_slot, r_value = Signal.like(slot, name="score_slot"), Signal.like(value, name="score_in")
         m.d.sync += [r_en.eq(en), r_bank.eq(bank), r_slot.eq(slot), r_value.eq(value)]
@@ -340,7 +356,7 @@ class MAC(wiring.Component):
         """regs[bank * r + slot] = value where `en`."""
         r = self._r
         with m.If(en):
-            for b in range(2):
+            for b in range(self._banks):
                 for t in range(r):
                     with m.If((bank == b) & (slot == t)):
                         m.d.sync += regs[b * r + t].eq(value)
@@ -439,8 +455,9 @@ class MAC(wiring.Component):
         period = score_period(arith, r)
         prod = arith.product(m, q, value)
         st = Stages(m)
-        ctrl = Signal(data.StructLayout({"en": 1, "first": 1, "last": 1, "bank": 1,
-                                         "slot": range(r)}), name="s_ctrl")
+        ctrl = Signal(data.StructLayout({"en": 1, "first": 1, "last": 1,
+                                         "bank": range(self._banks), "slot": range(r)}),
+                      name="s_ctrl")
         m.d.comb += ctrl.eq(Cat(w.valid & w.is_s, w.kfirst, w.klast, w.bank, w.slot))
         # the control beside the product, then beside the sum
         ctrl_p = data.View(ctrl.shape(), st.delay(ctrl, product_latency, "s_ctrl_p"))
@@ -458,12 +475,13 @@ class MAC(wiring.Component):
             m.d.sync += [self.chain_out.valid.eq(part_en), self.chain_out.bank.eq(done.bank),
                          self.chain_out.slot.eq(done.slot), self.chain_out.value.eq(acc)]
             return
+        banks = self._banks
         parts = [Signal(arith.score_shape, name=f"part_{b}_{t}")
-                 for b in range(2) for t in range(r)]
+                 for b in range(banks) for t in range(r)]
         self._write_regs(m, parts, part_en, done.bank, done.slot, acc)
         cin = Signal.like(self.chain_in, name="chain_in_r")
         m.d.sync += cin.eq(self.chain_in)
-        mine = Array([Array(parts[b * r:(b + 1) * r]) for b in range(2)])[cin.bank][cin.slot]
+        mine = Array([Array(parts[b * r:(b + 1) * r]) for b in range(banks)])[cin.bank][cin.slot]
         total = arith.accumulate(m, mine, cin.value)
         out = data.View(cin.shape(), st.delay(cin.as_value(), accumulate_latency, "chain_ctrl"))
         if self.position == s - 1:

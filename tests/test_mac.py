@@ -8,9 +8,12 @@ they hold its pass's last row (hdl/softmax.py). So the latest write the update m
 is one in the bus register the cycle before the word's wi cycle.
 """
 
+import gc
+import warnings
+
 import numpy as np
 import pytest
-from amaranth.hdl import Module, Signal, signed
+from amaranth.hdl import Module, Signal, UnusedElaboratable, signed
 
 from amaranth_sim import run_clocked
 from attenio.hdl.formats import Int8Arith
@@ -20,15 +23,15 @@ R, D, LANE_INDEX = 4, 4, 1
 ARITH = Int8Arith(max_seq_len=64, head_dim=D)
 
 
-def run(case, seed):
+def run(case, seed, banks=2):
     """O after one V word for (bank, slot) of value v, with a lane write in the bus
-    register the cycle before the word's `wi` cycle as `case` says; returns (O element,
-    e written before, e written then, v)."""
+    register the cycle before the word's `wi` cycle as `case` says, in a MAC of `banks`
+    banks; returns (O element, e written before, e written then, v)."""
     rng = np.random.default_rng(seed)
     print(f"seed {seed}")
     dut = MAC(arith=ARITH, mac_lines=1, macs_per_line=2, rows_per_mac=R, head_dim=D,
-              macs_per_lane=2, index=0, lane_index=LANE_INDEX)
-    bank, slot = int(rng.integers(2)), int(rng.integers(R))
+              macs_per_lane=2, index=0, lane_index=LANE_INDEX, banks=banks)
+    bank, slot = int(rng.integers(banks)), int(rng.integers(R))
     e_old, e_new = (int(x) for x in rng.integers(1, ARITH.one, size=2))
     v = int(rng.integers(-128, 128))
     addr = slot * D + int(rng.integers(D))
@@ -54,7 +57,7 @@ def run(case, seed):
         await ctx.tick()
         ctx.set(dut.wi, {"valid": 1, "is_u": 1, "addr": addr, "slot": slot, "bank": bank,
                          "first": 1, "value": [v]})
-        ctx.set(dut.pick_in.addr, bank << (R - 1).bit_length() | slot)   # wi's, as the line's
+        ctx.set(dut.pick_in.addr, pick_address(bank, slot))   # wi's, as the line's
         await ctx.tick()
         ctx.set(dut.wi.valid, 0)
         ctx.set(dut.drain_addr, addr)
@@ -66,6 +69,11 @@ def run(case, seed):
     return result["o"], e_old, e_new, v
 
 
+def pick_address(bank, slot):
+    """`attenio.hdl.mac.pick_addr` in Python: the slot's bits, then the bank's."""
+    return bank << (R - 1).bit_length() | slot
+
+
 def expected(p, v):
     """O of a block's first V row with (alpha, P) = (1, p): the format's twin."""
     return int(ARITH.np_update_o(ARITH.one, 0, p, v))
@@ -75,6 +83,31 @@ def expected(p, v):
 def test_a_lane_write_just_before_the_words_wi_cycle_is_the_one_the_update_uses(seed):
     o, _, e_new, v = run("same", seed)
     assert o == expected(e_new, v)
+
+
+def test_a_mac_of_b_banks_holds_b_r_scores_and_addresses_b_r_pairs():
+    """The score port is B r scores (bank * r + slot); the (up, e) address is the slot's
+    bits, then as many bits as B banks need."""
+    from amaranth.lib import data
+
+    for banks, bank_bits in ((2, 1), (3, 2), (4, 2), (5, 3)):
+        dut = MAC(arith=ARITH, mac_lines=1, macs_per_line=2, rows_per_mac=R, head_dim=D,
+                  macs_per_lane=2, index=0, lane_index=LANE_INDEX, banks=banks)
+        score = dut.signature.members["score"].shape
+        assert isinstance(score, data.ArrayLayout) and score.length == banks * R
+        assert dut.signature.members["pick_in"].shape.size == (R - 1).bit_length() + bank_bits
+        assert dut.signature.members["wi"].shape["bank"].shape == range(banks)
+        dut._MustUse__silence = True        # not elaborated, on purpose
+
+
+def test_a_mac_refuses_fewer_than_two_banks():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnusedElaboratable)     # refused, never elaborated
+        with pytest.raises(ValueError, match="^MAC: banks must be an integer >= 2, not 1$") as info:
+            MAC(arith=ARITH, mac_lines=1, macs_per_line=2, rows_per_mac=R, head_dim=D,
+                macs_per_lane=2, index=0, lane_index=LANE_INDEX, banks=1)
+        del info
+        gc.collect()                 # the refused object goes while the warning is ignored
 
 
 @pytest.mark.parametrize("case", ["none", "other_mac", "other_slot"])
