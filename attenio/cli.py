@@ -12,9 +12,9 @@ from pathlib import Path
 
 from .errors import ConfigError
 from .options import (Parser, add_lut_mul_width, add_shared_options, cache_kib_list,
-                      choose_plan, config_from_args, int_list, non_negative_int,
+                      choose_plan, config_from_args, int_list, non_negative_int, one_line,
                       planned_config, positive_int, positive_number, probability, progress,
-                      seed_list)
+                      seed_list, thread_count)
 
 __all__ = ["main", "MAX_COMPARISONS"]
 
@@ -340,7 +340,7 @@ def build_parser():
                    help="axiram: cocotbext-axi's AxiRam (protocol checks, random latency and "
                         "back-pressure; cocotb only, ~5k cycles/s); model: a memory model inside "
                         "the simulated design (default with the fast engine)")
-    p.add_argument("--threads", type=positive_int, default=1,
+    p.add_argument("--threads", type=thread_count, default=1,
                    help="Verilator --threads of the fast model (default 1: see docs/simulation.md)")
 
     p = _add_command(sub, "synth", cmd_synth,
@@ -407,14 +407,14 @@ def main(argv=None):
     try:
         return args.func(args)
     except ConfigError as exc:
-        print(f"attenio {args.command}: error: {exc}", file=sys.stderr)
+        print(f"attenio {args.command}: error: {one_line(exc)}", file=sys.stderr)
         return 2
     except BrokenPipeError:         # the reader of our output went away (| head)
         return 0
     except OSError as exc:          # a path the user gave: an output that is a file, no rights
         where = f" {exc.filename!r}" if exc.filename else ""
-        print(f"attenio {args.command}: error: cannot use{where}: {exc.strerror or exc}",
-              file=sys.stderr)
+        print(f"attenio {args.command}: error: cannot use{where}: "
+              f"{one_line(exc.strerror or exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"attenio {args.command}: interrupted", file=sys.stderr)

@@ -9,6 +9,7 @@ only the configuration).
 
 import argparse
 import dataclasses
+import os
 import sys
 
 from .config import PRESETS, resolve
@@ -17,15 +18,21 @@ from .hdl.formats.dsp import LUT_MUL_WIDTH
 
 __all__ = ["Parser", "add_lut_mul_width", "add_shared_options", "cache_kib", "cache_kib_list",
            "choose_plan", "config_from_args", "int_list", "int_or_auto", "macs",
-           "non_negative_int", "planned_config", "positive_int", "positive_number", "probability",
-           "progress", "seed_list"]
+           "non_negative_int", "one_line", "planned_config", "positive_int", "positive_number",
+           "probability", "progress", "seed_list", "thread_count"]
 
 
 class Parser(argparse.ArgumentParser):
     """argparse that reports a usage error in one line."""
 
     def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        self.exit(2, f"{self.prog}: error: {one_line(message)}\n")
+
+
+def one_line(text):
+    """`text` on one line: a message that quotes a user's value (a file's error, a path with
+    a newline) must not break the one-line contract of an error."""
+    return " ".join(str(text).splitlines())
 
 
 def progress(message):
@@ -57,6 +64,17 @@ def positive_number(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive finite number")
+    return value
+
+
+def thread_count(text):
+    """Threads of a Verilated model: a positive integer up to this machine's cores (its
+    threads spin while they wait, so more than the cores only slows it, and a count past
+    what the system can start fails after the minutes of its build)."""
+    value = positive_int(text)
+    cores = os.cpu_count() or 1
+    if value > cores:
+        raise argparse.ArgumentTypeError(f"{text!r} is more than this machine's {cores} cores")
     return value
 
 

@@ -391,3 +391,15 @@ def test_a_bug_is_one_line_naming_it_and_status_1_and_debug_shows_it(capsys, tmp
                    "attenio; rerun with --debug for the traceback)\n")
     with pytest.raises(RuntimeError, match="the plan report broke"):
         main(["--debug", "plan", "--preset", "small", "-o", str(tmp_path)])
+
+
+def test_an_error_of_several_lines_is_printed_on_one(capsys, tmp_path, monkeypatch):
+    import attenio.report
+    from attenio.errors import ConfigError
+
+    def refuses(plan):
+        raise ConfigError("a message quoting a file's text\nits second line")
+    monkeypatch.setattr(attenio.report, "plan_json", refuses)
+    assert main(["plan", "--preset", "small", "-o", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == ("attenio plan: error: a message quoting a file's text "
+                                       "its second line\n")

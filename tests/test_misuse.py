@@ -335,6 +335,12 @@ def _cases():
     yield "sim --seed -1", ["sim", "--seed", "-1", *o], "argument --seed: '-1' is not a non-neg"
     yield "sim --latency-max -1", ["sim", "--latency-max", "-1", *o], "argument --latency-max"
     yield "sim --threads 0", ["sim", "--threads", "0", *o], "argument --threads: '0' is not"
+    yield "sim --threads 99999999", ["sim", "--threads", "99999999", *o], \
+        "argument --threads: '99999999' is more than this machine's"
+    yield "sim --inputs a name with a newline", ["sim", "--inputs", "{files}/no\nsuch.npz", *o], \
+        "no such file"
+    yield "plan --config a name with a newline", ["plan", "--config", "{files}/no\nsuch.toml",
+                                                  *o], "does not exist"
     yield "sim --engine warp", ["sim", "--engine", "warp", *o], "invalid choice: 'warp'"
     yield "sim --input-kind x", ["sim", "--input-kind", "x", *o], "invalid choice: 'x'"
     yield "sim --simulator x", ["sim", "--simulator", "x", *o], "invalid choice: 'x'"
