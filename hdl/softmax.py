@@ -3,8 +3,8 @@
 With b = 1 every softmax step is element-wise over the rows of the Q block, so
 the EXP unit is E independent lanes. A lane owns `macs_per_lane` (q/L) MACs of
 its line and keeps the running max m and sum l of their r*q/L rows in two small
-lane-local memories. After the scores of K_j are in the MACs' bank j mod 2, a
-start pulse from the line makes each lane stream over its rows, one per cycle,
+lane-local memories. After the scores of K_j are in the MACs' bank j mod B (B =
+`banks`, the score and (P, alpha) banks), a start pulse from the line makes each lane stream over its rows, one per cycle,
 through these steps in this order, each as long as the latency named beside it
 (`SoftmaxLane.stage_table(arith)` gives each step's first and last stage, in
 cycles after the row's issue, from those latencies):
@@ -57,8 +57,11 @@ registers alone; the core clears it
 (`consume[b]`) as V_j enters the array, the single interlock of the schedule. A pass starts when
 the previous one has issued its last row and at least S + 1 cycles after the
 previous start (S = `SoftmaxLane.stages`), so each row reads m and l after the previous
-pass wrote them; a start pulse arriving earlier waits in a one-deep pending
-register.
+pass wrote them; a start pulse arriving earlier waits in a pending queue of B - 1
+starts. That is as many as can wait: the scores of K_(j+B) go into bank j only after
+V_j has entered the array, so after pass j's `ready`, by when pass j + 1 has started
+(its start came with K_(j+1), before V_j); the starts of passes j + 2 .. j + B are all
+that may have come and not started.
 Between blocks the `l` memory's read port serves the drain (`drain_u`, `l_rd`).
 
 A float format (`FloatArith`) keeps m in fp32 and runs the row as
@@ -99,25 +102,29 @@ __all__ = ["pa_layout", "start_layout", "SoftmaxLane"]
 SCORE_SEL_BITS = 5
 
 
-def pa_layout(*, arith, macs_per_lane, rows_per_mac):
-    """The lane's write bus to its MACs: (P, alpha) of row (`mac`, `slot`) in bank `bank`,
-    as (`up`, `e`): (alpha, P) = (e, 1) if up else (1, e). The lane drives it from its
-    pipeline's last stage without a register; each MAC registers it on arrival (`MAC`)."""
+def pa_layout(*, arith, macs_per_lane, rows_per_mac, banks=2):
+    """The lane's write bus to its MACs: (P, alpha) of row (`mac`, `slot`) in bank `bank`
+    (of `banks`), as (`up`, `e`): (alpha, P) = (e, 1) if up else (1, e). The lane drives
+    it from its pipeline's last stage without a register; each MAC registers it on
+    arrival (`MAC`)."""
     return data.StructLayout({
-        "valid": 1, "mac": range(macs_per_lane), "slot": range(rows_per_mac), "bank": 1,
+        "valid": 1, "mac": range(macs_per_lane), "slot": range(rows_per_mac),
+        "bank": range(banks),
         "up": 1, "e": arith.factor_shape,
     })
 
 
-def start_layout():
-    """The line's start pulse: scores of bank `bank` are complete; `first`: row 0 of the block."""
-    return data.StructLayout({"valid": 1, "bank": 1, "first": 1})
+def start_layout(*, banks=2):
+    """The line's start pulse: scores of bank `bank` (of `banks`) are complete; `first`:
+    row 0 of the block."""
+    return data.StructLayout({"valid": 1, "bank": range(banks), "first": 1})
 
 
 class SoftmaxLane(wiring.Component):
-    """One EXP lane over `macs_per_lane` MACs with `rows_per_mac` rows each.
+    """One EXP lane over `macs_per_lane` MACs with `rows_per_mac` rows each, whose MACs
+    keep `banks` (B) banks of scores and of (P, alpha).
 
-    Ports: `scores` the MACs' score registers (index (mac * 2 + bank) * r + slot);
+    Ports: `scores` the MACs' score registers (index (mac * B + bank) * r + slot);
     `start` the line's pulse, and `start_next` what `start` will be in the next cycle
     (the lane registers its decision to start a pass); `c` the softmax constant; `mask`
     the block's causal mask and `row_base` the block row of the lane's first row (slot 0
@@ -130,26 +137,27 @@ class SoftmaxLane(wiring.Component):
     Row u of the lane is MAC u mod q/L, slot u div q/L.
     """
 
-    def __init__(self, *, arith, macs_per_lane, rows_per_mac, slot_stride=None):
+    def __init__(self, *, arith, macs_per_lane, rows_per_mac, slot_stride=None, banks=2):
         check_arith("SoftmaxLane", arith)
         validate.positive("SoftmaxLane", macs_per_lane=macs_per_lane, rows_per_mac=rows_per_mac)
-        self._arith = arith
+        validate.integer("SoftmaxLane", "banks", banks, lo=2)
+        self._arith, self._banks = arith, banks
         self._macs_per_lane, self._rows_per_mac = macs_per_lane, rows_per_mac
         rows = macs_per_lane * rows_per_mac
         self._slot_stride = macs_per_lane if slot_stride is None else slot_stride
         validate.integer("SoftmaxLane", "slot_stride", self._slot_stride, lo=macs_per_lane)
         block = self._slot_stride * rows_per_mac      # block rows of the whole array
         super().__init__({
-            "scores": In(data.ArrayLayout(arith.score_shape, 2 * rows)),
-            "start": In(start_layout()),
-            "start_next": In(start_layout()),
+            "scores": In(data.ArrayLayout(arith.score_shape, banks * rows)),
+            "start": In(start_layout(banks=banks)),
+            "start_next": In(start_layout(banks=banks)),
             "c": In(arith.c_shape),
             "mask": In(mask_layout(max_seq_len=arith.max_seq_len)),
             "row_base": In(range(block)),
             "pa": Out(pa_layout(arith=arith, macs_per_lane=macs_per_lane,
-                                rows_per_mac=rows_per_mac)),
-            "ready": Out(2),
-            "consume": In(2),
+                                rows_per_mac=rows_per_mac, banks=banks)),
+            "ready": Out(banks),
+            "consume": In(banks),
             "active": Out(1),
             "drain_u": In(range(rows)),
             "l_rd": Out(arith.l_shape),
@@ -171,6 +179,10 @@ class SoftmaxLane(wiring.Component):
     @property
     def slot_stride(self):
         return self._slot_stride
+
+    @property
+    def banks(self):
+        return self._banks
 
     @property
     def rows(self):
@@ -262,19 +274,24 @@ class SoftmaxLane(wiring.Component):
         return m
 
     def _pass_control(self, m):
-        """The pass's control: the start pulse, the pending start, `go` and `run`, the row
+        """The pass's control: the start pulse, the pending starts, `go` and `run`, the row
         counters (u, and its mac and slot), the valid flag of each stage, the hold that
         spaces the passes, and `active`. Returns them as a `_Pass`."""
         stages, rows, macs_per_lane = self.stages(self._arith), self.rows, self._macs_per_lane
+        banks = self._banks
         run = Signal()
         u = Signal(range(rows))
         mac = Signal(range(macs_per_lane))
         slot = Signal(range(self._rows_per_mac))
-        bank = Signal()
+        bank = Signal(range(banks))
         first = Signal()
-        pend = Signal()
-        pend_bank = Signal()
-        pend_first = Signal()
+        # The pending starts, oldest in slot 0: slot k holds one while pend[k] (which
+        # implies pend[k - 1]), B - 1 slots (see the module docstring).
+        depth = banks - 1
+        pend = [Signal(name="pend" + (f"{k}" if k else "")) for k in range(depth)]
+        pend_bank = [Signal(range(banks), name="pend_bank" + (f"{k}" if k else ""))
+                     for k in range(depth)]
+        pend_first = [Signal(name="pend_first" + (f"{k}" if k else "")) for k in range(depth)]
         valid = [Signal(name=f"v{stage}") for stage in range(1, stages + 1)]   # stages 1..S
         m.d.sync += [valid[k].eq(valid[k - 1]) for k in range(1, stages)]
         # A pass may start in the cycle the previous one issues its last row, and S + 1
@@ -309,23 +326,28 @@ class SoftmaxLane(wiring.Component):
         go = Signal()
         start_valid, start_next_valid = self.start.valid, self.start_next.valid
         ends_next = ~run | u_last | (u == rows - 2) if rows > 1 else 1
-        go_next = ~go & ends_next & (held | (hold == 1)) & (pend | start_valid | start_next_valid)
+        go_next = ~go & ends_next & (held | (hold == 1)) & (pend[0] | start_valid | start_next_valid)
         m.d.sync += go.eq(go_next)
-        # the bank a start at the next cycle takes: Mux(pend, pend_bank, start.bank) then
-        bank_next = Mux(pend | start_valid, Mux(start_valid, self.start.bank, pend_bank),
-                        self.start_next.bank)
-        pass_first = Mux(pend, pend_first, self.start.first)
+        # the bank a start at the next cycle takes: Mux(pend, pend_bank, start.bank) then,
+        # with slot 0 as it will be after this cycle, in which no pass starts
+        if depth == 1:          # the one slot takes every start (see `_pending` below)
+            bank0_next = Mux(start_valid, self.start.bank, pend_bank[0])
+        else:
+            bank0_next = Mux(pend[0], pend_bank[0], self.start.bank)
+        bank_next = Mux(pend[0] | start_valid, bank0_next, self.start_next.bank)
+        pass_first = Mux(pend[0], pend_first[0], self.start.first)
         with m.If(go):
             m.d.sync += [run.eq(1), u.eq(0), u_last.eq(rows == 1), mac.eq(0), slot.eq(0),
                          run_rd.eq(1), u_rd.eq(0),
                          hold.eq(stages), held.eq(0),
-                         bank.eq(Mux(pend, pend_bank, self.start.bank)),
+                         bank.eq(Mux(pend[0], pend_bank[0], self.start.bank)),
                          first.eq(pass_first)]
-            m.d.sync += pend.eq(pend & self.start.valid)
-        with m.Elif(self.start.valid):
-            m.d.sync += pend.eq(1)
-        with m.If(self.start.valid):
-            m.d.sync += [pend_bank.eq(self.start.bank), pend_first.eq(self.start.first)]
+            # the queue moves down a slot, behind the start of this cycle if it stays
+            m.d.sync += [pend[k].eq(pend[k + 1] | (pend[k] & start_valid)) if k + 1 < depth
+                         else pend[k].eq(pend[k] & start_valid) for k in range(depth)]
+        with m.Elif(start_valid):               # into the first free slot
+            m.d.sync += [pend[k].eq(pend[k - 1] if k else 1) for k in range(depth)]
+        self._pending(m, go, pend, pend_bank, pend_first)
         # A row in flight, issue to write-back: run | v1 | ... | vS as a register of its
         # own, loaded with that OR's next value (run's is go | run & ~u_last, v1's run,
         # v[k]'s v[k-1]), so the OR of every lane's flag into the controller starts from
@@ -334,6 +356,27 @@ class SoftmaxLane(wiring.Component):
         return _Pass(run=run, u=u, mac=mac, slot=slot, bank=bank, first=first, go=go,
                      go_next=go_next, bank_next=bank_next, pass_first=pass_first, valid=valid,
                      u_rd=u_rd, run_rd=run_rd)
+
+    def _pending(self, m, go, pend, pend_bank, pend_first):
+        """The pending queue's slots (its flags `pend` step in `_pass_control`): a pass
+        starting (`go`) takes slot 0's start, or the start of this cycle if none waits, and
+        the others move down a slot; a start of this cycle that no pass takes goes into the
+        first free slot."""
+        start, depth = self.start, len(pend)
+        for k in range(depth):
+            take = [pend_bank[k].eq(start.bank), pend_first[k].eq(start.first)]
+            if k == depth - 1:
+                # every start: the slot is free unless the queue is full, when no start
+                # comes (see the module docstring)
+                with m.If(start.valid):
+                    m.d.sync += take
+                continue
+            with m.If(go & pend[k + 1]):
+                m.d.sync += [pend_bank[k].eq(pend_bank[k + 1]), pend_first[k].eq(pend_first[k + 1])]
+            with m.Elif(~go & pend[k]):
+                pass                    # holds its start
+            with m.Elif(start.valid):
+                m.d.sync += take
 
     def _causal_threshold(self, m, control):
         """The causal mask's per-pass threshold: pass j masks the rows whose offset
@@ -374,7 +417,7 @@ class SoftmaxLane(wiring.Component):
         one-hot registers that follow the pass. Returns the selected score (combinational,
         `arith.score_shape` bits)."""
         # The score of row u is selected by a one-hot register of its own, kept, whose
-        # bit moves from row to row as the pass runs: the selection is 2R wide for each of
+        # bit moves from row to row as the pass runs: the selection is B*R wide for each of
         # a score's bits, one AND-OR per bit, no decode before it. One copy of the register
         # for each SCORE_SEL_BITS bits of the score, so that each sits beside its few
         # AND-ORs and none fans out across the whole score. It shifts every cycle, with no
@@ -383,12 +426,13 @@ class SoftmaxLane(wiring.Component):
         # copy (go & the bank, set from their next values): a register beside the copy,
         # where the lane's control may sit across the line from its MACs.
         macs_per_lane, rows_per_mac, rows = self._macs_per_lane, self._rows_per_mac, self.rows
+        banks = self._banks
 
         def at(mac, bank, slot):                 # the index of `scores`
-            return (mac * 2 + bank) * rows_per_mac + slot
+            return (mac * banks + bank) * rows_per_mac + slot
         moves = [(at(mac, bank, slot), at(mac + 1, bank, slot) if mac < macs_per_lane - 1
                   else at(0, bank, slot + 1))
-                 for mac in range(macs_per_lane) for bank in range(2)
+                 for mac in range(macs_per_lane) for bank in range(banks)
                  for slot in range(rows_per_mac)
                  if mac < macs_per_lane - 1 or slot < rows_per_mac - 1]  # row u's bit to u + 1's
         width = Shape.cast(self._arith.score_shape).width
@@ -396,17 +440,19 @@ class SoftmaxLane(wiring.Component):
                   for lo in range(0, width, SCORE_SEL_BITS)]
         parts = []
         for copy, (lo, hi) in enumerate(groups):
-            sel = Signal(2 * rows, name=f"score_sel{copy}", attrs={"keep": 1})
+            sel = Signal(banks * rows, name=f"score_sel{copy}", attrs={"keep": 1})
             go_bank = [Signal(name=f"score_go{copy}_bank{b}", attrs={"keep": 1})
-                       for b in range(2)]
-            m.d.sync += [go_bank[0].eq(control.go_next & ~control.bank_next),
-                         go_bank[1].eq(control.go_next & control.bank_next)]
-            step = [0] * (2 * rows)
+                       for b in range(banks)]
+            m.d.sync += [go_bank[b].eq(control.go_next & _is_bank(control.bank_next, b, banks))
+                         for b in range(banks)]
+            step = [0] * (banks * rows)
             for src, dst in moves:
                 step[dst] = sel[src]
-            step[at(0, 0, 0)], step[at(0, 1, 0)] = go_bank
+            for b in range(banks):
+                step[at(0, b, 0)] = go_bank[b]
             m.d.sync += sel.eq(Cat(*step))
-            parts.append(or_all(Mux(sel[i], self.scores[i][lo:hi], 0) for i in range(2 * rows)))
+            parts.append(or_all(Mux(sel[i], self.scores[i][lo:hi], 0)
+                                for i in range(banks * rows)))
         return Cat(*parts)
 
     def _read_ports(self, m, control, m_rd, l_rd):
@@ -429,7 +475,8 @@ class SoftmaxLane(wiring.Component):
         u1 = Signal.like(control.u, name="u1")
         mac1 = Signal.like(control.mac, name="mac1")
         slot1 = Signal.like(control.slot, name="slot1")
-        bank1, first1 = Signal(), Signal()      # passes overlap: each row carries its own
+        # passes overlap: each row carries its own
+        bank1, first1 = Signal(range(self._banks)), Signal()
         masked = self.mask.causal & below
         mask1 = Signal()
         m.d.sync += [control.valid[0].eq(control.run), x1.eq(force(score, masked, arith.m_init)),
@@ -449,10 +496,10 @@ class SoftmaxLane(wiring.Component):
         """`ready[b]`: set as the MACs' (bank, slot) registers hold the pass's last row,
         whose bus write is registered here beside the MACs' bus registers; cleared by
         `consume[b]`."""
-        bus_last, bus_last_bank = Signal(), Signal()
+        bus_last, bus_last_bank = Signal(), Signal(range(self._banks))
         m.d.sync += [bus_last.eq(bus_valid & (bus_u == self.rows - 1)),
                      bus_last_bank.eq(bus_bank)]
-        for b in range(2):
+        for b in range(self._banks):
             with m.If(bus_last & (bus_last_bank == b)):
                 m.d.sync += self.ready[b].eq(1)
             with m.Elif(self.consume[b]):
@@ -526,6 +573,13 @@ class SoftmaxLane(wiring.Component):
         u_w, m_new_w = (pipe.delay(value, stages - e_stage, name)
                         for value, name in ((ctrl[0], "u_w"), (m_new, "m_new_w")))
         return (*bus, u_w, m_new_w, l_new)
+
+
+def _is_bank(bank, b, banks):
+    """`bank` == b, for two banks the bit or its complement."""
+    if banks == 2:
+        return bank if b else ~bank
+    return bank == b
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,13 @@
 """One softmax lane against its format's twins, driven as a MAC line drives it.
 
-A line (hdl/pe_array.py) gives its lanes the MACs' double bank of scores, a start
+A line (hdl/pe_array.py) gives its lanes the MACs' B banks of scores, a start
 pulse per K row (`start`, and `start_next` a cycle ahead), the block's causal mask and
 the clear strobes `consume`; it reads (up, e) off the lane's bus and l (and m, for a
 float format) through the drain port between blocks. Here a Python driver plays the
 line: start pulses at seeded random gaps, back-to-back ones included (the lane holds
-them in its pending register until the previous pass allows), consume pulses at random
-times after `ready`. Each pass's (up, e) per row, `ready`, `active` and the final l and
+them in its pending queue until the previous pass allows), K_j's pulse only after bank
+j mod B was consumed and with at most B - 1 pulses waiting, as the schedule gives them,
+consume pulses at random times after `ready`. Each pass's (up, e) per row, `ready`, `active` and the final l and
 m are held to the format's NumPy twins (`Int8Arith.np_scale`, `np_exp2`,
 `np_update_l`; `FloatArith.np_scale`, `np_exp_arg`, ...) stepped as sim/golden.py and
 sim/golden_fp.py step one K/V row, and every cycle to the lane's published latencies
@@ -93,16 +94,16 @@ class Block:
 
 
 def make_blocks(rng, arith, c, *, macs_per_lane, rows_per_mac, slot_stride, passes, causal):
-    """Two blocks of `passes` K rows; with `causal`, masks that hide some rows and leave
-    others in the later passes."""
+    """A block of K rows for each count in `passes`; with `causal`, masks that hide some
+    rows and leave others in the later passes (of a block of two passes or more)."""
     rows = macs_per_lane * rows_per_mac
     # lane row u is MAC u mod q/L, slot u div q/L: block row row_base + slot*G + mac
     offsets = np.array([(u // macs_per_lane) * slot_stride + u % macs_per_lane
                         for u in range(rows)])
     blocks = []
-    for _ in range(2):
+    for passes in passes:
         block = Block(scores=[random_scores(rng, arith, rows, c) for _ in range(passes)])
-        while causal:
+        while causal and passes > 1:
             # pass j masks block row i when i < step * j - gdiag
             block.causal, block.step = True, int(rng.integers(1, 3))
             block.row_base = int(rng.integers(0, slot_stride * rows_per_mac))
@@ -121,22 +122,25 @@ IDLE = {"valid": 0, "bank": 0, "first": 0}
 
 
 def run_lane(rng, arith, *, macs_per_lane, rows_per_mac, slot_stride, passes, causal,
-             max_cycles=20000):
-    """Drives a lane through two blocks of `passes` K rows each as a line does, checking
+             banks=2, max_cycles=20000):
+    """Drives a lane through blocks of `passes` K rows (one count a block) as a line with
+    `banks` banks does, checking
     `active` and `ready` every cycle; returns what it saw: per pass its pulse cycle, the
     cycle of its first row in flight and its bus writes, and per block the drained l, m."""
     lane = SoftmaxLane(arith=arith, macs_per_lane=macs_per_lane, rows_per_mac=rows_per_mac,
-                       slot_stride=slot_stride)
+                       slot_stride=slot_stride, banks=banks)
     c = softmax_constant_of(arith)
     rows, floating = lane.rows, isinstance(arith, FloatArith)
     blocks = make_blocks(rng, arith, c, macs_per_lane=macs_per_lane, rows_per_mac=rows_per_mac,
                          slot_stride=slot_stride, passes=passes, causal=causal)
     stages = SoftmaxLane.stages(arith)
     bus_stage, ready_stage = SoftmaxLane.bus_stage(arith), SoftmaxLane.ready_stage(arith)
-    gaps = rng.choice([1, 1, 1, 2, 3, 7, stages, 2 * stages], size=2 * passes)
+    total = sum(passes)
+    block_first = [sum(passes[:b]) for b in range(len(passes))]      # its first pass
+    gaps = rng.choice([1, 1, 1, 2, 3, 7, stages, 2 * stages], size=total)
     gaps[1] = 1             # the first block's second pulse right behind its first
-    seen = {"pulses": [], "firsts": [], "writes": [[] for _ in range(2 * passes)],
-            "ends": []}
+    seen = {"pulses": [], "firsts": [], "writes": [[] for _ in range(total)],
+            "ends": [], "waiting": []}
     pulses, firsts = seen["pulses"], seen["firsts"]
 
     def first_row(k):
@@ -148,7 +152,7 @@ def run_lane(rng, arith, *, macs_per_lane, rows_per_mac, slot_stride, passes, ca
 
     async def tb(ctx):
         ctx.set(lane.c, c)
-        ready, rise, consumed = [0, 0], {}, {}
+        ready, rise, consumed = [0] * banks, {}, {}
         block_index, phase, since = 0, "mask", 0
         start, k_next, drained = None, 0, []
         for cycle in range(max_cycles):
@@ -158,22 +162,23 @@ def run_lane(rng, arith, *, macs_per_lane, rows_per_mac, slot_stride, passes, ca
             assert ctx.get(lane.active) == busy, f"active in cycle {cycle}"
             for k, t in rise.items():
                 if t == cycle:
-                    ready[k % 2] = 1
-            assert [ctx.get(lane.ready[b]) for b in range(2)] == ready, f"ready in cycle {cycle}"
+                    ready[k % banks] = 1
+            assert [ctx.get(lane.ready[b]) for b in range(banks)] == ready, \
+                f"ready in cycle {cycle}"
             pa = ctx.get(lane.pa)
             if pa.valid:
                 k = [k for k, f in enumerate(firsts) if f + bus_stage - 1 <= cycle]
-                assert k and pa.bank == k[-1] % 2, f"bus write in cycle {cycle}"
+                assert k and pa.bank == k[-1] % banks, f"bus write in cycle {cycle}"
                 seen["writes"][k[-1]].append(
                     (cycle, pa.slot * macs_per_lane + pa.mac, pa.up, pa.e))
             # -- consume: V_j enters the array at a random time after its pass's ready
             consume = 0
             for k, t in rise.items():
-                if k not in consumed and t <= cycle and not consume >> k % 2 & 1 \
+                if k not in consumed and t <= cycle and not consume >> k % banks & 1 \
                         and rng.random() < 0.3:
-                    consume |= 1 << k % 2
+                    consume |= 1 << k % banks
                     consumed[k] = cycle
-                    ready[k % 2] = 0               # from the next cycle
+                    ready[k % banks] = 0           # from the next cycle
             ctx.set(lane.consume, consume)
             # -- this cycle's start, decided a cycle ago
             ctx.set(lane.start, start or IDLE)
@@ -188,22 +193,26 @@ def run_lane(rng, arith, *, macs_per_lane, rows_per_mac, slot_stride, passes, ca
                                     "step": block.step})
                 ctx.set(lane.row_base, block.row_base)
                 phase, since = "passes", cycle
-            elif phase == "passes" and k_next < (block_index + 1) * passes:
-                k, j = k_next, k_next - block_index * passes
+            elif phase == "passes" and k_next < block_first[block_index] + len(block.scores):
+                k, j = k_next, k_next - block_first[block_index]
                 # at a random gap after the previous pulse (1: back to back), once the
-                # bank's previous pass is consumed and the previous pass has started: a
-                # line holds at most one start ahead of its lanes
+                # bank's previous pass is consumed (V_(j-B) in the array: K_j comes after
+                # it), and with at most B - 2 passes not started: a line holds at most
+                # B - 1 starts ahead of its lanes (see hdl/softmax.py)
+                waiting = sum(f > cycle + 1 for f in firsts)
                 if j == 0:
                     due = cycle + 1 >= since + 2 + gaps[k]
                 else:
                     due = (cycle + 1 >= pulses[k - 1] + gaps[k]
-                           and len(firsts) == k and firsts[k - 1] <= cycle + 1
-                           and (j < 2 or k - 2 in consumed))
+                           and len(firsts) == k and waiting <= banks - 2
+                           and (j < banks or k - banks in consumed))
                 if due:
                     for u, score in enumerate(block.scores[j]):
                         mac, slot = u % macs_per_lane, u // macs_per_lane
-                        ctx.set(lane.scores[(mac * 2 + k % 2) * rows_per_mac + slot], score)
-                    start = {"valid": 1, "bank": k % 2, "first": int(j == 0)}
+                        ctx.set(lane.scores[(mac * banks + k % banks) * rows_per_mac + slot],
+                                score)
+                    start = {"valid": 1, "bank": k % banks, "first": int(j == 0)}
+                    seen["waiting"].append(waiting + 1)
                     k_next += 1
             elif phase == "passes":
                 last = len(firsts) == k_next and cycle > firsts[-1] + rows - 1 + stages
@@ -269,7 +278,40 @@ def test_lane_matches_its_twin_at_its_published_latencies(rng, fmt, geometry, ca
     arith = arith_named(fmt)
     ql, r, stride = GEOMETRIES[geometry]
     lane, blocks, c, seen = run_lane(rng, arith, macs_per_lane=ql, rows_per_mac=r,
-                                     slot_stride=stride, passes=6, causal=causal)
+                                     slot_stride=stride, passes=(6, 6), causal=causal)
+    check_passes(arith, lane, blocks, c, seen)
+    # the schedule took the paths it is meant to: a pulse held back in the pending register
+    pulses, firsts = seen["pulses"], seen["firsts"]
+    held = [k for k in range(1, len(pulses))
+            if firsts[k] > pulses[k] + SoftmaxLane.start_latency]
+    assert 1 in held and pulses[1] == pulses[0] + 1
+    if causal:
+        assert any(m.any() for block in blocks for m in block.masked)
+
+
+@pytest.mark.parametrize("fmt, geometry, banks, passes", [
+    # blocks shorter than the lead (B - 1 K rows) between longer ones
+    ("int8", "small", 3, (6, 1, 5)), ("int8", "3x2", 4, (7, 2, 6)),
+    ("fp16", "3x2", 4, (7, 2, 6)), ("fp16", "one_row", 3, (6, 1, 4)),
+    ("bf16", "small", 5, (9, 3, 6))])
+@pytest.mark.parametrize("causal", [False, True], ids=["plain", "causal"])
+def test_lane_with_more_banks_queues_the_starts_of_their_lead(rng, fmt, geometry, banks, passes,
+                                                              causal):
+    """With B banks the line may give B - 1 starts before the lane takes them: each pass
+    still runs in order on its bank (j mod B), at the published latencies, with the twin's
+    (up, e), `ready` per bank, and the twin's l and m; the queue was full at least once."""
+    arith = arith_named(fmt)
+    ql, r, stride = GEOMETRIES[geometry]
+    lane, blocks, c, seen = run_lane(rng, arith, macs_per_lane=ql, rows_per_mac=r,
+                                     slot_stride=stride, passes=passes, causal=causal,
+                                     banks=banks)
+    check_passes(arith, lane, blocks, c, seen)
+    assert max(seen["waiting"]) == banks - 1
+
+
+def check_passes(arith, lane, blocks, c, seen):
+    """Every pass's bus writes at their cycles with the twin's (up, e), and the drained
+    l and m the twin's."""
     rows = lane.rows
     pairs, ends = expected(arith, c, blocks, rows)
     bus = SoftmaxLane.bus_stage(arith)
@@ -279,13 +321,6 @@ def test_lane_matches_its_twin_at_its_published_latencies(rng, fmt, geometry, ca
         assert [u for _, u, *_ in writes] == list(range(rows)), f"pass {k}"
         assert [(up, e) for _, _, up, e in writes] == pairs[k], f"pass {k}"
     assert seen["ends"] == ends
-    # the schedule took the paths it is meant to: a pulse held back in the pending register
-    pulses, firsts = seen["pulses"], seen["firsts"]
-    held = [k for k in range(1, len(pulses))
-            if firsts[k] > pulses[k] + SoftmaxLane.start_latency]
-    assert 1 in held and pulses[1] == pulses[0] + 1
-    if causal:
-        assert any(m.any() for block in blocks for m in block.masked)
 
 
 @pytest.mark.parametrize("fmt", ["int8", "fp16", "bf16"])
