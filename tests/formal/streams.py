@@ -5,14 +5,16 @@ A stream's rules (those of `amaranth.lib.stream`, and AXI's for each channel): o
 component is proved to keep them on its outputs while its inputs are assumed to.
 """
 
-from amaranth.hdl import Assert, Assume, ResetSignal, Signal
+from amaranth.hdl import Assert, Assume, ResetSignal, Signal, Value
 
 __all__ = ["past", "held_until_ready", "keeps_stream_rules", "obeys_stream_rules"]
 
 
 def past(m, value, *, name=None):
-    """`value` one cycle ago (0 in the first cycle and after a reset)."""
-    reg = Signal.like(value, name=name or "past", init=0)
+    """`value` (its bits, for a struct) one cycle ago (0 in the first cycle and after a
+    reset)."""
+    value = Value.cast(value)
+    reg = Signal(value.shape(), name=name or "past")
     m.d.sync += reg.eq(value)
     return reg
 
@@ -31,7 +33,7 @@ def keeps_stream_rules(m, port, *, name, valid=None, ready=None, payload=None):
     in the cycle after a reset."""
     valid = port.valid if valid is None else valid
     ready = port.ready if ready is None else ready
-    payload = port.payload if payload is None else payload
+    payload = Value.cast(port.payload if payload is None else payload)
     stalled, before = held_until_ready(m, valid, ready, payload, name=name)
     with m.If(stalled):
         m.d.comb += Assert(valid, f"{name}: valid dropped before ready")
@@ -45,7 +47,7 @@ def obeys_stream_rules(m, port, *, name, valid=None, ready=None, payload=None):
     """Assume that the producer driving `port` keeps the same rules."""
     valid = port.valid if valid is None else valid
     ready = port.ready if ready is None else ready
-    payload = port.payload if payload is None else payload
+    payload = Value.cast(port.payload if payload is None else payload)
     stalled, before = held_until_ready(m, valid, ready, payload, name=name)
     with m.If(stalled & ~ResetSignal()):
         m.d.comb += Assume(valid & (payload == before))
