@@ -27,13 +27,14 @@ MAX_COMPARISONS = 1000
 def _usable_dir(path):
     """`path`, once it is known that a command can write there: an existing directory, or a
     path whose nearest existing ancestor is a writable directory. Checked before any work,
-    so an output that cannot be (a file, a path under a file, a directory without write
-    permission) is one line (ConfigError), not a failure after minutes of work."""
+    so an output that cannot be (a file, a link to nowhere, a path under a file, a
+    directory without write permission) is one line (ConfigError), not a failure after
+    minutes of work."""
     path = Path(path)
     where = f"output directory {str(path)!r}"
     try:
         nearest = path
-        while not nearest.exists() and nearest != nearest.parent:
+        while not (nearest.exists() or nearest.is_symlink()) and nearest != nearest.parent:
             nearest = nearest.parent
         if not nearest.is_dir():
             what = "" if nearest == path else f" is under {str(nearest)!r}, which"

@@ -134,6 +134,8 @@ def hostile(tmp_path_factory):
         for t in "qkv":
             zf.writestr(f"{t}.npy", b"junk")
     (d / "a_file").write_text("not a directory\n")
+    (d / "dangling").symlink_to(d / "nowhere")
+    (d / "sweep_table_is_a_directory" / "results.jsonl").mkdir(parents=True)
 
     specs = {
         "million": 'stages = ["plan"]\n[grid]\n' + "".join(
@@ -298,6 +300,7 @@ SPEC = {                # {files}/spec_<name>.toml as the sweep's spec
     "nowhere": "does not exist",
 }
 ROWS = {                # {files}/sweep_<name>/results.jsonl beside the spec "ok"
+    "table_is_a_directory": "cannot read the results table",
     "not_json": "line 2: not a results row", "a_list": "line 2: not a results row",
     "key_number": "line 2: not a results row", "no_stage": "line 2: not a results row",
 }
@@ -319,6 +322,10 @@ def _cases():
             "output directory '{files}/a_file/out' is under '{files}/a_file', which is not"
         yield f"{command} -o /dev/null", [command, "-o", "/dev/null"], \
             "output directory '/dev/null' is not a directory"
+        yield f"{command} -o a link to nowhere", [command, "-o", "{files}/dangling"], \
+            "output directory '{files}/dangling' is not a directory"
+        yield f"{command} -o a name too long", [command, "-o", "{files}/" + "x" * 300], \
+            "cannot be used: File name too long"
     for name, words in NPZ.items():
         yield f"sim --inputs {name}.npz", ["sim", "--inputs", f"{{files}}/{name}.npz", *o], words
     yield "sim --inputs fp16_beyond_range.npz --format fp16", [
