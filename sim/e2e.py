@@ -25,6 +25,8 @@ reference: `RunData.outputs`).
 import dataclasses
 import hashlib
 import json
+import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,8 +47,9 @@ from .run_data import RunData, load_inputs
 from .runner import primitive_models, run_bench
 from .tb.counters import counter_names
 
-__all__ = ["ENGINES", "MEMORIES", "AUTO_FAST_CYCLES", "MODEL_TOLERANCE", "Layout", "E2EOptions",
-           "choose_engine", "run_e2e", "load_inputs", "rtl_digest", "cached_verilog"]
+__all__ = ["ENGINES", "MEMORIES", "MODEL_TOLERANCE", "BUILD_COSTS", "Layout", "E2EOptions",
+           "expected_seconds", "fast_cxx_opt", "choose_engine", "run_e2e", "load_inputs",
+           "rtl_digest", "cached_verilog"]
 
 #: how a run is simulated: the cocotb bench, or the fast C++ harness (attenio.sim.fast)
 ENGINES = ("cocotb", "fast")
@@ -117,6 +120,7 @@ class E2EOptions:
     random_layout: bool = False  # random beat offsets, row padding and head gaps
     bad_runs: tuple = ()         # register overrides, one bad run each, before the good runs
     quick_build: bool = False    # C++ at -O0: faster to build, slower to run (tests)
+    verbose: bool = False        # show the simulator's own log lines (cocotb's), not only ours
     memory: str = "axiram"       # "axiram" (cocotbext-axi, per-cycle Python) or "model"
                                  # (attenio.hdl.sim_memory inside the design: long runs)
     engine: str = "cocotb"       # "cocotb" (the bench, any memory) or "fast" (attenio.sim.fast:
@@ -135,21 +139,46 @@ def compute_bound_cycles(plan, *, seq_len, heads, causal=False, kv_len=None, gb=
     return -(-heads // gb) * keys * 2 * plan.rows_per_mac * plan.workload.head_dim // plan.split
 
 
-#: `choose_engine` picks the fast engine for runs of at least this many cycles (the
-#: compute bound): half a minute or more of cocotb on AxiRam, longer than either
-#: model takes to build; shorter runs keep AxiRam's protocol checks for little cost
-AUTO_FAST_CYCLES = 200_000
 #: the largest |RTL / model - 1| of a run on a deterministic memory that counts as agreeing
 #: (tests/test_rtl_timing.py holds them exactly equal; more than this is a stale design or
 #: a broken model, never a result to report)
 MODEL_TOLERANCE = 0.01
+
+#: What each way of simulating costs, measured on the small preset (int8, 4x4 MACs) on this
+#: project's 2-core machine (docs/simulation.md, "Choosing the engine"): CPU-seconds to
+#: build the simulator from the Verilog (Verilator and the C++ compiler), and simulated
+#: cycles per CPU-second once it runs. Larger designs cost more in both, about in
+#: proportion, so the ranking of the engines holds for them too. The cocotb model is built
+#: with --vpi --public-flat-rw (every signal kept and reachable), three times the C++ of
+#: the fast model, and its loop runs Python at every clock edge.
+BUILD_COSTS = {
+    ("cocotb", None): (230.0, 21_000),
+    ("fast", "-O1"): (30.5, 358_000),
+    ("fast", "-O3"): (45.7, 393_000),
+}
+
+
+def expected_seconds(engine, cxx_opt, cycles, *, built=False):
+    """CPU-seconds a run of `cycles` is expected to take on `engine` (with the fast
+    engine's C++ at `cxx_opt`), its build included unless `built` (`BUILD_COSTS`)."""
+    build, rate = BUILD_COSTS[engine, cxx_opt]
+    return (0.0 if built else build) + cycles / rate
+
+
+def fast_cxx_opt(cycles, built=()):
+    """The fast model's C++ optimisation for a run of `cycles`: the level with the least
+    expected time, counting no build for the levels in `built` (made already)."""
+    return min((opt for e, opt in BUILD_COSTS if e == "fast"),
+               key=lambda opt: expected_seconds("fast", opt, cycles, built=opt in built))
 
 
 def choose_engine(plan, *, seq_len, heads, engine="auto", memory=None, simulator="verilator",
                   protocol=False):
     """(engine, memory, why) of a run: `engine` "fast", "cocotb" or "auto", `memory` "axiram",
     "model" or None (the engine's own), `protocol` whether random latency or back-pressure
-    was asked for. Combinations only cocotb can run are refused for the fast engine."""
+    was asked for. Combinations only cocotb can run are refused for the fast engine; "auto"
+    takes the engine with the least expected time, its build included (`expected_seconds`),
+    among those that can run what was asked."""
     cocotb_only = [what for what, asked in (("--memory axiram", memory == "axiram"),
                                             (f"--simulator {simulator}", simulator != "verilator"),
                                             ("random latency or back-pressure", protocol))
@@ -163,15 +192,23 @@ def choose_engine(plan, *, seq_len, heads, engine="auto", memory=None, simulator
         return "cocotb", memory or "axiram", "asked for"
     if engine != "auto":
         raise ConfigError(f"engine must be auto, fast or cocotb, not {engine!r}")
-    cycles = compute_bound_cycles(plan, seq_len=seq_len, heads=heads,
-                                  kv_len=run_kv_len(plan.workload, seq_len))
     if cocotb_only:
         return "cocotb", memory or "axiram", f"auto: {', '.join(cocotb_only)} need(s) cocotb"
-    if cycles >= AUTO_FAST_CYCLES:
-        return "fast", "model", (f"auto: about {cycles / 1e6:.1f}M cycles, a long run; "
+    cycles = compute_bound_cycles(plan, seq_len=seq_len, heads=heads,
+                                  kv_len=run_kv_len(plan.workload, seq_len))
+    fast_s = expected_seconds("fast", fast_cxx_opt(cycles), cycles)
+    cocotb_s = expected_seconds("cocotb", None, cycles)
+    if fast_s <= cocotb_s:
+        return "fast", "model", (f"auto: about {_count(cycles)} cycles, expected {fast_s:.0f} "
+                                 f"CPU-s with its build against {cocotb_s:.0f} for cocotb; "
                                  f"--engine cocotb for AxiRam's protocol checks")
-    return "cocotb", memory or "axiram", (f"auto: about {cycles / 1e3:.0f}k cycles, a short run "
-                                          f"(the fast engine from {AUTO_FAST_CYCLES // 1000}k)")
+    return "cocotb", memory or "axiram", (f"auto: about {_count(cycles)} cycles, expected "
+                                          f"{cocotb_s:.0f} CPU-s with its build against "
+                                          f"{fast_s:.0f} for the fast engine")
+
+
+def _count(cycles):
+    return f"{cycles / 1e6:.1f}M" if cycles >= 1e6 else f"{cycles / 1e3:.0f}k"
 
 
 SIM_TOP_NAME = "attenio_sim_top"
@@ -379,27 +416,58 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
     t0 = time.perf_counter()
     progress = opts.progress or (lambda *_: None)
     if opts.engine == "fast":
-        work = out_dir / ("sim_fast_O0" if opts.quick_build else "sim_fast")
-        exe = fast.build(verilog, toplevel, work, beat=beat, depth=model_depth(plan), addr_width=rmap.addr_width,
-                         threads=opts.threads, cxx_opt="-O0" if opts.quick_build else fast.CXX_OPT,
-                         log=log)
+        work = out_dir / "sim_fast"
+        models = dict(toplevel=toplevel, beat=beat, depth=model_depth(plan),
+                      addr_width=rmap.addr_width, threads=opts.threads)
+        if opts.quick_build:
+            cxx_opt = "-O0"
+        else:
+            cycles = compute_bound_cycles(plan, seq_len=n, heads=heads, causal=causal,
+                                          kv_len=n_kv, gb=gb) * len(params["runs"])
+            built = [opt for e, opt in BUILD_COSTS if e == "fast"
+                     and (work / "models" / fast.build_key(verilog, cxx_opt=opt, **models)).is_dir()]
+            cxx_opt = fast_cxx_opt(cycles, built)
+        exe = fast.build(verilog, cache_dir=work / "models", cxx_opt=cxx_opt, log=log, **models)
         log(f"simulating on the fast Verilator model (seed {opts.seed}) ...")
         with follow(params["progress_file"], progress):
             got = fast.run(exe, params, work, segments,
                            progress_file=params["progress_file"])
     else:
         log(f"simulating on {opts.simulator} with cocotb (seed {opts.seed}) ...")
+        build_dir, design = _cocotb_build_dir(out_dir / f"sim_{opts.simulator}_{opts.memory}",
+                                              verilog)
         with follow(params["progress_file"], progress):
-            run_bench(simulator=opts.simulator, verilog_sources=[verilog], toplevel=toplevel,
-                      module="attenio.sim.benches.bench_top",
-                      build_dir=out_dir / f"sim_{opts.simulator}_{opts.memory}",
-                      params=params, seed=opts.seed, quick_build=opts.quick_build)
+            run_bench(simulator=opts.simulator, verilog_sources=[design], toplevel=toplevel,
+                      module="attenio.sim.benches.bench_top", build_dir=build_dir,
+                      params=params, seed=opts.seed, quick_build=opts.quick_build,
+                      verbose=opts.verbose)
         got = json.loads(results.read_text())
         for r in got["runs"]:
             r["o_bytes"] = bytes.fromhex(r.pop("o"))
     wall = time.perf_counter() - t0
     return _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s, n, heads,
                    gb, log)
+
+
+def _cocotb_build_dir(root, verilog):
+    """The cocotb build folder of `verilog` under `root`, named by the Verilog's own digest,
+    and the copy of the Verilog inside it that the build is made from: a later run of the
+    same bytes (the same hardware at another N, after another design ran in the same
+    folder) finds its model there newer than its source and reuses it; `fast.KEEP_BUILDS`
+    folders stay, the most recently used."""
+    digest = hashlib.sha256(Path(verilog).read_bytes()).hexdigest()[:20]
+    build_dir = Path(root) / digest
+    design = build_dir / Path(verilog).name
+    if not design.is_file():
+        build_dir.mkdir(parents=True, exist_ok=True)
+        tmp = design.with_suffix(".tmp")
+        tmp.write_bytes(Path(verilog).read_bytes())
+        tmp.rename(design)
+    os.utime(build_dir)
+    for old in sorted((d for d in Path(root).iterdir() if d.is_dir()),
+                      key=lambda d: d.stat().st_mtime, reverse=True)[fast.KEEP_BUILDS:]:
+        shutil.rmtree(old, ignore_errors=True)
+    return build_dir, design
 
 
 def _read_o(layout, blob, o_base, heads, n, d, dtype):

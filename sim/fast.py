@@ -12,10 +12,12 @@ the very parameters the cocotb bench takes and returns results of the same shape
 so `attenio.sim.e2e` checks both alike.
 """
 
+import hashlib
 import json
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,7 +32,8 @@ from attenio.hdl.sim_memory import SimSystem
 
 from .runner import SimulatorMissing
 
-__all__ = ["BUILD_FLAGS", "CXX_OPT", "POISON", "wrapper_verilog", "build", "write_image",
+__all__ = ["BUILD_FLAGS", "CXX_OPT", "KEEP_BUILDS", "POISON", "wrapper_verilog", "build_key",
+           "build", "write_image",
            "write_script", "run"]
 
 NATIVE = Path(__file__).parent / "native"
@@ -95,15 +98,20 @@ def wrapper_verilog(toplevel, *, addr_width):
 
 
 
-def build(verilog, toplevel, build_dir, *, beat, depth, addr_width, threads=1, flags=BUILD_FLAGS,
-          cxx_opt=CXX_OPT, log=print):
-    """Verilate `verilog` (top `toplevel`, a `SimSystem` of `depth` words of `beat` bytes, CSR
-    addresses of `addr_width` bits) inside `wrapper_verilog` with the fast main into
-    `build_dir`; returns the executable. Reused while the Verilog, the harness and the
-    options are unchanged."""
-    verilator, root = _verilator()
-    build_dir = Path(build_dir).resolve()
-    build_dir.mkdir(parents=True, exist_ok=True)
+#: how many fast models `build` keeps in one folder, the most recently used: enough for
+#: the designs one build directory is simulated on in turn (formats, N, the quick build
+#: beside the optimised one) without growing with every design ever run there
+KEEP_BUILDS = 4
+
+
+def _sha256(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _recipe(verilog, toplevel, *, beat, depth, addr_width, threads, flags, cxx_opt):
+    """Everything a fast model is made from, but the folders: the Verilog's own digest, the
+    harness's, the wrapper, the configuration and Verilator's options."""
+    verilator, _ = _verilator()
     wrapper = wrapper_verilog(toplevel, addr_width=addr_width)
     mem = "__DOT__".join(_mangle(n) for n in (WRAPPER, WRAPPER_DUT, *SimSystem.STORAGE))
     config = (f"#define ATTENIO_MEM(root) ((root)->{mem})\n"
@@ -111,39 +119,84 @@ def build(verilog, toplevel, build_dir, *, beat, depth, addr_width, threads=1, f
     vlt = ("`verilator_config\n"
            f'public_flat_rw -module "{toplevel}.{SimSystem.STORAGE[0]}" '
            f'-var "{SimSystem.STORAGE[1]}"\n')
-    args = [str(verilator), "--cc", "--exe", "--build", "-j", str(os.cpu_count() or 1),
-            "--top-module", WRAPPER, "--prefix", "Vtop", "-Mdir", str(build_dir / "obj"),
-            "-o", "fastsim", *flags, "-CFLAGS", f"-I{build_dir}",
-            "-MAKEFLAGS", f"CFG_CXXFLAGS_PCH_I=-include OPT_FAST={cxx_opt} OPT_GLOBAL={cxx_opt}"]
-    if threads > 1:
-        args += ["--threads", str(threads)]
-    args += [str(build_dir / "public.vlt"), str(build_dir / f"{WRAPPER}.v"),
-             str(Path(verilog).resolve()), str(NATIVE / "fast_main.cpp")]
-    exe = build_dir / "obj" / "fastsim"
-    stamp = json.dumps({"args": args, "config": config, "vlt": vlt, "wrapper": wrapper,
-                        "verilog": _mtime(verilog), "main": _mtime(NATIVE / "fast_main.cpp")})
-    stamp_file = build_dir / ".stamp"
-    if exe.exists() and stamp_file.exists() and stamp_file.read_text() == stamp:
+    return {"verilator": str(verilator), "flags": list(flags), "cxx_opt": cxx_opt,
+            "threads": threads, "config": config, "vlt": vlt, "wrapper": wrapper,
+            "verilog": _sha256(verilog), "main": _sha256(NATIVE / "fast_main.cpp")}
+
+
+def build_key(verilog, toplevel, *, beat, depth, addr_width, threads=1, flags=BUILD_FLAGS,
+              cxx_opt=CXX_OPT):
+    """The name of the folder `build` makes for these arguments: a digest of `_recipe`, the
+    same for the same Verilog bytes wherever the file is and whenever it was written."""
+    recipe = _recipe(verilog, toplevel, beat=beat, depth=depth, addr_width=addr_width,
+                     threads=threads, flags=flags, cxx_opt=cxx_opt)
+    return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def build(verilog, toplevel, cache_dir, *, beat, depth, addr_width, threads=1, flags=BUILD_FLAGS,
+          cxx_opt=CXX_OPT, log=print):
+    """Verilate `verilog` (top `toplevel`, a `SimSystem` of `depth` words of `beat` bytes, CSR
+    addresses of `addr_width` bits) inside `wrapper_verilog` with the fast main; returns the
+    executable.
+
+    Each model lives in `cache_dir`/`build_key(...)`: a run of the same hardware (the same
+    Verilog bytes) reuses it, whatever ran in between, and `KEEP_BUILDS` models stay. The
+    model is built in a temporary folder renamed once complete, so a keyed folder is never
+    half built."""
+    verilator, root = _verilator()
+    cache_dir = Path(cache_dir).resolve()
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    recipe = _recipe(verilog, toplevel, beat=beat, depth=depth, addr_width=addr_width,
+                     threads=threads, flags=flags, cxx_opt=cxx_opt)
+    key = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:20]
+    final = cache_dir / key
+    exe = final / "obj" / "fastsim"
+    if exe.is_file():
+        os.utime(final)                     # most recently used: the last to be pruned
         return exe
-    (build_dir / "fast_config.h").write_text(config)
-    (build_dir / "public.vlt").write_text(vlt)
-    (build_dir / f"{WRAPPER}.v").write_text(wrapper)
-    shutil.rmtree(build_dir / "obj", ignore_errors=True)
-    log(f"building the fast model with Verilator ({' '.join(flags[:5])}, C++ {cxx_opt}"
-        f"{f', {threads} threads' if threads > 1 else ''}) ...")
-    env = {**os.environ, "VERILATOR_ROOT": str(root)}
-    t0 = time.perf_counter()
-    with open(build_dir / "build.log", "w") as out:
-        r = subprocess.run(args, stdout=out, stderr=subprocess.STDOUT, env=env)
-    if r.returncode or not exe.exists():
-        raise RuntimeError(f"building the fast model failed (log: {build_dir / 'build.log'})")
-    log(f"built in {time.perf_counter() - t0:.0f} s")
-    stamp_file.write_text(stamp)
+    work = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=cache_dir))
+    try:
+        args = [str(verilator), "--cc", "--exe", "--build", "-j", str(os.cpu_count() or 1),
+                "--top-module", WRAPPER, "--prefix", "Vtop", "-Mdir", str(work / "obj"),
+                "-o", "fastsim", *flags, "-CFLAGS", f"-I{work}",
+                "-MAKEFLAGS", f"CFG_CXXFLAGS_PCH_I=-include OPT_FAST={cxx_opt} "
+                f"OPT_GLOBAL={cxx_opt}"]
+        if threads > 1:
+            args += ["--threads", str(threads)]
+        args += [str(work / "public.vlt"), str(work / f"{WRAPPER}.v"),
+                 str(Path(verilog).resolve()), str(NATIVE / "fast_main.cpp")]
+        (work / "fast_config.h").write_text(recipe["config"])
+        (work / "public.vlt").write_text(recipe["vlt"])
+        (work / f"{WRAPPER}.v").write_text(recipe["wrapper"])
+        (work / "recipe.json").write_text(json.dumps(recipe, indent=1, sort_keys=True))
+        log(f"building the fast model with Verilator ({' '.join(flags[:5])}, C++ {cxx_opt}"
+            f"{f', {threads} threads' if threads > 1 else ''}) ...")
+        env = {**os.environ, "VERILATOR_ROOT": str(root)}
+        t0 = time.perf_counter()
+        with open(work / "build.log", "w") as out:
+            r = subprocess.run(args, stdout=out, stderr=subprocess.STDOUT, env=env)
+        if r.returncode or not (work / "obj" / "fastsim").is_file():
+            failed = cache_dir / "failed_build.log"
+            shutil.copyfile(work / "build.log", failed)
+            raise RuntimeError(f"building the fast model failed (log: {failed})")
+        log(f"built in {time.perf_counter() - t0:.0f} s")
+        try:
+            work.rename(final)
+        except OSError:                     # another process built the same model meanwhile
+            if not exe.is_file():
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    _prune(cache_dir)
     return exe
 
 
-def _mtime(path):
-    return Path(path).stat().st_mtime_ns
+def _prune(cache_dir):
+    """Remove all but the `KEEP_BUILDS` most recently used models of `cache_dir`."""
+    builds = sorted((d for d in cache_dir.iterdir() if d.is_dir() and not d.name.startswith(".")),
+                    key=lambda d: d.stat().st_mtime, reverse=True)
+    for old in builds[KEEP_BUILDS:]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def write_image(segments, path):

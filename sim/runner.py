@@ -15,6 +15,10 @@ One place knows the simulator quirks of this project:
 Benches receive their parameters as JSON in the environment variable
 ``ATTENIO_BENCH`` (see `bench_params`), so a bench module stays importable and
 the launcher stays in pytest.
+
+The simulator's own output (cocotb's log lines, what a bench prints) goes to
+``sim.log`` in the build directory, beside the build's ``build.log``, unless
+``verbose``: a run shows only what its launcher prints.
 """
 
 import json
@@ -68,7 +72,8 @@ def simulator_available(simulator):
 
 
 def run_bench(*, simulator, verilog_sources, toplevel, module, build_dir, params=None,
-              seed=None, waves=None, testcase=None, always=False, quick_build=False):
+              seed=None, waves=None, testcase=None, always=False, quick_build=False,
+              verbose=False):
     """Build `verilog_sources` and run the cocotb test module `module` against `toplevel`.
 
     Returns the path of the results XML; raises AssertionError naming the failed
@@ -76,7 +81,8 @@ def run_bench(*, simulator, verilog_sources, toplevel, module, build_dir, params
     reused when the sources are older than it, unless `always`. `quick_build`
     compiles a Verilator model at -O0 (in its own build directory): about six
     times faster to build, slower to run; right for benches of a few thousand
-    cycles, where compiling dominates.
+    cycles, where compiling dominates. The simulation's output is written to sim.log in
+    the build directory, or shown as it runs when `verbose`.
     """
     from cocotb_tools.runner import get_runner
 
@@ -112,13 +118,15 @@ def run_bench(*, simulator, verilog_sources, toplevel, module, build_dir, params
     results = runner.test(test_module=module, hdl_toplevel=toplevel, build_dir=build_dir,
                           test_dir=build_dir, seed=seed, extra_env=env, waves=waves,
                           timescale=("1ns", "1ps"), testcase=testcase,
-                          results_xml=str(build_dir / "results.xml"))
+                          results_xml=str(build_dir / "results.xml"),
+                          log_file=None if verbose else build_dir / "sim.log")
     failed, total = _count_failures(results)
+    where = build_dir if verbose else build_dir / "sim.log"
     if total == 0:
-        raise AssertionError(f"cocotb ran no test from {module} (see {build_dir})")
+        raise AssertionError(f"cocotb ran no test from {module} (see {where})")
     if failed:
         raise AssertionError(f"{len(failed)} of {total} cocotb test(s) failed in {module}: "
-                             f"{', '.join(failed)} (log under {build_dir})")
+                             f"{', '.join(failed)} (see {where})")
     return Path(results)
 
 

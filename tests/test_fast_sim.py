@@ -17,7 +17,8 @@ from attenio.errors import ConfigError
 from attenio.plan import make_plan
 from attenio.regmap import ErrorCode
 from attenio.sim.capacity import check_fits, need_bytes
-from attenio.sim.e2e import AUTO_FAST_CYCLES, E2EOptions, choose_engine, run_e2e
+from attenio.sim.e2e import (BUILD_COSTS, E2EOptions, choose_engine, expected_seconds,
+                             fast_cxx_opt, run_e2e)
 from attenio.sim.progress import ProgressBar, follow
 from attenio.sim.runner import simulator_available
 
@@ -48,22 +49,37 @@ def test_fast_and_cocotb_agree_bit_for_bit_and_counter_for_counter(tmp_path_fact
     check_good(fast, 70, 1, exact=True)
 
 
-def test_auto_engine_is_fast_for_long_runs_and_cocotb_for_short_or_protocol_runs():
+def test_auto_engine_is_fast_unless_an_option_needs_cocotb():
+    """The fast model builds and runs in less time than cocotb's at any length, so "auto"
+    takes it whenever nothing asked for needs the cocotb bench."""
     plan = make_plan(HW)
     short = choose_engine(plan, seq_len=16, heads=1)
-    assert short[:2] == ("cocotb", "axiram") and "short run" in short[2]
-    n = 96
-    assert 2 * n * n * 16 * 2 // 4 < AUTO_FAST_CYCLES      # HW's longest run is short
+    assert short[:2] == ("fast", "model") and "with its build" in short[2]
     long_plan = make_plan(dataclasses.replace(
         HW, workload=dataclasses.replace(HW.workload, seq_len=1024)))
     assert choose_engine(long_plan, seq_len=1024, heads=1)[:2] == ("fast", "model")
     got = choose_engine(long_plan, seq_len=1024, heads=1, protocol=True)
     assert got[:2] == ("cocotb", "axiram") and "back-pressure need(s) cocotb" in got[2]
     assert choose_engine(long_plan, seq_len=1024, heads=1, simulator="icarus")[0] == "cocotb"
+    assert choose_engine(plan, seq_len=16, heads=1, memory="axiram")[:2] == ("cocotb", "axiram")
     assert choose_engine(long_plan, seq_len=1024, heads=1, memory="model",
                          engine="cocotb")[:2] == ("cocotb", "model")
     with pytest.raises(ConfigError, match="--memory axiram need"):
         choose_engine(plan, seq_len=16, heads=1, engine="fast", memory="axiram")
+
+
+def test_the_fast_models_optimisation_pays_its_build_back_within_the_run():
+    """A short run takes the level that builds fastest, a long one the level that runs
+    fastest, and a level built already costs only its run."""
+    quick = min(BUILD_COSTS[k][0] for k in BUILD_COSTS if k[0] == "fast")
+    fastest = max(BUILD_COSTS[k][1] for k in BUILD_COSTS if k[0] == "fast")
+    short, long = fast_cxx_opt(10_000), fast_cxx_opt(10 ** 10)
+    assert BUILD_COSTS["fast", short][0] == quick and BUILD_COSTS["fast", long][1] == fastest
+    assert short != long
+    assert fast_cxx_opt(10 ** 10, built=[short]) == long      # still worth building
+    assert fast_cxx_opt(10_000, built=[long]) == long         # no build beats a quick one
+    assert expected_seconds("fast", long, 10_000, built=True) < expected_seconds(
+        "fast", short, 10_000)
 
 
 def test_a_run_too_large_for_the_machine_is_refused_with_the_size_it_needs():

@@ -107,3 +107,65 @@ def test_verilog_written_over_since_its_stamp_is_generated_again(tmp_path, monke
     assert len(calls) == 2 and v.read_text() == mine
     e2e.cached_verilog(preset("small"), out, "axiram", **quiet)
     assert len(calls) == 2                       # the stamp now names this Verilog again
+
+
+def _fake_verilator(monkeypatch, builds):
+    """`attenio.sim.fast.build` with the Verilator call replaced by one that writes an empty
+    executable where the real one would, counting the calls in `builds`."""
+    import subprocess
+
+    import attenio.sim.fast as fast
+
+    def run(args, **kwargs):
+        obj = Path(args[args.index("-Mdir") + 1])
+        obj.mkdir(parents=True)
+        (obj / "fastsim").write_text("")
+        builds.append(args)
+        return subprocess.CompletedProcess(args, 0)
+    monkeypatch.setattr(fast.subprocess, "run", run)
+    return fast
+
+
+def test_a_simulator_is_built_once_per_verilog_whatever_ran_between(tmp_path, monkeypatch):
+    """The fast model is keyed by the Verilog's bytes: the same design written again (another
+    N of the same hardware, after another format's run in the same folder) reuses its model,
+    and only the most recently used models are kept."""
+    builds = []
+    fast = _fake_verilator(monkeypatch, builds)
+    models = tmp_path / "models"
+    args = dict(toplevel="attenio_sim_top", beat=8, depth=64, addr_width=8,
+                log=lambda s: None)
+
+    def design(text):
+        v = tmp_path / "attenio_sim_top.v"
+        v.write_text(text)
+        return v
+    int8 = fast.build(design("// int8\n"), cache_dir=models, **args)
+    fp16 = fast.build(design("// fp16\n"), cache_dir=models, **args)
+    assert int8 != fp16 and len(builds) == 2
+    assert fast.build(design("// int8\n"), cache_dir=models, **args) == int8
+    assert len(builds) == 2                      # written again, same bytes: reused
+    assert fast.build(design("// int8\n"), cache_dir=models, cxx_opt="-O0", **args) != int8
+    assert len(builds) == 3                      # another optimisation: another model
+    for i in range(fast.KEEP_BUILDS):
+        fast.build(design(f"// design {i}\n"), cache_dir=models, **args)
+    kept = [d for d in models.iterdir() if not d.name.startswith(".")]
+    assert len(kept) == fast.KEEP_BUILDS and not any(d.name.startswith(".") for d in
+                                                     models.iterdir())
+    assert not int8.exists()                     # the least recently used went first
+
+
+def test_a_cocotb_build_is_made_from_its_own_copy_of_the_verilog(tmp_path):
+    """cocotb's runner rebuilds when its source is newer than the model: the build folder
+    holds its own copy of the Verilog, named by its digest, so rewriting the design in the
+    output folder with the same bytes leaves the model current."""
+    v = tmp_path / "attenio_top.v"
+    v.write_text("// int8\n")
+    first, copy = e2e._cocotb_build_dir(tmp_path / "sim", v)
+    assert copy.read_text() == "// int8\n" and copy.parent == first
+    mtime = copy.stat().st_mtime_ns
+    v.write_text("// fp16\n")
+    other, _ = e2e._cocotb_build_dir(tmp_path / "sim", v)
+    v.write_text("// int8\n")
+    again, copy = e2e._cocotb_build_dir(tmp_path / "sim", v)
+    assert again == first != other and copy.stat().st_mtime_ns == mtime
