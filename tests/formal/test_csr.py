@@ -1,0 +1,196 @@
+"""Proofs of `CSRBlock`, the AXI4-Lite slave, by k-induction: the slave's rules under any
+master that keeps AXI4-Lite's (one response per request, held until ready with RDATA
+stable, none after reset), the responses (OKAY for a mapped offset, SLVERR for an
+unmapped one or a write to a read-only register), RW registers that take exactly the
+strobed bytes written, W1 registers that pulse once per write, CONST registers that
+read their value.
+
+The invariants that make the induction close are ZipCPU's (faxil_slave.v): the
+outstanding counts, tied to BVALID and ARREADY, which this slave's one-at-a-time
+handshakes make exact.
+"""
+
+import pytest
+from amaranth.hdl import Assert, Assume, Cat, Cover, Elaboratable, Module, ResetSignal, Signal
+
+from attenio import preset
+from attenio.hdl import csr
+from attenio.hdl.csr import CSRBlock
+from attenio.plan import make_plan
+from attenio.regmap import Access, Register, RegisterMap, register_map
+
+from .sby import formal, inputs_of, prove
+from .streams import keeps_stream_rules, obeys_stream_rules, past
+
+pytestmark = formal
+
+OKAY, SLVERR = 0b00, 0b10
+
+#: every kind of register, a 64-bit one, and words of two read banks with an unmapped
+#: bank between (`csr.READ_BANK` words a bank)
+REGMAP = RegisterMap(registers=(
+    Register("ID", 0x00, Access.CONST, 32, "a constant", value=0x4154_5431),
+    Register("START", 0x04, Access.W1, 32, "a start pulse"),
+    Register("LEN", 0x08, Access.RW, 32, "a setting", value=5),
+    Register("STATUS", 0x0C, Access.RO, 32, "a status"),
+    Register("CYCLES", 0x10, Access.RO, 64, "a counter"),
+    Register("BASE", 4 * 2 * csr.READ_BANK, Access.RW, 32, "a setting in the third bank"),
+))
+DEPTH = 8           # k of the induction: longer than a read's three cycles
+
+
+def _word_is(addr, r, word=None):
+    index = addr[2:]
+    words = range(r.words) if word is None else [word]
+    return sum((index == r.offset // 4 + w for w in words), start=0) != 0
+
+
+class StickyStart(CSRBlock):
+    """A broken block: a W1 pulse, once up, stays up."""
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        with m.If(self.start):
+            m.d.sync += self.start.eq(1)
+        return m
+
+
+class TwiceAnswering(CSRBlock):
+    """A broken block: it answers every read twice."""
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        bus = self.s_axil
+        again = Signal()
+        with m.If(bus.rvalid & bus.rready):
+            m.d.sync += again.eq(~again)
+            with m.If(~again):
+                m.d.sync += bus.rvalid.eq(1)
+        return m
+
+
+class CSRSpec(Elaboratable):
+    def __init__(self, dut):
+        self.dut = dut
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = dut = self.dut
+        bus = dut.s_axil
+        regs = list(dut.regmap)
+
+        # The master keeps AXI4-Lite's rules, and offers nothing in reset.
+        for ch, payload in [("aw", bus.awaddr), ("w", Cat(bus.wdata, bus.wstrb)),
+                            ("ar", bus.araddr)]:
+            valid, ready = getattr(bus, f"{ch}valid"), getattr(bus, f"{ch}ready")
+            obeys_stream_rules(m, None, name=ch, valid=valid, ready=ready, payload=payload)
+            with m.If(ResetSignal()):
+                m.d.comb += Assume(~valid)
+
+        # The slave's responses keep the rules: held until ready, RDATA and the
+        # response stable, nothing in the cycle after reset.
+        keeps_stream_rules(m, None, name="b", valid=bus.bvalid, ready=bus.bready,
+                           payload=bus.bresp)
+        keeps_stream_rules(m, None, name="r", valid=bus.rvalid, ready=bus.rready,
+                           payload=Cat(bus.rdata, bus.rresp))
+
+        # One response per request: AW and W are taken together; the outstanding
+        # counts are BVALID for writes and not ARREADY for reads.
+        aw_take = bus.awvalid & bus.awready
+        w_take = bus.wvalid & bus.wready
+        b_give = bus.bvalid & bus.bready
+        ar_take = bus.arvalid & bus.arready
+        r_give = bus.rvalid & bus.rready
+        writes = Signal(2)
+        reads = Signal(2)
+        m.d.sync += [writes.eq(writes + aw_take - b_give), reads.eq(reads + ar_take - r_give)]
+        m.d.comb += [Assert(aw_take == w_take, "AW and W taken together"),
+                     Assert(writes == bus.bvalid, "a write answered once, after it is taken"),
+                     Assert(reads <= 1, "one read at a time"),
+                     Assert(reads == ~bus.arready, "a read answered once, after it is taken")]
+        with m.If(bus.rvalid):
+            m.d.comb += Assert(reads == 1, "no read answer without a read")
+
+        # The responses: OKAY for a mapped word (and for a write, a writable one).
+        b_want = Signal(2)
+        r_want = Signal(2)
+        const = next(r for r in regs if r.access is Access.CONST)
+        pulse = next(r for r in regs if r.access is Access.W1)
+        r_const = Signal()        # the read is of a constant's first word
+        r_zero = Signal()         # the read is of a W1 word, which reads 0
+        writable = [r for r in regs if r.access in (Access.RW, Access.W1)]
+        with m.If(aw_take):
+            m.d.sync += b_want.eq(SLVERR)
+            with m.If(sum((_word_is(bus.awaddr, r) for r in writable), start=0) != 0):
+                m.d.sync += b_want.eq(OKAY)
+        with m.If(ar_take):
+            m.d.sync += [r_want.eq(SLVERR),
+                         r_const.eq(_word_is(bus.araddr, const, 0)),
+                         r_zero.eq(_word_is(bus.araddr, pulse))]
+            with m.If(sum((_word_is(bus.araddr, r) for r in regs), start=0) != 0):
+                m.d.sync += r_want.eq(OKAY)
+        with m.If(bus.bvalid):
+            m.d.comb += Assert(bus.bresp == b_want, "BRESP: OKAY iff a writable word")
+        with m.If(bus.rvalid):
+            m.d.comb += Assert(bus.rresp == r_want, "RRESP: OKAY iff a mapped word")
+            with m.If(r_const):
+                m.d.comb += Assert(bus.rdata == const.value & 0xFFFF_FFFF,
+                                   "a constant reads its value")
+            with m.If(r_zero):
+                m.d.comb += Assert(bus.rdata == 0, "a W1 register reads 0")
+
+        # RW registers take exactly the bytes strobed; W1 registers pulse once, in the
+        # cycle after a write of bit 0.
+        for r in regs:
+            port = getattr(dut, r.name.lower(), None)
+            if r.access is Access.RW:
+                model = Signal(r.width, init=r.value, name=f"{r.name.lower()}_model")
+                with m.If(aw_take & _word_is(bus.awaddr, r, 0)):
+                    for byte in range(4):
+                        with m.If(bus.wstrb[byte]):
+                            m.d.sync += model[8 * byte:8 * byte + 8].eq(
+                                bus.wdata[8 * byte:8 * byte + 8])
+                m.d.comb += Assert(port == model, f"{r.name} holds what was written")
+            elif r.access is Access.W1:
+                wrote = past(m, aw_take & _word_is(bus.awaddr, r) & bus.wdata[0] & bus.wstrb[0],
+                             name=f"{r.name.lower()}_written")
+                m.d.comb += Assert(port == wrote, f"{r.name} pulses once per write")
+
+        m.d.comb += [Cover(bus.rvalid & (bus.rresp == SLVERR) & ~bus.rready),
+                     Cover(bus.bvalid & (bus.bresp == OKAY) & getattr(dut, pulse.name.lower())),
+                     Cover(bus.rvalid & r_const)]
+        return m
+
+
+def check(dut, name, mode, depth=DEPTH):
+    return prove(CSRSpec(dut), name, inputs=inputs_of(dut), mode=mode, depth=depth)
+
+
+def test_the_csr_block_keeps_the_axi4_lite_slave_rules_in_every_reachable_state():
+    result = check(CSRBlock(REGMAP), "csr", "prove")
+    assert result.passed, result.explain()
+    result = check(CSRBlock(REGMAP), "csr_cover", "cover")
+    assert result.passed, result.explain()
+
+
+@pytest.mark.slow
+def test_the_small_presets_csr_block_keeps_the_axi4_lite_slave_rules():
+    dut = CSRBlock(register_map(make_plan(preset("small"))))
+    result = check(dut, "csr_small_preset", "prove")
+    assert result.passed, result.explain()
+
+
+def test_a_csr_block_that_answers_unmapped_offsets_okay_fails_the_proof(monkeypatch):
+    monkeypatch.setattr(csr, "SLVERR", OKAY)
+    result = check(CSRBlock(REGMAP), "csr_no_slverr", "prove")
+    assert result.status == "FAIL" and result.failed, result.explain()
+
+
+def test_a_csr_block_whose_start_pulse_sticks_fails_the_proof():
+    result = check(StickyStart(REGMAP), "csr_sticky_start", "prove")
+    assert result.status == "FAIL" and result.failed, result.explain()
+
+
+def test_a_csr_block_that_answers_a_read_twice_fails_the_proof():
+    result = check(TwiceAnswering(REGMAP), "csr_twice", "prove")
+    assert result.status == "FAIL" and result.failed, result.explain()
