@@ -10,11 +10,11 @@ from amaranth.hdl import Assert, Assume, ResetSignal, Signal, Value
 __all__ = ["past", "held_until_ready", "keeps_stream_rules", "obeys_stream_rules"]
 
 
-def past(m, value, *, name=None):
-    """`value` (its bits, for a struct) one cycle ago (0 in the first cycle and after a
-    reset)."""
+def past(m, value, *, name=None, reset_less=False):
+    """`value` (its bits, for a struct) one cycle ago (0 in the first cycle, and after a
+    reset unless `reset_less`)."""
     value = Value.cast(value)
-    reg = Signal(value.shape(), name=name or "past")
+    reg = Signal(value.shape(), name=name or "past", reset_less=reset_less)
     m.d.sync += reg.eq(value)
     return reg
 
@@ -27,20 +27,24 @@ def held_until_ready(m, valid, ready, payload, *, name):
     return stalled, before
 
 
-def keeps_stream_rules(m, port, *, name, valid=None, ready=None, payload=None):
+def keeps_stream_rules(m, port, *, name, valid=None, ready=None, payload=None,
+                       empty_after_reset=True):
     """Assert that the producer of `port` (a stream interface, or valid/ready/payload
-    given apart) keeps valid up and the payload put until ready, and offers nothing
-    in the cycle after a reset."""
+    given apart) keeps valid up and the payload put until ready (unless a reset
+    intervenes), and, if `empty_after_reset`, offers nothing in the cycle after a reset
+    (a component without state passes on what its producers offer then)."""
     valid = port.valid if valid is None else valid
     ready = port.ready if ready is None else ready
     payload = Value.cast(port.payload if payload is None else payload)
     stalled, before = held_until_ready(m, valid, ready, payload, name=name)
-    with m.If(stalled):
+    # a reset ends the handshake: the producer's inputs may change in its cycle
+    with m.If(stalled & ~ResetSignal()):
         m.d.comb += Assert(valid, f"{name}: valid dropped before ready")
         m.d.comb += Assert(payload == before, f"{name}: payload changed before ready")
-    was_reset = past(m, ResetSignal(), name=f"{name}_was_reset")
-    with m.If(was_reset):
-        m.d.comb += Assert(~valid, f"{name}: valid in the cycle after reset")
+    if empty_after_reset:
+        was_reset = past(m, ResetSignal(), name=f"{name}_was_reset", reset_less=True)
+        with m.If(was_reset):
+            m.d.comb += Assert(~valid, f"{name}: valid in the cycle after reset")
 
 
 def obeys_stream_rules(m, port, *, name, valid=None, ready=None, payload=None):

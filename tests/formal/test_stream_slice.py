@@ -184,6 +184,7 @@ def test_a_slice_that_drops_a_beat_fails_both_proofs():
         assert result.trace is not None and result.trace.exists()
 
 
+@pytest.mark.slow
 def test_a_slice_whose_payload_wobbles_while_stalled_fails_the_rules():
     result = check(SliceRules(WobblingSlice(WIDTH)), "slice_rules_wobbling", "bmc", RULES_DEPTH)
     assert result.status == "FAIL" and result.failed, result.explain()
