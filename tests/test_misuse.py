@@ -80,6 +80,8 @@ def hostile(tmp_path_factory):
         "deep_arrays": "x = " + "[" * 5000 + "]" * 5000 + "\n",
         "deep_tables": "x = " + "{a = " * 5000 + "1" + "}" * 5000 + "\n",
         "not_toml": "[workload\nseq_len = 3\n",
+        "exp_guard_huge": '[format]\nname = "int8"\nexp_guard = 100000\n',
+        "recip_iters_huge": '[format]\nname = "int8"\nrecip_iters = 100000\n',
     }
     for name, text in toml.items():
         if text is not None:
@@ -243,6 +245,18 @@ TOML = {                # {files}/<name>.toml as --config
     "preset_unknown": "unknown preset 'huge'", "preset_list": "preset must be a string",
     "split_word": "[mapping] split must be a positive integer or \"auto\", not 'wide'",
     "split_float": "[mapping] split must be a positive integer or \"auto\", not 2.0",
+    "exp_guard_huge": "int8 format: exp_guard must be an integer from 1 to 30, not 100000",
+    "recip_iters_huge": "int8 format: recip_iters must be an integer from 0 to 5, not 100000",
+}
+#: Cases attenio does not refuse yet, each with what happens and the file that needs the fix
+#: (not run when they take minutes)
+NOT_YET = {
+    "exp_guard_huge.toml": pytest.mark.xfail(
+        strict=True, reason="attenio/formats.py sets no upper bound on exp_guard: an "
+                            "OverflowError, one line but status 1"),
+    "recip_iters_huge.toml": pytest.mark.xfail(
+        run=False, reason="attenio/formats.py sets no upper bound on recip_iters: the "
+                          "reciprocal's twin iterates for minutes past 1 GiB"),
 }
 NPZ = {                 # {files}/<name>.npz as sim --inputs
     "pickled": "q.npy holds Python objects (a pickle), which are never loaded",
@@ -400,6 +414,12 @@ def _cases():
 CASES = list(_cases())
 
 
+def _params():
+    for name, argv, words in CASES:
+        marks = [mark for key, mark in NOT_YET.items() if name.endswith(key)]
+        yield pytest.param(argv, words, id=name, marks=marks)
+
+
 def _tree(*roots, skip):
     """{path: (kind, size, mtime)} of everything under `roots` but `skip` and below."""
     found = {}
@@ -442,7 +462,7 @@ def test_the_corpus_covers_every_command():
     assert len({name for name, _, _ in CASES}) == len(CASES)
 
 
-@pytest.mark.parametrize("argv, words", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("argv, words", list(_params()))
 def test_misuse_is_one_line_status_2_and_writes_nothing(hostile, tmp_path, monkeypatch,
                                                         capsys, argv, words):
     monkeypatch.chdir(tmp_path)
