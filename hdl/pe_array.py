@@ -51,19 +51,20 @@ def drain_signature(*, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, 
     })
 
 
-def _line_signature(*, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, lanes, split):
+def _line_signature(*, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, lanes, split,
+                    banks):
     """The ports of a MAC line, and of the array of lines (see `MacLine`)."""
     word = word_layout(mac_lines=mac_lines, macs_per_line=macs_per_line,
                        rows_per_mac=rows_per_mac, head_dim=head_dim, split=split,
-                       element=arith.element_shape)
+                       element=arith.element_shape, banks=banks)
     return {
         "wi": In(word),
-        "pick_next": In(pick_layout(rows_per_mac=rows_per_mac)),
+        "pick_next": In(pick_layout(rows_per_mac=rows_per_mac, banks=banks)),
         "tail": Out(word),
         "c": In(arith.c_shape),
         "mask": In(mask_layout(max_seq_len=arith.max_seq_len)),
-        "ready": Out(2),
-        "consume": In(2),
+        "ready": Out(banks),
+        "consume": In(banks),
         "exp_active": Out(1),
         "drain": In(drain_signature(arith=arith, mac_lines=mac_lines, macs_per_line=macs_per_line,
                                     rows_per_mac=rows_per_mac, head_dim=head_dim, lanes=lanes,
@@ -73,20 +74,22 @@ def _line_signature(*, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, 
 
 class MacLine(wiring.Component):
     """One line of q MACs in groups of `split` and its L = `lanes` softmax lanes (q/L MACs,
-    q/(L s) groups each). Every line is the same module: its index is an input.
+    q/(L s) groups each), with `banks` banks of scores and (P, alpha). Every line is the
+    same module: its index is an input.
 
     Ports: `line_id` the line's index (Q words are addressed by it); `row_base` the block
     row of its first group's slot 0 (line_id * q/s); `wi` the entry word, and `pick_next`
     its (bank, slot) address a cycle ahead (`RowReplay`), which the line registers for
     MAC 0's (up, e) read; `tail` the word leaving the last MAC; `c` the softmax
     constant and `mask` the block's causal mask for the lanes; `ready`/`consume` the
-    lanes' per-bank "(P, alpha) written" flags, ANDed, and their clear strobes;
+    lanes' per-bank "(P, alpha) written" flags (`banks` of them), ANDed, and their clear
+    strobes;
     `exp_active` some lane has a row in flight; `drain` the read port of the normalizer
     (its `line` is ignored here).
     """
 
     def __init__(self, *, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, lanes,
-                 split=1):
+                 split=1, banks=2):
         check_arith("MacLine", arith)
         validate.positive("MacLine", mac_lines=mac_lines, macs_per_line=macs_per_line,
                           rows_per_mac=rows_per_mac, head_dim=head_dim, lanes=lanes)
@@ -94,14 +97,16 @@ class MacLine(wiring.Component):
                                 macs_per_line=macs_per_line, owner="MacLine")
         validate.split("MacLine", split, head_dim=head_dim, macs_per_line=macs_per_line,
                        lanes=lanes)
+        validate.integer("MacLine", "banks", banks, lo=2)
         self._arith = arith
         self._p, self._q, self._r, self._d = mac_lines, macs_per_line, rows_per_mac, head_dim
-        self._lanes, self._s = lanes, split
+        self._lanes, self._s, self._banks = lanes, split, banks
         super().__init__({"line_id": In(range(mac_lines)),
                           "row_base": In(range(mac_lines * macs_per_line // split * rows_per_mac)),
                           **_line_signature(
             arith=arith, mac_lines=mac_lines, macs_per_line=macs_per_line,
-            rows_per_mac=rows_per_mac, head_dim=head_dim, lanes=lanes, split=split)})
+            rows_per_mac=rows_per_mac, head_dim=head_dim, lanes=lanes, split=split,
+            banks=banks)})
 
     #: cycles from a drain address to its O and l on the line's outputs: the memories'
     #: synchronous read, then the MAC and lane selects registered
@@ -128,7 +133,8 @@ class MacLine(wiring.Component):
             mac = MAC(arith=self._arith, mac_lines=self._p, macs_per_line=macs_per_line,
                       rows_per_mac=self._r, head_dim=self._d,
                       macs_per_lane=macs_per_line // self._lanes, index=index,
-                      lane_index=(index // split) % groups_per_lane, split=split)
+                      lane_index=(index // split) % groups_per_lane, split=split,
+                      banks=self._banks)
             m.submodules[f"mac{index}"] = mac
             m.d.comb += [mac.line_id.eq(self.line_id),
                          mac.wi.eq(self.wi if index == 0 else macs[-1].wo),
@@ -142,12 +148,12 @@ class MacLine(wiring.Component):
 
     def _lanes_of(self, m, groups):
         """The softmax lanes over `groups`, started by the line's last K word: the lanes."""
-        arith, rows_per_mac, split = self._arith, self._r, self._s
+        arith, rows_per_mac, split, banks = self._arith, self._r, self._s, self._banks
         groups_per_lane = self._q // self._lanes // split
         tail = groups[-1][-1].wo
         # The last MAC writes the last slot's score `MAC.score_latency` cycles after its
         # word leaves it: the lanes may start then.
-        start_d = [Signal(start_layout(), name=f"start_d{k}")
+        start_d = [Signal(start_layout(banks=banks), name=f"start_d{k}")
                    for k in range(MAC.score_latency(arith, split) + 1)]
         m.d.comb += [
             start_d[0].valid.eq(tail.valid & tail.is_s & tail.klast
@@ -158,19 +164,21 @@ class MacLine(wiring.Component):
         lanes = []
         for number in range(self._lanes):
             lane = SoftmaxLane(arith=arith, macs_per_lane=groups_per_lane,
-                               rows_per_mac=rows_per_mac, slot_stride=self._p * self._q // split)
+                               rows_per_mac=rows_per_mac, slot_stride=self._p * self._q // split,
+                               banks=banks)
             m.submodules[f"lane{number}"] = lane
             mine = groups[number * groups_per_lane:(number + 1) * groups_per_lane]
             for k, group in enumerate(mine):
-                for i in range(2 * rows_per_mac):
-                    m.d.comb += lane.scores[k * 2 * rows_per_mac + i].eq(group[-1].score[i])
+                for i in range(banks * rows_per_mac):
+                    m.d.comb += lane.scores[k * banks * rows_per_mac + i].eq(group[-1].score[i])
                 m.d.comb += [mac.pa.eq(lane.pa) for mac in group]
             m.d.comb += [lane.start.eq(start_d[-1]), lane.start_next.eq(start_d[-2]),
                          lane.c.eq(self.c), lane.mask.eq(self.mask),
                          lane.row_base.eq(self.row_base + number * groups_per_lane),
                          lane.consume.eq(self.consume), lane.drain_u.eq(self.drain.u)]
             lanes.append(lane)
-        m.d.comb += [self.ready[b].eq(and_all(lane.ready[b] for lane in lanes)) for b in range(2)]
+        m.d.comb += [self.ready[b].eq(and_all(lane.ready[b] for lane in lanes))
+                     for b in range(banks)]
         m.d.comb += self.exp_active.eq(or_all(lane.active for lane in lanes))
         return lanes
 
@@ -189,7 +197,8 @@ class MacLine(wiring.Component):
 
 
 class PEArray(wiring.Component):
-    """p MAC lines fed by one entry word, with E = `exp_units` lanes in all (E / p per line).
+    """p MAC lines fed by one entry word, with E = `exp_units` lanes in all (E / p per line)
+    and `banks` banks of scores and (P, alpha) (the K rows whose scores are held at once).
 
     The ports are `MacLine`'s but `line_id` and `row_base`, except that `ready` is
     ANDed over the lines and registered (the AND spans the array, and the replay's launch
@@ -204,14 +213,15 @@ class PEArray(wiring.Component):
     ready_latency = 1
 
     def __init__(self, *, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, exp_units,
-                 split=1):
+                 split=1, banks=2):
         check_arith("PEArray", arith)
         validate.positive("PEArray", rows_per_mac=rows_per_mac, head_dim=head_dim)
         lanes = validate.lanes_per_line(exp_units=exp_units, mac_lines=mac_lines,
                                         macs_per_line=macs_per_line, owner="PEArray")
         validate.split("PEArray", split, head_dim=head_dim, macs_per_line=macs_per_line,
                        lanes=lanes)
-        self._arith = arith
+        validate.integer("PEArray", "banks", banks, lo=2)
+        self._arith, self._banks = arith, banks
         self._p, self._q, self._r, self._d, self._lanes = (mac_lines, macs_per_line, rows_per_mac,
                                                           head_dim, lanes)
         self._s = split
@@ -219,7 +229,8 @@ class PEArray(wiring.Component):
                           "row_base": In(range(mac_lines * macs_per_line // split * rows_per_mac)),
                           **_line_signature(
             arith=arith, mac_lines=mac_lines, macs_per_line=macs_per_line,
-            rows_per_mac=rows_per_mac, head_dim=head_dim, lanes=lanes, split=split)})
+            rows_per_mac=rows_per_mac, head_dim=head_dim, lanes=lanes, split=split,
+            banks=banks)})
 
     #: cycles from a drain address to its O and l: the line's, then the line select
     drain_read_latency = MacLine.drain_read_latency + 1
@@ -228,11 +239,16 @@ class PEArray(wiring.Component):
     def lanes_per_line(self):
         return self._lanes
 
+    @property
+    def banks(self):
+        return self._banks
+
     def elaborate(self, platform):
         m = Module()
         lines = self._lines(m)
         m.d.comb += self.tail.eq(lines[0].tail)
-        m.d.sync += [self.ready[b].eq(and_all(line.ready[b] for line in lines)) for b in range(2)]
+        m.d.sync += [self.ready[b].eq(and_all(line.ready[b] for line in lines))
+                     for b in range(self._banks)]
         m.d.comb += self.exp_active.eq(or_all(line.exp_active for line in lines))
         self._drain_select(m, lines)
         return m
@@ -243,7 +259,7 @@ class PEArray(wiring.Component):
         def new_line():
             return MacLine(arith=self._arith, mac_lines=self._p, macs_per_line=self._q,
                            rows_per_mac=self._r, head_dim=self._d, lanes=self._lanes,
-                           split=self._s)
+                           split=self._s, banks=self._banks)
         proto = new_line()
         lines = []
         for index in range(self._p):

@@ -8,9 +8,12 @@ instead: chunk c to slots 0 .. r-1, then P - r idle cycles, so it costs P*d/s.
 The replay takes the next row off the buffer's `row` stream when the current one
 issues its last word (or when idle) and the schedule allows it:
 
-* a V row (U_j) waits until every softmax lane has written bank j mod 2 (the
-  array's `ready`, cleared by `consume` as U_j starts): the single interlock of
-  the schedule, so U_j follows S_j by at least the lane latency;
+* a V row (U_j) waits until every softmax lane has written bank j mod B (B =
+  `banks`; the array's `ready`, cleared by `consume` as U_j starts): the single
+  interlock of the schedule, so U_j follows S_j by at least the lane latency. The
+  buffer brings K_(j+B), which overwrites bank j, only after V_j
+  (`attenio.hdl.kv_buffer.kv_order`), so
+  its scores are written after U_j has launched, by when the lanes have read them;
 * K_0 of a block (its S_0) waits until the normalizer is idle, since the new
   block's softmax and updates would overwrite the previous block's l and O;
 * the last V row of a block arms the normalizer with the block's valid rows.
@@ -22,7 +25,7 @@ away from it); they hold the block's values from the cycle S_0's first word ente
 the array (`RowReplay.issue_latency` after the launch), before any of its scores exists.
 """
 
-from amaranth.hdl import Module, Mux, Signal, signed
+from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -43,7 +46,8 @@ class RowReplay(wiring.Component):
     """The replay for `row_layout` rows of `head_dim` elements into an array of
     `mac_lines` x `macs_per_line` MACs with `rows_per_mac` rows each, Q blocks of up
     to `block_rows` rows, elements of shape `element`, K rows slot by slot
-    (`score_period` None) or chunk by chunk in `score_period` cycles each.
+    (`score_period` None) or chunk by chunk in `score_period` cycles each, `banks`
+    score and (P, alpha) banks (the rows' `bank` fields, `row_layout`'s with as many).
 
     Ports: `row` in and `release` out (the buffer's, see `attenio.hdl.kv_buffer`);
     `rd_addr` / `rd_data` the buffer's read port; `word` the array's entry word;
@@ -57,14 +61,15 @@ class RowReplay(wiring.Component):
     """
 
     def __init__(self, *, row_layout, mac_lines, macs_per_line, rows_per_mac, block_rows,
-                 head_dim, c_shape, split=1, element=signed(8), score_period=None):
+                 head_dim, c_shape, split=1, element=signed(8), score_period=None, banks=2):
         validate.positive("RowReplay", mac_lines=mac_lines, macs_per_line=macs_per_line,
                           rows_per_mac=rows_per_mac, block_rows=block_rows, head_dim=head_dim)
+        validate.integer("RowReplay", "banks", banks, lo=2)
         validate.split("RowReplay", split, head_dim=head_dim, macs_per_line=macs_per_line)
         if score_period is not None:
             validate.integer("RowReplay", "score_period", score_period, lo=rows_per_mac)
         self._r, self._d = rows_per_mac, head_dim // split     # d: chunks per row
-        self._period = score_period
+        self._period, self._banks = score_period, banks
         super().__init__({
             "row": In(stream.Signature(row_layout)),
             "release": Out(1),
@@ -72,13 +77,13 @@ class RowReplay(wiring.Component):
             "rd_data": In(data.ArrayLayout(element, split)),
             "word": Out(word_layout(mac_lines=mac_lines, macs_per_line=macs_per_line,
                                     rows_per_mac=rows_per_mac, head_dim=head_dim, split=split,
-                                    element=element)),
-            "lanes_ready": In(2),
-            "consume": Out(2),
+                                    element=element, banks=banks)),
+            "lanes_ready": In(banks),
+            "consume": Out(banks),
             "drain": Out(stream.Signature(drain_layout(rows=block_rows))),
             "c": Out(c_shape),
             "mask": Out(row_layout["mask"].shape),
-            "pick_next": Out(pick_layout(rows_per_mac=rows_per_mac)),
+            "pick_next": Out(pick_layout(rows_per_mac=rows_per_mac, banks=banks)),
             "pe_active": Out(1),
             "starved": Out(1),
             "busy": Out(1),
@@ -89,9 +94,14 @@ class RowReplay(wiring.Component):
     #: synchronous read of the same address), then both in the entry register
     issue_latency = 3
 
+    @property
+    def banks(self):
+        return self._banks
+
     def elaborate(self, platform):
         m = Module()
         r, d, P = self._r, self._d, self._period     # d: chunks per row, d/s
+        banks = self._banks
         row = self.row
         cur = Signal.like(row.payload, name="replaying")   # the row being issued
         active = Signal()                        # a pass is issuing
@@ -162,10 +172,12 @@ class RowReplay(wiring.Component):
         with m.Elif(last_word):
             m.d.sync += active.eq(0)
         # U_j's consume and the last V row's drain command leave from registers, a cycle
-        # after the launch: the lanes' `ready` is next looked at for U_(j+2), four launches
-        # later, by when the clear has long reached the array's registered AND, and the
-        # normalizer's for the next block's S_0, after its Q rows.
-        m.d.sync += [self.consume.eq(Mux(launch & nxt.is_u, Mux(nxt.bank, 0b10, 0b01), 0)),
+        # after the launch: the lanes' `ready[j mod B]` is next looked at for U_(j+B), 2B
+        # launches later (four at least), by when the clear has long reached the array's
+        # registered AND, and the normalizer's for the next block's S_0, after its Q rows.
+        one_hot = (Mux(nxt.bank, 0b10, 0b01) if banks == 2
+                   else Cat(nxt.bank == b for b in range(banks)))
+        m.d.sync += [self.consume.eq(Mux(launch & nxt.is_u, one_hot, 0)),
                      self.drain.valid.eq(launch & nxt.is_u & nxt.last),
                      self.drain.payload.rows_valid.eq(nxt.rows_valid)]
         # The entry register: the word with the buffer's read, which leaves a block RAM
@@ -174,7 +186,8 @@ class RowReplay(wiring.Component):
         entry = Signal.like(self.word, name="entry_out")
         m.d.sync += [entry.eq(word), entry.value.eq(self.rd_data)]
         m.d.comb += [self.word.eq(entry),
-                     self.pick_next.addr.eq(pick_addr(word.bank, word.slot, rows_per_mac=r))]
+                     self.pick_next.addr.eq(pick_addr(word.bank, word.slot, rows_per_mac=r,
+                                                      banks=banks))]
         m.d.comb += [self.starved.eq(~active & ~row.valid),
                      self.pe_active.eq(entry.valid & (entry.is_s | entry.is_u)),
                      self.busy.eq(active | word.valid | entry.valid)]

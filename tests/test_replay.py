@@ -1,5 +1,6 @@
 """`RowReplay` against a plain model of the words of each row it launches, cycle by cycle,
-under random row gaps and interlocks, and its published issue latency measured."""
+under random row gaps and interlocks, with two score banks and more, and its published issue
+latency measured."""
 
 import pytest
 from amaranth.hdl import signed
@@ -14,13 +15,13 @@ C_SHAPE = signed(12)
 
 
 def make_replay(*, mac_lines, macs_per_line, rows_per_mac, head_dim, split, score_period,
-                block_rows, max_seq_len=8):
+                block_rows, max_seq_len=8, banks=2):
     layout = row_layout(rows=block_rows, mac_lines=mac_lines, macs_per_line=macs_per_line,
                         rows_per_mac=rows_per_mac, head_dim=head_dim, c_shape=C_SHAPE,
-                        max_seq_len=max_seq_len, split=split)
+                        max_seq_len=max_seq_len, split=split, banks=banks)
     return RowReplay(row_layout=layout, mac_lines=mac_lines, macs_per_line=macs_per_line,
                      rows_per_mac=rows_per_mac, block_rows=block_rows, head_dim=head_dim,
-                     c_shape=C_SHAPE, split=split, score_period=score_period)
+                     c_shape=C_SHAPE, split=split, score_period=score_period, banks=banks)
 
 
 def row_words(tag, chunks, *, rows_per_mac, head_chunks, score_period):
@@ -69,19 +70,43 @@ def test_replay_issues_the_models_words_of_every_row_under_random_gaps_and_inter
     """Every row the buffer offers is launched once, in order, only when its interlock
     allows; its words reach the entry `issue_latency` after the launch, one a cycle, as the
     model says, with the block's c and mask; its release, consume and drain on time."""
+    check_replay(rng, mac_lines, macs_per_line, rows_per_mac, head_dim, split, score_period,
+                 banks=2)
+
+
+@pytest.mark.parametrize("mac_lines, macs_per_line, rows_per_mac, head_dim, split, score_period, "
+                         "banks", [
+    (2, 4, 3, 8, 2, None, 3), (2, 4, 3, 8, 2, 5, 4), (1, 2, 2, 4, 1, 2, 5),
+    (2, 2, 4, 4, 2, None, 4)])
+def test_replay_with_more_banks_waits_for_the_bank_of_each_v_row(
+        rng, mac_lines, macs_per_line, rows_per_mac, head_dim, split, score_period, banks):
+    """As with two banks, in the K/V order of B banks (blocks shorter than the lead among
+    them): a V row of bank b waits for `lanes_ready[b]` alone and consumes bit b."""
+    check_replay(rng, mac_lines, macs_per_line, rows_per_mac, head_dim, split, score_period,
+                 banks=banks)
+
+
+def check_replay(rng, mac_lines, macs_per_line, rows_per_mac, head_dim, split, score_period, *,
+                 banks):
+    """Three blocks of the buffer's rows (`buffer_rows`, four with more banks, one of a
+    single key) through the replay, every cycle against `row_words`."""
     block_rows = rows_per_mac * mac_lines * macs_per_line // split
     dut = make_replay(mac_lines=mac_lines, macs_per_line=macs_per_line,
                       rows_per_mac=rows_per_mac, head_dim=head_dim, split=split,
-                      score_period=score_period, block_rows=block_rows)
+                      score_period=score_period, block_rows=block_rows, banks=banks)
     d = head_dim // split
-    blocks = [random_block(rng, block_rows=block_rows, max_seq_len=8) for _ in range(3)]
+    blocks = [random_block(rng, block_rows=block_rows, max_seq_len=8)
+              for _ in range(3 if banks == 2 else 4)]
+    if banks > 2:
+        blocks[1]["n_keys"] = 1            # a block shorter than the lead
     rows = buffer_rows(blocks, mac_lines=mac_lines, macs_per_line=macs_per_line,
-                       head_dim=head_dim, split=split)
+                       head_dim=head_dim, split=split, banks=banks)
     tags = []
     for _, fields in rows:      # the fields the buffer leaves open: anything
         tag = {"line": int(rng.integers(0, mac_lines)),
                "mac": int(rng.integers(0, macs_per_line // split)),
-               "qbase": int(rng.integers(0, rows_per_mac * d)), "bank": int(rng.integers(0, 2)),
+               "qbase": int(rng.integers(0, rows_per_mac * d)),
+               "bank": int(rng.integers(0, banks)),
                "first": int(rng.integers(0, 2)), "last": int(rng.integers(0, 2))}
         tags.append({**tag, **fields})
     data = [[[int(x) for x in rng.integers(-128, 128, size=split)] for _ in range(d)]
@@ -112,8 +137,8 @@ def test_replay_issues_the_models_words_of_every_row_under_random_gaps_and_inter
                     memory[offered % 2] = data[offered]
                     ctx.set(dut.row.payload, row_payload(tags[offered]))
                     ctx.set(dut.row.valid, 1)
-            lanes = [int(rng.random() < lanes_chance) for _ in range(2)]
-            ctx.set(dut.lanes_ready, lanes[0] | lanes[1] << 1)
+            lanes = [int(rng.random() < lanes_chance) for _ in range(banks)]
+            ctx.set(dut.lanes_ready, sum(bit << b for b, bit in enumerate(lanes)))
             ctx.set(dut.drain.ready, int(rng.random() < drain_chance))
             await ctx.delay(1e-9)
 
