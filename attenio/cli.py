@@ -42,7 +42,7 @@ def _usable_dir(path):
     except OSError as exc:
         raise ConfigError(f"{where} cannot be used: {exc.strerror or exc}") from None
     if not os.access(nearest, os.W_OK | os.X_OK):
-        what = "" if nearest == path else f"'s nearest existing parent {str(nearest)!r}"
+        what = "" if nearest == path else f" cannot be made: {str(nearest)!r}"
         raise ConfigError(f"{where}{what} is not writable")
     return path
 

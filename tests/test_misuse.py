@@ -487,20 +487,50 @@ def test_misuse_is_one_line_status_2_and_writes_nothing(hostile, tmp_path, monke
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only directory (the "
                                               "kernel does not check root's permissions)")
-@pytest.mark.parametrize("command", ["plan", "gen", "sim", "compare"])
+@pytest.mark.parametrize("command", ["plan", "gen", "sim", "compare", "sweep"])
 def test_a_read_only_output_directory_is_one_line_and_status_2(tmp_path, capsys, command):
+    (tmp_path / "spec.toml").write_text('stages = ["plan"]\n')
+    argv = [command] if command != "sweep" else [command, str(tmp_path / "spec.toml")]
     locked = tmp_path / "locked"
     locked.mkdir()
     locked.chmod(0o555)
     try:
         for out in (locked, locked / "sub"):
-            assert main([command, "-o", str(out)]) == 2
+            assert main([*argv, "-o", str(out)]) == 2
             err = capsys.readouterr().err
             assert err.startswith(f"attenio {command}: error: output directory {str(out)!r}")
             assert err.endswith("is not writable\n") and err.count("\n") == 1
         assert list(locked.iterdir()) == []
     finally:
         locked.chmod(0o755)
+
+
+@pytest.mark.parametrize("command", ["plan", "gen", "sim", "compare", "sweep"])
+def test_an_output_the_user_may_not_write_is_refused_before_any_work(tmp_path, capsys,
+                                                                    monkeypatch, command):
+    """The same refusal as root sees it: os.access answers as for a user without write
+    permission on `locked`, and the command stops before it plans anything."""
+    (tmp_path / "spec.toml").write_text('stages = ["plan"]\n')
+    argv = [command] if command != "sweep" else [command, str(tmp_path / "spec.toml")]
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: access(path, mode) and
+                        path != locked)
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("planned before the output was checked")
+    for name in ("attenio.cli.choose_plan", "attenio.cli.planned_config",
+                 "attenio.plan.make_plan"):
+        monkeypatch.setattr(name, no_work)
+    assert main([*argv, "-o", str(locked)]) == 2
+    assert capsys.readouterr().err == (f"attenio {command}: error: output directory "
+                                       f"{str(locked)!r} is not writable\n")
+    assert main([*argv, "-o", str(locked / "sub")]) == 2
+    assert capsys.readouterr().err == (f"attenio {command}: error: output directory "
+                                       f"{str(locked / 'sub')!r} cannot be made: "
+                                       f"{str(locked)!r} is not writable\n")
+    assert list(locked.iterdir()) == []
 
 
 #: A child that runs one command under an address-space limit of what it holds already
