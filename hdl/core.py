@@ -59,9 +59,10 @@ Besides the interlock, the array waits only for the feed and, for S_0 of a
 block, for the previous block's drain, which the next block's Q load (a*d
 cycles) normally hides. A block costs N*2*r*d + rows_valid*d (Q load) cycles
 plus a few of fill and drain latency. A float format replays K rows chunk by
-chunk with P = max(r, L_acc) cycles a chunk (`attenio.hdl.mac`), so read its
-S_j as P*d cycles; `timing` publishes every latency the
-cycle model (`attenio.model.cyclemodel`) needs.
+chunk with P cycles a chunk (`attenio.hdl.mac.score_period`: max(r, L_acc),
+or about r with interleaved sub-sums), so read its S_j as P*d cycles;
+`timing` publishes every latency the cycle model (`attenio.model.cyclemodel`)
+needs.
 """
 
 from dataclasses import dataclass
@@ -112,7 +113,8 @@ class CoreTiming:
     row_refill        the replay's release of a KV buffer half (its last word's issue) to
                       the half's first element of the next row
     score_period      cycles per chunk of a K row: r (slot by slot, int8) or
-                      max(r, L_acc) (chunk by chunk, the float formats' accumulator loop);
+                      `attenio.hdl.mac.score_period` (chunk by chunk, the float formats'
+                      accumulator loop: max(r, L_acc), or about r when interleaved);
                       a K row costs score_period*d/s cycles, a V row r*d/s
     feed_pad_rows     whether a partial Q block's rows past ``rows_valid`` come on the
                       feed (as zeros): they do not, the feed carries ``rows_valid * d`` Q
@@ -140,12 +142,16 @@ class CoreTiming:
         return self.line_skew + self.lane_rows + self.lane_latency
 
     @classmethod
-    def of(cls, arith, *, macs_per_line, rows_per_mac, lanes, split=1):
+    def of(cls, arith, *, macs_per_line, rows_per_mac, lanes, split=1, head_dim=None,
+           interleave=False):
         """The timing of a core of format `arith` with `lanes` lanes per line of
-        `macs_per_line` MACs in groups of `split`, `rows_per_mac` rows each (nothing
-        is elaborated)."""
+        `macs_per_line` MACs in groups of `split`, `rows_per_mac` rows each, of head
+        dimension `head_dim`, whose float MACs `interleave` their sums or not
+        (`attenio.hdl.mac.score_sums`; `head_dim` is needed then). Nothing is
+        elaborated."""
         issue = RowReplay.issue_latency
-        score = MAC.score_latency(arith, split)
+        loop = dict(head_dim=head_dim, interleave=interleave)
+        score = MAC.score_latency(arith, split, rows_per_mac=rows_per_mac, **loop)
         return cls(
             line_skew=macs_per_line - 1,                 # one MAC a cycle along a line
             lane_rows=rows_per_mac * (macs_per_line // lanes // split),
@@ -158,7 +164,7 @@ class CoreTiming:
             row_issue=issue,
             row_ready=KVBuffer.row_latency,
             row_refill=KVBuffer.refill_latency,
-            score_period=score_period(arith, rows_per_mac) or rows_per_mac,
+            score_period=score_period(arith, rows_per_mac, split=split, **loop) or rows_per_mac,
             feed_pad_rows=False,
         )
 

@@ -42,15 +42,30 @@ log2 s stages and reach across s MACs).
 The floating-point formats (`FloatArith`) keep the same storage and word, with
 scores and O in fp32, and accumulate a score in an fp32 adder whose result
 comes back `accumulate_latency` (L) cycles later. So a K row is replayed chunk
-by chunk (`score_period`: chunk c goes to slots 0 .. r-1 in P = max(r, L)
-cycles, P - r of them idle): each slot's sum then comes back exactly when the
-slot's next product arrives, and every MAC still adds its columns in order. The
-adder's other input is -0 for a slot's first chunk (-0 + x is x for every x),
-so the sum starts from the first product. With s > 1 a MAC keeps its r partial
-sums of each bank and adds the running sum of the MACs before it when that
-arrives on the chain (`chain_layout`, one addition of L cycles per MAC): the
-chain's latency grows by L per MAC, and the lanes start that much later
-(`MAC.score_latency`).
+by chunk (`score_period`: chunk c goes to slots 0 .. r-1 in P >= r cycles, P - r
+of them idle), and the adder's loop holds k P sums (`score_sums`: L of them in
+the adder, k P - L in a delay line), so that each slot's sum comes back exactly
+when the slot's chunk c + k arrives. Without `interleave` k = 1 and P = max(r, L):
+one sum a slot, idle whenever r < L. With it, each slot keeps k = ceil(L / P)
+sub-sums, chunk c in sub-sum c mod k, and P is the smallest from r up for which
+every sub-sum has a chunk (k <= d/s) and the fold below keeps up: P = r, no idle
+cycle, wherever d/s allows. The adder's other input is -0 for a sub-sum's first
+chunk (the row's first k chunks; -0 + x is x for every x), so each sub-sum starts
+from its first product; the sub-sums are done in the row's last k chunks, in the
+order sub-sum 0 .. k-1 (chunk d/s - k + i ends sub-sum i). A chunk counter per
+MAC (`_chunk`) tells these chunks apart.
+
+With s > 1 a MAC keeps its r partial sums of each bank (and sub-sum) and adds
+the running sum of the MACs before it when that arrives on the chain
+(`chain_layout`, one addition of L cycles per MAC): the chain's latency grows by
+L per MAC, and the lanes start that much later (`MAC.score_latency`). With k > 1
+the chain carries the k sub-sums of each slot (k r sums a row, in order), a MAC
+keeps its own in a LUT RAM of B k r until the chain's arrive, and only the
+group's last MAC (every MAC at s = 1) folds them, in one fp32 adder of its own:
+S = ((v_0 + v_1) + v_2) + ..., v_i the chain's sum of sub-sum i (`_fold`). That
+costs one adder per group, and k - 1 rounds of 1 + L cycles of latency less the
+(k - 2) P cycles the sub-sums arrive apart. `attenio.sim.golden_fp` adds in this
+order.
 """
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Shape, Signal, Value, signed
@@ -89,11 +104,13 @@ def word_layout(*, mac_lines, macs_per_line, rows_per_mac, head_dim, split=1,
     })
 
 
-def chain_layout(*, arith, rows_per_mac, banks=2):
+def chain_layout(*, arith, rows_per_mac, banks=2, sums=1):
     """A partial score on the group's adder chain; int8 uses only `value` (its chain
-    runs in lockstep with the words), a float format also which score it is."""
+    runs in lockstep with the words), a float format also which score it is, and with
+    `sums` > 1 sub-sums a slot (`score_sums`) which sub-sum."""
+    sub = {"sub": range(sums)} if sums > 1 else {}
     return data.StructLayout({"valid": 1, "bank": range(banks), "slot": range(rows_per_mac),
-                              "value": arith.score_shape})
+                              **sub, "value": arith.score_shape})
 
 
 def pick_layout(*, rows_per_mac, banks=2):
@@ -116,13 +133,46 @@ def _bank_bits(banks):
     return (banks - 1).bit_length()
 
 
-def score_period(arith, rows_per_mac):
+def score_period(arith, rows_per_mac, *, head_dim=None, split=1, interleave=False):
     """Cycles between two chunks of a K row at a MAC: r slot by slot for int8 (a row's
-    words are replayed slot-major), max(r, L) for a float format (chunk-major, so the
-    fp32 accumulator's L-cycle loop closes in time); None for slot-major."""
-    if isinstance(arith, FloatArith):
-        return max(rows_per_mac, arith.accumulate_latency)
-    return None
+    words are replayed slot-major; None: slot-major); chunk by chunk for a float
+    format, in the fewest cycles P >= r whose k = `score_sums` sub-sums close the fp32
+    accumulator's L-cycle loop (k P >= L) and keep the chain and the fold in time (see
+    the module docstring): max(r, L) without `interleave`. `head_dim` and `split` give
+    the chunks of a row at a MAC, d/s (needed with `interleave`)."""
+    return _score_loop(arith, rows_per_mac, head_dim, split, interleave)[0]
+
+
+def score_sums(arith, rows_per_mac, *, head_dim=None, split=1, interleave=False):
+    """k: the sums a MAC keeps for each slot of a K row, chunk c in sub-sum c mod k
+    (`score_period`'s; 1 for int8 and without `interleave`)."""
+    return _score_loop(arith, rows_per_mac, head_dim, split, interleave)[1]
+
+
+#: cycles of one fold addition: the operands' register, then the fp32 adder
+def _fold_round(arith):
+    return 1 + arith.accumulate_latency
+
+
+def _score_loop(arith, r, head_dim, split, interleave):
+    """(P, k) of `score_period` and `score_sums`: the smallest P >= r with k = ceil(L/P)
+    sub-sums such that every sub-sum has a chunk (k <= d/s, which also keeps the chain's
+    adder, k r sums a row, within a row's P d/s cycles) and the fold of row n is done
+    with its adder before row n + 1's starts, however soon that row follows
+    (P d/s >= (k - 2) F + r, F a fold addition's cycles); P = L, k = 1 always is."""
+    if not isinstance(arith, FloatArith):
+        return None, 1
+    acc = arith.accumulate_latency
+    if not interleave or r >= acc:
+        return max(r, acc), 1
+    if head_dim is None:
+        raise TypeError("score_period: interleave needs head_dim")
+    chunks, fold = head_dim // split, _fold_round(arith)
+    for period in range(r, acc):
+        k = -(-acc // period)
+        if k <= chunks and period * chunks >= (k - 2) * fold + r:
+            return period, k
+    return acc, 1
 
 
 class MAC(wiring.Component):
@@ -144,7 +194,7 @@ class MAC(wiring.Component):
     """
 
     def __init__(self, *, arith, mac_lines, macs_per_line, rows_per_mac, head_dim,
-                 macs_per_lane, index, lane_index, split=1, banks=2):
+                 macs_per_lane, index, lane_index, split=1, banks=2, interleave=False):
         check_arith("MAC", arith)
         validate.positive("MAC", mac_lines=mac_lines, macs_per_line=macs_per_line,
                           rows_per_mac=rows_per_mac, head_dim=head_dim,
@@ -157,10 +207,14 @@ class MAC(wiring.Component):
         self._r, self._d, self._s = rows_per_mac, head_dim // split, split
         self._q, self._index, self._lane_index = macs_per_line, index, lane_index
         self._banks = banks
+        loop = dict(head_dim=head_dim, split=split, interleave=interleave)
+        self._period = score_period(arith, rows_per_mac, **loop)
+        self._sums = score_sums(arith, rows_per_mac, **loop)
         word = word_layout(mac_lines=mac_lines, macs_per_line=macs_per_line,
                            rows_per_mac=rows_per_mac, head_dim=head_dim, split=split,
                            element=arith.element_shape, banks=banks)
-        chain = chain_layout(arith=arith, rows_per_mac=rows_per_mac, banks=banks)
+        chain = chain_layout(arith=arith, rows_per_mac=rows_per_mac, banks=banks,
+                             sums=self._sums)
         pick = pick_layout(rows_per_mac=rows_per_mac, banks=banks)
         super().__init__({
             "line_id": In(range(mac_lines)),
@@ -188,24 +242,44 @@ class MAC(wiring.Component):
     int8_product_latency = 3
 
     @staticmethod
-    def score_latency(arith, split):
+    def score_latency(arith, split, *, rows_per_mac=None, head_dim=None, interleave=False):
         """Cycles from the last K word at a group's last MAC to the row's score in its
         bank. int8: q * k (`int8_product_latency`), then the accumulator (combinational
         into the next register), and with s > 1 the partial sum's register before the
         adder chain. Float: the product and the accumulator's pipelines, and with s > 1
         one addition per MAC of the chain and the chain's registers, all but one of which
-        the words' skew hides (see the module docstring). Then the score's own register
-        before the banks (`_write_score`)."""
+        the words' skew hides (see the module docstring); with k = `score_sums` > 1 (from
+        `rows_per_mac`, `head_dim` and `interleave`) the fold of the k sub-sums, which
+        ends (k - 1) F - (k - 2) P cycles after the last one (F = 1 + L a fold addition,
+        P = `score_period`). Then the score's own register before the banks
+        (`_write_score`)."""
         if isinstance(arith, FloatArith):
             product, accumulate = arith.product_latency, arith.accumulate_latency
             if split == 1:
-                return 1 + product + accumulate
-            return 1 + product + accumulate * split + 1
+                score = 1 + product + accumulate
+            else:
+                score = 1 + product + accumulate * split + 1
+            if not interleave:
+                return score
+            period, k = _score_loop(arith, rows_per_mac, head_dim, split, interleave)
+            if k == 1:
+                return score
+            return score + (k - 1) * _fold_round(arith) - (k - 2) * period
         return 1 + MAC.int8_product_latency + (0 if split == 1 else 1)
 
     @property
     def index(self):
         return self._index
+
+    @property
+    def period(self):
+        """`score_period`: cycles of a chunk of a K row (None for int8)."""
+        return self._period
+
+    @property
+    def sums(self):
+        """`score_sums`: k, the sums of a slot."""
+        return self._sums
 
     @property
     def banks(self):
@@ -448,11 +522,11 @@ class MAC(wiring.Component):
 
     def _float_scores(self, m, w, q, value):
         """fp32 scores, chunk-major (see the module docstring): the product, then the
-        accumulator whose sum comes back `score_period` cycles after it left; with s > 1
-        the partial sums wait in their bank for the chain."""
-        arith, r, s = self._arith, self._r, self._s
+        accumulator whose sum comes back k P cycles after it left (k = `score_sums`
+        sub-sums a slot, P = `score_period`); with s > 1 the partial sums wait in their
+        bank for the chain; with k > 1 the group's last MAC folds the k sums."""
+        arith, r, s, k = self._arith, self._r, self._s, self._sums
         product_latency, accumulate_latency = arith.product_latency, arith.accumulate_latency
-        period = score_period(arith, r)
         prod = arith.product(m, q, value)
         st = Stages(m)
         ctrl = Signal(data.StructLayout({"en": 1, "first": 1, "last": 1,
@@ -463,29 +537,120 @@ class MAC(wiring.Component):
         ctrl_p = data.View(ctrl.shape(), st.delay(ctrl, product_latency, "s_ctrl_p"))
         loop = Signal(arith.score_shape, name="acc_loop")     # the slot's sum, back from the adder
         start = Const(FP32.neg_zero, FP32.width)              # -0 + x is x: a slot's first sum
-        acc = arith.accumulate(m, Mux(ctrl_p.first, start, loop), prod)
-        m.d.comb += loop.eq(st.delay(acc, period - accumulate_latency, "acc_back"))
+        # a sub-sum's first chunk: the row's first k chunks
+        first = ctrl_p.first if k == 1 else self._chunk(m, ctrl_p, "chunk_p") < k
+        acc = arith.accumulate(m, Mux(first, start, loop), prod)
+        m.d.comb += loop.eq(st.delay(acc, k * self._period - accumulate_latency, "acc_back"))
         done = data.View(ctrl.shape(), st.delay(ctrl_p, accumulate_latency, "s_ctrl_a"))
-        part_en = done.en & done.last
+        if k == 1:
+            part_en, sub = done.en & done.last, None
+        else:
+            # a sub-sum's last chunk: the row's last k chunks, sub-sum 0 .. k-1 in that order
+            chunk = self._chunk(m, done, "chunk_a")
+            part_en = done.en & (chunk >= self._d - k)
+            sub = Signal(range(k), name="s_sub")
+            m.d.comb += sub.eq(chunk - (self._d - k))
 
         if s == 1:
-            self._write_score(m, part_en, done.bank, done.slot, acc)
+            self._score_out(m, part_en, sub, done.bank, done.slot, acc)
             return
         if self.position == 0:                             # the chain starts here
             m.d.sync += [self.chain_out.valid.eq(part_en), self.chain_out.bank.eq(done.bank),
                          self.chain_out.slot.eq(done.slot), self.chain_out.value.eq(acc)]
+            if k > 1:
+                m.d.sync += self.chain_out.sub.eq(sub)
             return
-        banks = self._banks
-        parts = [Signal(arith.score_shape, name=f"part_{b}_{t}")
-                 for b in range(banks) for t in range(r)]
-        self._write_regs(m, parts, part_en, done.bank, done.slot, acc)
-        cin = Signal.like(self.chain_in, name="chain_in_r")
-        m.d.sync += cin.eq(self.chain_in)
-        mine = Array([Array(parts[b * r:(b + 1) * r]) for b in range(banks)])[cin.bank][cin.slot]
+        if k == 1:
+            banks = self._banks
+            parts = [Signal(arith.score_shape, name=f"part_{b}_{t}")
+                     for b in range(banks) for t in range(r)]
+            self._write_regs(m, parts, part_en, done.bank, done.slot, acc)
+            cin = Signal.like(self.chain_in, name="chain_in_r")
+            m.d.sync += cin.eq(self.chain_in)
+            mine = Array([Array(parts[b * r:(b + 1) * r]) for b in range(banks)])[cin.bank][cin.slot]
+        else:
+            cin = Signal.like(self.chain_in, name="chain_in_r")
+            m.d.sync += cin.eq(self.chain_in)
+            # B k r partial sums: a LUT RAM read at the registered chain's (bank, sub, slot)
+            m.submodules.parts = parts = Memory(
+                shape=arith.score_shape, depth=2 ** len(self._part_addr(done.bank, sub, done.slot)),
+                init=[])
+            part_wr, part_rd = parts.write_port(), parts.read_port(domain="comb")
+            m.d.comb += [part_wr.addr.eq(self._part_addr(done.bank, sub, done.slot)),
+                         part_wr.data.eq(acc), part_wr.en.eq(part_en),
+                         part_rd.addr.eq(self._part_addr(cin.bank, cin.sub, cin.slot))]
+            mine = part_rd.data
         total = arith.accumulate(m, mine, cin.value)
         out = data.View(cin.shape(), st.delay(cin.as_value(), accumulate_latency, "chain_ctrl"))
         if self.position == s - 1:
-            self._write_score(m, out.valid, out.bank, out.slot, total)
+            self._score_out(m, out.valid, out.sub if k > 1 else None, out.bank, out.slot, total)
         else:
             m.d.comb += [self.chain_out.valid.eq(out.valid), self.chain_out.bank.eq(out.bank),
                          self.chain_out.slot.eq(out.slot), self.chain_out.value.eq(total)]
+            if k > 1:
+                m.d.comb += self.chain_out.sub.eq(out.sub)
+
+    def _chunk(self, m, ctrl, name):
+        """The chunk of a K row that `ctrl` (a word's control, valid at `en`) belongs to:
+        0 at the row's first chunk, one more after each chunk's last slot."""
+        count = Signal(range(self._d), name=name)
+        cur = Signal(range(self._d), name=f"{name}_cur")
+        m.d.comb += cur.eq(Mux(ctrl.first, 0, count))
+        with m.If(ctrl.en & (ctrl.slot == self._r - 1)):
+            m.d.sync += count.eq(cur + 1)
+        return cur
+
+    def _part_addr(self, bank, sub, slot):
+        """The address of a (bank, sub-sum, slot) partial sum: `_sub_addr`, then the
+        bank's bits."""
+        return Cat(self._sub_addr(sub, slot), Value.cast(bank)[:_bank_bits(self._banks)])
+
+    def _sub_addr(self, sub, slot):
+        """The address of a (sub-sum, slot) sum: the slot's bits, then the sub-sum's."""
+        return Cat(Value.cast(slot)[:_slot_bits(self._r)], Value.cast(sub)[:_slot_bits(self._sums)])
+
+    def _score_out(self, m, en, sub, bank, slot, value):
+        """A slot's sum at `en` to its bank: written (k = 1), or sub-sum `sub` of k to
+        the fold (`_fold`)."""
+        if self._sums == 1:
+            self._write_score(m, en, bank, slot, value)
+        else:
+            self._fold(m, en, sub, bank, slot, value)
+
+    def _fold(self, m, en, sub, bank, slot, value):
+        """The score of a slot from its k sub-sums, which come at `en` in the order 0 ..
+        k-1, P cycles apart (for every slot of a row before the next sub-sum's): S =
+        ((v_0 + v_1) + v_2) + ... in one fp32 adder. v_1 meets v_0, kept in a LUT RAM of
+        (sub-sum, slot); each sum leaves the adder F = 1 + L cycles later and meets the next
+        sub-sum, kept there too; the last sum is written to its bank. The adder takes one
+        addition a cycle and no two meet (`score_period` chooses P so that a row's fold
+        is done before the next row's begins), so the fold never stalls a row."""
+        arith, k, r = self._arith, self._sums, self._r
+        st = Stages(m)
+        addr = self._sub_addr(sub, slot)
+        m.submodules.fold_mem = mem = Memory(shape=arith.score_shape, depth=2 ** len(addr),
+                                             init=[])
+        wr, rd = mem.write_port(), mem.read_port(domain="comb")
+        m.d.comb += [wr.addr.eq(addr), wr.data.eq(value), wr.en.eq(en)]
+        op_layout = data.StructLayout({"valid": 1, "sub": range(k), "bank": range(self._banks),
+                                       "slot": range(r)})
+        # the addition in the adder's last stage, and the sum it makes (F cycles after
+        # its operands were chosen)
+        back = Signal(op_layout, name="fold_back")
+        summed = Signal(arith.score_shape, name="fold_sum")
+        fresh = en & (sub == 1)                 # v_1: the first addition, v_0 + v_1
+        more = back.valid & (back.sub != k - 1)
+        op = Signal(op_layout, name="fold_op")
+        a = Signal(arith.score_shape, name="fold_a")
+        b = Signal(arith.score_shape, name="fold_b")
+        m.d.comb += rd.addr.eq(Mux(fresh, self._sub_addr(Const(0, range(k)), slot),
+                                   self._sub_addr(back.sub + 1, back.slot)))
+        m.d.sync += [op.valid.eq(fresh | more),
+                     op.sub.eq(Mux(fresh, 1, back.sub + 1)),
+                     op.bank.eq(Mux(fresh, bank, back.bank)),
+                     op.slot.eq(Mux(fresh, slot, back.slot)),
+                     a.eq(Mux(fresh, rd.data, summed)),
+                     b.eq(Mux(fresh, value, rd.data))]
+        m.d.comb += summed.eq(arith.accumulate(m, a, b))
+        m.d.comb += back.eq(st.delay(op, arith.accumulate_latency, "fold_ctrl"))
+        self._write_score(m, back.valid & (back.sub == k - 1), back.bank, back.slot, summed)

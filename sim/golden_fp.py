@@ -3,10 +3,14 @@
 Every rounding sits where the floating-point datapath has it (its builders and
 twins are `attenio.hdl.formats.float.FloatArith`'s); per query row and K/V row j:
 
-    S_j   = sum of fmul(q_c, k_c)       fp32: MAC g of a row's group of s adds the
-                                        products of its columns g, g + s, ... in order
-                                        (starting from the first product), the chain
-                                        adds the s partial sums in group order
+    S_j   = sum of fmul(q_c, k_c)       fp32: MAC g of a row's group of s holds
+                                        columns g + s c, c = 0 .. d/s - 1, in k sub-sums
+                                        (`attenio.hdl.mac.score_sums`; 1 without the
+                                        interleave): sub-sum i adds the products of the
+                                        chunks c = d/s - k + i (mod k) in order (starting
+                                        from the first product); the chain adds sub-sum i
+                                        of the s MACs in group order; the fold adds the k
+                                        chain sums in order i = 0 .. k-1
     x_j   = fmul(S_j, c)                c = fp32(log2(e) / sqrt(d))
     z, up = to_fixed(-|x_j - m|), x_j > m   one fp32 difference, then x_frac bits,
                                         saturated at x_min; m starts at -inf
@@ -53,8 +57,11 @@ for the tests to hold the fast one to.
 Public API
 ----------
 
-`FloatDatapath(spec, *, max_seq_len, head_dim, split=1, fixed=None)`
+`FloatDatapath(spec, *, max_seq_len, head_dim, split=1, rows_per_mac=None, interleave=False,
+fixed=None)`
     the datapath's parameters and its `FloatArith`.
+`score_bits(dp, q, k)`
+    fp32 scores through the bit-level twins, in the hardware's order of additions.
 `store(spec, x)`
     float arrays rounded to storage encodings.
 `attention(dp, q, k, v, causal=False)` / `attention_bits(dp, q, k, v, causal=False)`
@@ -71,9 +78,10 @@ from attenio import validate
 from attenio.hdl.formats import fp
 from attenio.hdl.formats.float import FloatArith
 from attenio.hdl.formats.fp import FP32
+from attenio.hdl.mac import score_sums
 from attenio.sim.golden import causal_limits
 
-__all__ = ["FloatDatapath", "store", "attention", "attention_bits", "reference"]
+__all__ = ["FloatDatapath", "store", "score_bits", "attention", "attention_bits", "reference"]
 
 #: keys scored at once (the scores of a chunk are independent of each other)
 _CHUNK = 256
@@ -89,13 +97,20 @@ class FloatDatapath:
     """The floating-point datapath: storage `spec` (fp16 or bf16), s = `split`, and the
     fixed-point softmax of `fixed` (an `Int8Format`: x_frac, p_frac, the exp2 table and
     the reciprocal) for up to `max_seq_len` keys at `head_dim`; `arith` is its
-    `attenio.hdl.formats.float.FloatArith`."""
+    `attenio.hdl.formats.float.FloatArith`. With `interleave` the MACs keep `sums`
+    sub-sums a slot (`attenio.hdl.mac.score_sums` of `rows_per_mac` rows a group),
+    which set the order of a score's additions."""
 
-    def __init__(self, spec, *, max_seq_len, head_dim, split=1, fixed=None):
+    def __init__(self, spec, *, max_seq_len, head_dim, split=1, rows_per_mac=None,
+                 interleave=False, fixed=None):
         if validate.split_breaks(split, head_dim=head_dim):
             raise ValueError(f"FloatDatapath: split {split} must divide d = {head_dim}")
+        if interleave:
+            validate.positive("FloatDatapath", rows_per_mac=rows_per_mac)
         self.spec, self.split, self.head_dim = spec, split, head_dim
         self.arith = FloatArith(spec, max_seq_len=max_seq_len, head_dim=head_dim, fixed=fixed)
+        self.sums = score_sums(self.arith, rows_per_mac, head_dim=head_dim, split=split,
+                               interleave=True) if interleave else 1
         self.fixed = self.arith.fixed
         cfg = self.fixed.cfg
         self.x_frac, self.x_bits = cfg.x_frac, self.arith.x_shape.width
@@ -110,21 +125,47 @@ class FloatDatapath:
         return self.spec.to_float(bits).astype(np.float32)
 
 
-def _score_order(d, s):
-    """The columns of each MAC of a group in accumulation order: [[g, g + s, ...], ...]."""
-    return [list(range(g, d, s)) for g in range(s)]
+def _score_order(d, s, k):
+    """The columns of a score in the order of its additions: for each sub-sum i in fold
+    order, for each MAC g of the group in chain order, its columns in accumulation
+    order, g + s c for the chunks c = d/s - k + i (mod k): [[[g + s c, ...], ...], ...]."""
+    chunks = d // s
+    return [[[g + s * c for c in range((chunks - k + i) % k, chunks, k)] for g in range(s)]
+            for i in range(k)]
+
+
+def _fold(order, product, add):
+    """A score from `product(col)` and `add(a, b)` in `_score_order`'s order: each MAC's
+    sum from its first product, the chain's a + mine, the fold's a + chain."""
+    folded = None
+    for groups in order:
+        chain = None
+        for cols in groups:
+            acc = product(cols[0])
+            for c in cols[1:]:
+                acc = add(acc, product(c))
+            chain = acc if chain is None else add(chain, acc)
+        folded = chain if folded is None else add(folded, chain)
+    return folded
 
 
 def _scores(dp, q, k):
     """fp32 scores [rows, keys] in the hardware's order of additions."""
     with np.errstate(all="ignore"):
-        total = None
-        for cols in _score_order(dp.head_dim, dp.split):
-            acc = q[:, cols[0], None] * k[None, :, cols[0]]
-            for c in cols[1:]:
-                acc = acc + q[:, c, None] * k[None, :, c]
-            total = acc if total is None else total + acc
-    return total
+        return _fold(_score_order(dp.head_dim, dp.split, dp.sums),
+                     lambda c: q[:, c, None] * k[None, :, c], lambda a, b: a + b)
+
+
+def score_bits(dp, q, k):
+    """fp32 score encodings [rows, keys] of storage encodings q [rows, d] and k [keys, d],
+    through `FloatArith`'s twins in the hardware's order of additions (slow: tests)."""
+    a = dp.arith
+    rows, keys = len(q), len(k)
+    qq = np.repeat(np.asarray(q)[:, None, :], keys, 1).reshape(rows * keys, -1)
+    kk = np.tile(np.asarray(k), (rows, 1))
+    out = _fold(_score_order(dp.head_dim, dp.split, dp.sums),
+                lambda c: a.np_product(qq[:, c], kk[:, c]), a.np_accumulate)
+    return np.asarray(out).reshape(rows, keys)
 
 
 def _softmax_weights(dp, m, x, visible):
@@ -189,12 +230,7 @@ def attention_bits(dp, q, k, v, causal=False):
     l = np.zeros(rows, np.int64)
     o = np.zeros((rows, d), np.uint32)
     for j in range(n):
-        total = None
-        for cols in _score_order(d, dp.split):
-            acc = a.np_product(q[:, cols[0]], np.full(rows, k[j, cols[0]]))
-            for col in cols[1:]:
-                acc = a.np_accumulate(acc, a.np_product(q[:, col], np.full(rows, k[j, col])))
-            total = acc if total is None else a.np_accumulate(total, acc)
+        total = score_bits(dp, q, k[j:j + 1])[:, 0]
         x = a.np_scale(total, c)
         z, up = a.np_exp_arg(x, m)
         e = a.np_exp2(z)

@@ -29,11 +29,60 @@ def test_the_split_sets_the_order_of_the_score_additions(rng):
     assert not np.array_equal(outs[1], outs[4])        # another order, other roundings
 
 
+#: (r, s) at d = 16 and the sub-sums k of each (`attenio.hdl.mac.score_sums`): every k the
+#: interleave takes at d/s = 16, 8, 4
+_INTERLEAVED = {(2, 1): 5, (4, 2): 3, (8, 4): 2, (9, 2): 1, (1, 2): 3}
+
+
+def _interleaved(spec, rows, split):
+    return G.FloatDatapath(spec, max_seq_len=256, head_dim=16, split=split, rows_per_mac=rows,
+                           interleave=True)
+
+
+@pytest.mark.parametrize("rows, split", sorted(_INTERLEAVED))
+def test_the_interleave_keeps_the_sub_sums_the_mac_keeps(rows, split):
+    assert _interleaved(fp.FP16, rows, split).sums == _INTERLEAVED[rows, split]
+
+
+@pytest.mark.parametrize("spec", [fp.FP16, fp.BF16], ids=lambda s: s.name)
+@pytest.mark.parametrize("rows, split", [(2, 1), (4, 2), (8, 4)])
+def test_interleaved_fast_model_equals_the_bit_level_twins(rng, spec, rows, split):
+    dp = _interleaved(spec, rows, split)
+    q, k, v, stored = _data(rng, 5, 300, 16, spec, scale=2.0)
+    assert np.array_equal(G.attention(dp, *stored), G.attention_bits(dp, *stored))
+    assert np.array_equal(G.attention(dp, *stored, causal=True),
+                          G.attention_bits(dp, *stored, causal=True))
+
+
+@pytest.mark.parametrize("rows, split", sorted(_INTERLEAVED))
+def test_every_order_adds_every_column_once(rng, rows, split):
+    """Small integers sum exactly in any order: each order is the dot product."""
+    dp = _interleaved(fp.FP16, rows, split)
+    q, k = rng.integers(-8, 9, (3, 16)), rng.integers(-8, 9, (7, 16))
+    got = fp.FP32.to_float(G.score_bits(dp, dp.store(q), dp.store(k)))
+    assert np.array_equal(got, (q @ k.T).astype(np.float32))
+
+
+def test_the_sub_sums_set_the_order_of_the_score_additions(rng):
+    q, k, v, stored = _data(rng, 32, 64, 16, fp.FP16, scale=3.0)
+    plain = G.FloatDatapath(fp.FP16, max_seq_len=256, head_dim=16, split=2)
+    assert not np.array_equal(G.score_bits(plain, *stored[:2]),
+                              G.score_bits(_interleaved(fp.FP16, 4, 2), *stored[:2]))
+
+
+def test_the_interleave_needs_the_rows_per_mac():
+    with pytest.raises(ValueError, match="^FloatDatapath: rows_per_mac must be a positive "
+                                         "integer, not None$"):
+        G.FloatDatapath(fp.FP16, max_seq_len=16, head_dim=8, interleave=True)
+
+
 @pytest.mark.parametrize("spec, bound", [(fp.FP16, 1.5e-3), (fp.BF16, 8e-3)],
                          ids=["fp16", "bf16"])
-def test_error_stays_at_the_storage_formats_own(rng, spec, bound):
+@pytest.mark.parametrize("rows", [None, 4], ids=["one_sum", "interleaved"])
+def test_error_stays_at_the_storage_formats_own(rng, spec, bound, rows):
     q, k, v, stored = _data(rng, 32, 200, 16, spec)
-    dp = G.FloatDatapath(spec, max_seq_len=256, head_dim=16, split=2)
+    dp = G.FloatDatapath(spec, max_seq_len=256, head_dim=16, split=2, rows_per_mac=rows,
+                         interleave=rows is not None)
     out = spec.to_float(G.attention(dp, *stored)).astype(np.float64)
     ref = G.reference(q, k, v)
     rel = np.linalg.norm(out - ref) / np.linalg.norm(ref)

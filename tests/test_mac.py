@@ -163,3 +163,137 @@ def test_qk_takes_a_registered_dsp_below_the_width_of_its_halves():
                 assert 'REG_INPUTA_CLK "CLK0"' in cell and 'REG_OUTPUT_CLK "CLK0"' in cell
     assert len(cells[5, "upd"]) > 0 and (5, "qk") not in cells
     assert len(cells[4, "qk"]) == 1
+
+
+# -- float scores: interleaved sub-sums, the chain, the fold ---------------------------------
+
+def _float_line(spec, rows, split, chunks, interleave):
+    """A line of one group of `split` float MACs (a Module), its MACs, and its arith."""
+    from attenio.hdl.formats import FloatArith
+
+    head_dim = split * chunks
+    arith = FloatArith(spec, max_seq_len=64, head_dim=head_dim)
+    m = Module()
+    macs = []
+    for g in range(split):
+        mac = MAC(arith=arith, mac_lines=1, macs_per_line=split, rows_per_mac=rows,
+                  head_dim=head_dim, macs_per_lane=split, index=g, lane_index=0, split=split,
+                  interleave=interleave)
+        m.submodules[f"mac{g}"] = mac
+        if g:
+            m.d.comb += [mac.wi.eq(macs[-1].wo), mac.chain_in.eq(macs[-1].chain_out)]
+        macs.append(mac)
+    return m, macs, arith
+
+
+def _float_scores_run(spec, rows, split, chunks, seed, interleave=True, krows=4):
+    """Q rows, then `krows` K rows chunk by chunk (`score_period`), each after a random gap
+    (often none) but not before the scores of the row two before it, in its bank, are
+    written; returns [(row, slot, cycle its last word entered MAC 0, score at each cycle
+    from there)] and the golden datapath, Q and K."""
+    from attenio.sim import golden_fp
+
+    rng = np.random.default_rng(seed)
+    print(f"seed {seed}")
+    m, macs, arith = _float_line(spec, rows, split, chunks, interleave)
+    d = split * chunks
+    dp = golden_fp.FloatDatapath(spec, max_seq_len=64, head_dim=d, split=split,
+                                 rows_per_mac=rows, interleave=interleave)
+    # magnitudes spread over 2**-6 .. 2**6, so that the order of the additions shows
+    def draw(n):
+        return rng.standard_normal((n, d)) * 2.0 ** rng.integers(-6, 7, (n, d))
+    q, k = dp.store(draw(rows)), dp.store(draw(krows))
+    period = macs[0].period
+    latency = MAC.score_latency(arith, split, rows_per_mac=rows, head_dim=d,
+                                interleave=interleave)
+    width = arith.score_shape.width
+    last = macs[-1]
+    seen = []
+
+    trace = []                  # the last MAC's score registers after each edge of the K rows
+
+    async def tb(ctx):
+        def put(word):
+            ctx.set(macs[0].wi, word)
+
+        async def step():
+            await ctx.tick()
+            trace.append(ctx.get(last.score.as_value()))
+        for t in range(rows):
+            for c in range(chunks):
+                put({"valid": 1, "is_q": 1, "addr": t * chunks + c,
+                     "value": [int(x) for x in q[t, c * split:(c + 1) * split]]})
+                await ctx.tick()
+        put({"valid": 0})
+        written = []
+        for j in range(krows):
+            gap = 0 if rng.random() < 0.5 else int(rng.integers(1, 2 * period + 1))
+            ready = written[j - 2] if j >= 2 else 0
+            for _ in range(max(gap, ready - len(trace))):
+                await step()
+            for c in range(chunks):
+                for t in range(period):
+                    if t < rows:
+                        put({"valid": 1, "is_s": 1, "slot": t, "addr": t * chunks + c,
+                             "kfirst": int(c == 0), "klast": int(c == chunks - 1),
+                             "bank": j % 2,
+                             "value": [int(x) for x in k[j, c * split:(c + 1) * split]]})
+                        if c == chunks - 1:
+                            seen.append((j, t, len(trace)))
+                    else:
+                        put({"valid": 0})
+                    await step()
+            put({"valid": 0})
+            written.append(len(trace) + split + latency + 1)
+        for _ in range(split + latency + 2):
+            await step()
+
+    run_clocked(m, tb)
+    return seen, trace, dp, q, k, latency, width
+
+
+#: (r, s, d/s): r = 1 .. 9 at s = 1, 2, 4 (k = 3, 2 or 1 sub-sums, P = r but where the
+#: fold would not keep up); k = 5 at d/s = 16; two chunks a row (k <= 2, P > r)
+_LINES = ([(r, s, 8 if s < 4 else 4) for r in range(1, 10) for s in (1, 2, 4)]
+          + [(2, 1, 16), (3, 2, 2)])
+
+
+@pytest.mark.parametrize("rows, split, chunks", _LINES)
+def test_a_line_of_float_macs_writes_each_score_in_the_golden_order_at_the_published_latency(
+        rows, split, chunks):
+    """A group of s float MACs with interleaved sub-sums: every score is the golden
+    model's (`attenio.sim.golden_fp.score_bits`: sub-sums, chain, fold, bit for bit), in
+    its bank `MAC.score_latency` cycles after the slot's last K word is at the group's
+    last MAC, not a cycle sooner; K rows back to back or apart."""
+    _check_line(rows, split, chunks, interleave=True)
+
+
+@pytest.mark.parametrize("rows, split", [(4, 2), (9, 1)])
+def test_without_the_interleave_a_line_keeps_one_sum_a_slot_in_its_period(rows, split):
+    """P = max(r, L), one sum a slot, the chain's order: the same bench holds."""
+    _check_line(rows, split, 8, interleave=False)
+
+
+def _check_line(rows, split, chunks, *, interleave):
+    from attenio.hdl.formats import fp
+    from attenio.sim import golden_fp
+
+    spec = (fp.FP16, fp.BF16)[(rows + split) % 2]
+    seed = 1000 * rows + 100 * split + chunks
+    seen, trace, dp, q, k, latency, width = _float_scores_run(spec, rows, split, chunks, seed,
+                                                              interleave)
+    want = golden_fp.score_bits(dp, q, k)           # [rows, K rows]
+    mask = (1 << width) - 1
+    changes = 0
+    for j, t, entry in seen:
+        index = (j % 2) * rows + t
+
+        def value(cycle):
+            # trace[i] holds the registers after the i-th clock edge of the K rows' start
+            return (trace[cycle] >> (index * width)) & mask
+        at_last_mac = entry + split             # in MAC s - 1's word register
+        written = at_last_mac + latency
+        assert value(written) == int(want[t, j]), (j, t, hex(value(written)), hex(int(want[t, j])))
+        assert value(written - 1) == value(at_last_mac - 1), (j, t)
+        changes += value(written - 1) != int(want[t, j])
+    assert changes
