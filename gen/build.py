@@ -13,6 +13,7 @@ into place only once every file is written, so a failed or interrupted `attenio 
 leaves the directory as it was, never half of a new design beside half of an old one.
 """
 
+import errno
 import glob
 import json
 import os
@@ -132,12 +133,17 @@ def _move_into_place(tmp, out):
         os.rename(tmp, out)
         return
     made = {p.name for p in tmp.iterdir()}
-    if {p.name for p in out.iterdir()} <= made | {LINT_LOG}:
-        old = tmp.with_suffix(".old")
+    if all(p.name in made | {LINT_LOG} and p.is_file() and not p.is_symlink()
+           for p in out.iterdir()):
+        old = tmp.with_suffix(".old.partial")      # removed as abandoned if we die here
         os.rename(out, old)
         os.rename(tmp, out)
         shutil.rmtree(old, ignore_errors=True)
         return
+    for name in sorted(made):       # checked before the first rename: all or none
+        if (out / name).is_dir() and not (out / name).is_symlink():
+            raise IsADirectoryError(errno.EISDIR, "a directory bears an artifact's name",
+                                    str(out / name))
     for name in sorted(made):
         os.replace(tmp / name, out / name)
     if LINT_LOG not in made:        # an earlier --lint's log speaks of the old Verilog

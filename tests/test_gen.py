@@ -123,3 +123,17 @@ def test_gen_removes_what_a_killed_gen_left_and_nothing_a_running_one_holds(tmp_
         (d / "attenio_top.v").write_text("half\n")
     assert main([*SMALL, "-o", str(tmp_path / "design")]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == [running.name, "design"]
+
+
+def test_gen_never_deletes_a_directory_that_bears_an_artifacts_name(tmp_path, monkeypatch,
+                                                                    capsys):
+    _fake_emit(monkeypatch)
+    out = tmp_path / "design"
+    (out / "attenio_top.v").mkdir(parents=True)
+    (out / "attenio_top.v" / "notes.txt").write_text("mine\n")
+    assert main([*SMALL, "-o", str(out)]) == 2
+    last = capsys.readouterr().err.splitlines()[-1]     # after the planner's progress
+    assert last == (f"attenio gen: error: cannot use {str(out / 'attenio_top.v')!r}: a "
+                    f"directory bears an artifact's name")
+    assert (out / "attenio_top.v" / "notes.txt").read_text() == "mine\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["design"]
