@@ -152,7 +152,7 @@ MODEL_TOLERANCE = 0.01
 #: with --vpi --public-flat-rw (every signal kept and reachable), three times the C++ of
 #: the fast model, and its loop runs Python at every clock edge.
 BUILD_COSTS = {
-    ("cocotb", None): (230.0, 21_000),
+    ("cocotb", None): (157.0, 21_000),
     ("fast", "-O1"): (30.5, 358_000),
     ("fast", "-O3"): (45.7, 393_000),
 }
