@@ -224,7 +224,7 @@ class MAC(wiring.Component):
             "chain_in": In(chain),
             "chain_out": Out(chain),
             "pa": In(pa_layout(arith=arith, macs_per_lane=macs_per_lane // split,
-                               rows_per_mac=rows_per_mac)),
+                               rows_per_mac=rows_per_mac, banks=banks)),
             "pick_in": In(pick),
             "pick_out": Out(pick),
             "drain_addr": In(range(rows_per_mac * self._d)),

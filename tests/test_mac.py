@@ -85,6 +85,12 @@ def test_a_lane_write_just_before_the_words_wi_cycle_is_the_one_the_update_uses(
     assert o == expected(e_new, v)
 
 
+@pytest.mark.parametrize("banks, seed", [(3, 4), (5, 5)])
+def test_a_mac_of_more_banks_updates_with_the_pair_of_the_words_bank(banks, seed):
+    o, _, e_new, v = run("same", seed, banks)
+    assert o == expected(e_new, v)
+
+
 def test_a_mac_of_b_banks_holds_b_r_scores_and_addresses_b_r_pairs():
     """The score port is B r scores (bank * r + slot); the (up, e) address is the slot's
     bits, then as many bits as B banks need."""

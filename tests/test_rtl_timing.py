@@ -18,7 +18,7 @@ import dataclasses
 import pytest
 
 from attenio import preset
-from attenio.formats import Int8Format
+from attenio.formats import FloatFormat, Int8Format
 from attenio.plan import make_plan
 from attenio.model.cyclemodel import COUNTER_KEYS, RtlParams
 from attenio.sim.e2e import E2EOptions, run_e2e
@@ -26,15 +26,17 @@ from attenio.sim.runner import simulator_available
 
 
 def _config(name, *, macs, exp_units, head_dim, recip_iters, p_frac=16, latency=20,
-            cache_bytes=4096, split=1):
+            cache_bytes=4096, split=1, fmt="int8", kv_heads=None):
     base = preset("small")
     return dataclasses.replace(
         base, name=f"timing_{name}", split=split,
-        workload=dataclasses.replace(base.workload, seq_len=64, head_dim=head_dim, heads=2),
+        workload=dataclasses.replace(base.workload, seq_len=64, head_dim=head_dim, heads=2,
+                                     kv_heads=kv_heads),
         budget=dataclasses.replace(base.budget, mac_lines=macs[0], macs_per_line=macs[1],
                                    exp_units=exp_units, latency_cycles=latency,
                                    cache_bytes=cache_bytes),
-        format=Int8Format(p_frac=p_frac, recip_iters=recip_iters))
+        format=(Int8Format(p_frac=p_frac, recip_iters=recip_iters) if fmt == "int8" else
+                FloatFormat(name=fmt, p_frac=p_frac, recip_iters=recip_iters)))
 
 
 CONFIGS = {
@@ -57,13 +59,30 @@ CONFIGS = {
                              split=2, latency=40),
     "2x8_e2_d8_s4": _config("g", macs=(2, 8), exp_units=2, head_dim=8, recip_iters=1,
                             cache_bytes=1024, split=4),
+    # the float formats, whose K rows go chunk by chunk (`attenio.hdl.mac.score_period`): the
+    # small preset's array at s = 2 (r = 4 < L_acc: three sub-sums a slot); s = 4 (r = 8, two
+    # sub-sums); two chunks a row at a MAC (d/s = 2: two sub-sums and a longer period);
+    # grouped heads (one K/V head for both); s = 1 (r = 2: five sub-sums, folded in every MAC)
+    "4x4_e4_d16_fp16_s2": _config("h", macs=(4, 4), exp_units=4, head_dim=16, recip_iters=2,
+                                  split=2, fmt="fp16"),
+    "4x4_e4_d16_bf16_s4": _config("i", macs=(4, 4), exp_units=4, head_dim=16, recip_iters=2,
+                                  split=4, fmt="bf16"),
+    "2x8_e2_d8_bf16_s4": _config("j", macs=(2, 8), exp_units=2, head_dim=8, recip_iters=1,
+                                 cache_bytes=1024, split=4, fmt="bf16"),
+    "2x4_e4_d16_fp16_s2_gqa": _config("k", macs=(2, 4), exp_units=4, head_dim=16,
+                                      recip_iters=1, split=2, latency=40, fmt="fp16",
+                                      kv_heads=1),
+    "4x4_e4_d16_fp16_s1": _config("l", macs=(4, 4), exp_units=4, head_dim=16, recip_iters=2,
+                                  fmt="fp16"),
 }
 SEQ_LEN, HEADS = 45, 2          # at a = 32 (16) two (three) blocks a head, the last partial
 
 #: the default suite's configurations (each a build of its own); the others are slow
-_DEFAULT = ("4x4_e4_d16_it2", "2x8_e2_d8_it1", "4x4_e8_d16_it3", "2x8_e2_d8_s4")
-#: configurations that also run with the causal mask: the small preset's, an interlock-bound one
-_CAUSAL = ("4x4_e4_d16_it2", "2x8_e2_d8_s4")
+_DEFAULT = ("4x4_e4_d16_it2", "2x8_e2_d8_it1", "4x4_e8_d16_it3", "2x8_e2_d8_s4",
+            "4x4_e4_d16_fp16_s2")
+#: configurations that also run with the causal mask: the small preset's, an interlock-bound
+#: one, a float one
+_CAUSAL = ("4x4_e4_d16_it2", "2x8_e2_d8_s4", "4x4_e4_d16_fp16_s2")
 
 
 def _params():
@@ -106,8 +125,9 @@ def test_the_interlock_binds_in_one_configuration():
         sm_latency = t.line_skew + lane_rows + t.lane_latency
         slack[name] = 2 * plan.rows_per_mac * config.workload.head_dim // plan.split - sm_latency
         drain.add(t.normalizer_latency)
-    assert drain == {14, 24, 33, 42}     # 0..3 Newton steps of 9 stages each, and their operands'
-    assert sorted(make_plan(c).split for c in CONFIGS.values()) == [1, 1, 1, 1, 2, 2, 4]
+    # 0..3 Newton steps of 9 stages each, and their operands'; the float formats' fp32 stages
+    assert drain == {14, 24, 33, 42, 39, 48}
+    assert sorted(make_plan(c).split for c in CONFIGS.values()) == [1] * 5 + [2] * 4 + [4] * 3
     assert min(slack.values()) < 0 < max(slack.values()), slack
 
 
