@@ -46,6 +46,8 @@ class DatapathWidths:
 #: the most fractional bits of c, P and the reciprocal: the NumPy twins compute in
 #: int64, and this keeps every split product below 2**62
 _FRAC_MAX = 30
+#: Newton steps of the reciprocal: 1 bit doubled this often passes _FRAC_MAX
+RECIP_ITERS_MAX = (_FRAC_MAX - 1).bit_length()
 
 
 def _clog2(n):
@@ -102,10 +104,15 @@ class Int8Format:
                 f"int8 format: o_acc_bits = {o_acc_bits!r} cannot be configured: the O "
                 f"accumulators are derived, 1 + 7 + bits(N) + p_frac bits (exact), and the int8 "
                 f"RTL and golden model have no saturation or rounding for a narrower O")
-        for name, low in (("c_int", 0), ("c_frac", 1), ("x_frac", 1), ("p_frac", 2),
-                          ("exp_lut_bits", 1), ("exp_guard", 1), ("recip_seed_bits", 1),
-                          ("recip_iters", 0), ("recip_frac", 4)):
-            validate.integer("int8 format", name, getattr(self, name), lo=low, error=ConfigError)
+        # Newton doubles the reciprocal's correct bits a step, so RECIP_ITERS_MAX steps take
+        # a 1-bit seed past _FRAC_MAX; guard bits past _FRAC_MAX only widen the exp2 mantissa
+        # (and overflow its float twin)
+        for name, low, high in (("c_int", 0, None), ("c_frac", 1, None), ("x_frac", 1, None),
+                                ("p_frac", 2, None), ("exp_lut_bits", 1, None),
+                                ("exp_guard", 1, _FRAC_MAX), ("recip_seed_bits", 1, None),
+                                ("recip_iters", 0, RECIP_ITERS_MAX), ("recip_frac", 4, None)):
+            validate.integer("int8 format", name, getattr(self, name), lo=low, hi=high,
+                             error=ConfigError)
         validate.flag("int8 format", "exp_interp", self.exp_interp, error=ConfigError)
         if self.exp_lut_bits > self.x_frac:
             raise ConfigError(

@@ -46,7 +46,7 @@ def test_datapath_widths_follow_n_and_d():
     ({"p_frac": 31}, "p_frac must be at most 30"),
     ({"c_int": 4, "c_frac": 30}, "c_int \\+ c_frac must fit a 32-bit register"),
     ({"exp_interp": 1}, "exp_interp must be true or false"),
-    ({"recip_iters": -1}, "recip_iters must be an integer >= 0, not -1"),
+    ({"recip_iters": -1}, "recip_iters must be an integer from 0 to 5, not -1"),
 ])
 def test_format_rejects_bad_fields(kwargs, message):
     with pytest.raises(ConfigError, match=message):

@@ -250,14 +250,7 @@ TOML = {                # {files}/<name>.toml as --config
 }
 #: Cases attenio does not refuse yet, each with what happens and the file that needs the fix
 #: (not run when they take minutes)
-NOT_YET = {
-    "exp_guard_huge.toml": pytest.mark.xfail(
-        strict=True, reason="attenio/formats.py sets no upper bound on exp_guard: an "
-                            "OverflowError, one line but status 1"),
-    "recip_iters_huge.toml": pytest.mark.xfail(
-        run=False, reason="attenio/formats.py sets no upper bound on recip_iters: the "
-                          "reciprocal's twin iterates for minutes past 1 GiB"),
-}
+NOT_YET = {}          # {case name ending: mark}: none today
 NPZ = {                 # {files}/<name>.npz as sim --inputs
     "pickled": "q.npy holds Python objects (a pickle), which are never loaded",
     "scale_pickled": "scale_q.npy holds Python objects",
