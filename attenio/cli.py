@@ -129,7 +129,7 @@ def cmd_sim(args):
     opts = E2EOptions(simulator=args.simulator, seed=args.seed, inputs=args.inputs,
                       input_kind=args.input_kind, latency=(args.latency_prob, args.latency_max),
                       backpressure=args.backpressure, memory=memory, engine=engine,
-                      threads=args.threads, progress=bar)
+                      threads=args.threads, progress=bar, verbose=args.verbose)
     try:
         report = run_e2e(config, out, opts, log=progress)
     except SimulatorMissing as exc:
@@ -335,14 +335,17 @@ def build_parser():
     p.add_argument("--engine", choices=("auto", *ENGINES), default="auto",
                    help="fast: the Verilated design driven from C++ on the in-design memory "
                         "model, no Python in the loop (long runs); cocotb: the cocotb bench "
-                        "(AxiRam, random latency, back-pressure, Icarus); auto (default): fast "
-                        "for long runs that ask for no cocotb-only option, else cocotb")
+                        "(AxiRam, random latency, back-pressure, Icarus); auto (default): the "
+                        "least expected time with its build: fast unless an option needs cocotb")
     p.add_argument("--memory", choices=MEMORIES, default=None,
                    help="axiram: cocotbext-axi's AxiRam (protocol checks, random latency and "
                         "back-pressure; cocotb only, ~5k cycles/s); model: a memory model inside "
                         "the simulated design (default with the fast engine)")
     p.add_argument("--threads", type=thread_count, default=1,
                    help="Verilator --threads of the fast model (default 1: see docs/simulation.md)")
+    p.add_argument("--verbose", action="store_true",
+                   help="show the simulator's own log lines (cocotb's) as it runs; otherwise "
+                        "they go to sim.log in the build directory")
 
     p = _add_command(sub, "synth", cmd_synth,
                      help="synthesize (Yosys) and, for ECP5, place and route (nextpnr)")
