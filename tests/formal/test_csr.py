@@ -180,12 +180,14 @@ def test_the_small_presets_csr_block_keeps_the_axi4_lite_slave_rules():
     assert result.passed, result.explain()
 
 
+@pytest.mark.slow
 def test_a_csr_block_that_answers_unmapped_offsets_okay_fails_the_proof(monkeypatch):
     monkeypatch.setattr(csr, "SLVERR", OKAY)
     result = check(CSRBlock(REGMAP), "csr_no_slverr", "prove")
     assert result.status == "FAIL" and result.failed, result.explain()
 
 
+@pytest.mark.slow
 def test_a_csr_block_whose_start_pulse_sticks_fails_the_proof():
     result = check(StickyStart(REGMAP), "csr_sticky_start", "prove")
     assert result.status == "FAIL" and result.failed, result.explain()
