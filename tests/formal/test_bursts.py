@@ -35,7 +35,6 @@ class DroppingSplitter(wiring.Component):
 
     def __init__(self, **params):
         self.inner = BurstSplitter(**params)
-        self._params = params
         super().__init__(self.inner.signature)
 
     @property
