@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST := $(PY) -m pytest
 
-.PHONY: setup demo test test-slow bench clean bitstream
+.PHONY: setup demo test test-slow formal bench clean bitstream
 
 setup: $(STAMP)
 
@@ -31,6 +31,11 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(PYTEST) -m slow
+
+# Every formal proof (tests/formal: SymbiYosys, Yosys and Boolector from PyPI), the slow
+# ones included; each prints its mode (bounded depth or k-induction) and time.
+formal: $(STAMP)
+	$(PYTEST) -m formal -s -q tests/formal --durations=10
 
 bench: $(STAMP)
 	$(PY) bench/run.py
