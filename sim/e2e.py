@@ -49,7 +49,7 @@ from .tb.counters import counter_names
 
 __all__ = ["ENGINES", "MEMORIES", "MODEL_TOLERANCE", "BUILD_COSTS", "Layout", "E2EOptions",
            "expected_seconds", "fast_cxx_opt", "choose_engine", "run_e2e", "load_inputs",
-           "rtl_digest", "cached_verilog"]
+           "rtl_digest", "cached_verilog", "cocotb_build_dir"]
 
 #: how a run is simulated: the cocotb bench, or the fast C++ harness (attenio.sim.fast)
 ENGINES = ("cocotb", "fast")
@@ -434,7 +434,7 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
                            progress_file=params["progress_file"])
     else:
         log(f"simulating on {opts.simulator} with cocotb (seed {opts.seed}) ...")
-        build_dir, design = _cocotb_build_dir(out_dir / f"sim_{opts.simulator}_{opts.memory}",
+        build_dir, design = cocotb_build_dir(out_dir / f"sim_{opts.simulator}_{opts.memory}",
                                               verilog)
         with follow(params["progress_file"], progress):
             run_bench(simulator=opts.simulator, verilog_sources=[design], toplevel=toplevel,
@@ -449,7 +449,7 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
                    gb, log)
 
 
-def _cocotb_build_dir(root, verilog):
+def cocotb_build_dir(root, verilog):
     """The cocotb build folder of `verilog` under `root`, named by the Verilog's own digest,
     and the copy of the Verilog inside it that the build is made from: a later run of the
     same bytes (the same hardware at another N, after another design ran in the same

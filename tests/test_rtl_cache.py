@@ -161,11 +161,11 @@ def test_a_cocotb_build_is_made_from_its_own_copy_of_the_verilog(tmp_path):
     output folder with the same bytes leaves the model current."""
     v = tmp_path / "attenio_top.v"
     v.write_text("// int8\n")
-    first, copy = e2e._cocotb_build_dir(tmp_path / "sim", v)
+    first, copy = e2e.cocotb_build_dir(tmp_path / "sim", v)
     assert copy.read_text() == "// int8\n" and copy.parent == first
     mtime = copy.stat().st_mtime_ns
     v.write_text("// fp16\n")
-    other, _ = e2e._cocotb_build_dir(tmp_path / "sim", v)
+    other, _ = e2e.cocotb_build_dir(tmp_path / "sim", v)
     v.write_text("// int8\n")
-    again, copy = e2e._cocotb_build_dir(tmp_path / "sim", v)
+    again, copy = e2e.cocotb_build_dir(tmp_path / "sim", v)
     assert again == first != other and copy.stat().st_mtime_ns == mtime
