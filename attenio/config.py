@@ -129,8 +129,9 @@ class Budget:
 class Config:
     """One workload on one budget in one number format; `name` names build/<name>/.
 
-    `split` is the number s of MACs that share one Q row and `rows_per_mac` the number
-    r of rows each group of s MACs holds (`attenio.plan`): None lets the planner choose
+    `split` is the number s of MACs that share one Q row, `rows_per_mac` the number
+    r of rows each group of s MACs holds and `banks` the number B of score and (P, alpha)
+    banks (`attenio.plan`): None lets the planner choose
     (`attenio.model.planner.choose_plan`), an int forces it.
     """
 
@@ -140,14 +141,15 @@ class Config:
     name: str = "custom"
     split: int | None = None
     rows_per_mac: int | None = None
+    banks: int | None = None
 
     def __post_init__(self):
         if not isinstance(self.format, (Int8Format, FloatFormat)):
             raise ConfigError(f"config: format must be a format object, not {self.format!r}")
         validate.build_name("config", self.name, error=ConfigError)
-        for key in ("split", "rows_per_mac"):
+        for key, low in (("split", 1), ("rows_per_mac", 1), ("banks", 2)):
             if getattr(self, key) is not None:
-                validate.integer("config", key, getattr(self, key), lo=1, error=ConfigError)
+                validate.integer("config", key, getattr(self, key), lo=low, error=ConfigError)
 
 
 def _preset(name, fmt, *, seq_len, head_dim, **budget):
@@ -181,7 +183,7 @@ def preset(name):
 
 
 _SECTIONS = {"workload": fields(Workload), "budget": fields(Budget),
-             "mapping": ("split", "rows_per_mac")}
+             "mapping": ("split", "rows_per_mac", "banks")}
 
 
 #: The largest TOML file read (a configuration or a sweep spec is a page of text)
@@ -231,8 +233,8 @@ def load_toml(path):
     """Read a TOML file into a dict of overrides: {preset?, name?, workload, budget, format,
     mapping}.
 
-    `[mapping]` holds `split` and `rows_per_mac`: a positive integer forces s (r), "auto"
-    leaves it to the planner.
+    `[mapping]` holds `split`, `rows_per_mac` and `banks`: an integer forces s (r, B; B at
+    least 2), "auto" leaves it to the planner.
     """
     path = Path(path)
     raw = read_toml(path, f"config file {str(path)!r}")
@@ -250,11 +252,13 @@ def load_toml(path):
         if bad:
             raise ConfigError(f"config file {str(path)!r}: [{section}] has unknown key(s) "
                               f"{', '.join(sorted(bad))}; expected {', '.join(sorted(names))}")
-    for key in ("split", "rows_per_mac"):
+    for key, low in (("split", 1), ("rows_per_mac", 1), ("banks", 2)):
         value = raw.get("mapping", {}).get(key, "auto")
-        if value != "auto" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ConfigError(f"config file {str(path)!r}: [mapping] {key} must be a positive "
-                              f"integer or \"auto\", not {value!r}")
+        if value != "auto" and (isinstance(value, bool) or not isinstance(value, int)
+                                or value < low):
+            what = "a positive integer" if low == 1 else f"an integer >= {low}"
+            raise ConfigError(f"config file {str(path)!r}: [mapping] {key} must be {what} "
+                              f"or \"auto\", not {value!r}")
     fmt = raw.get("format", {})
     if isinstance(fmt, str):
         raw["format"] = {"name": fmt}
@@ -269,12 +273,12 @@ def load_toml(path):
 
 
 def resolve(*, preset_name=None, config_file=None, workload=None, budget=None, format_name=None,
-            name=None, split=None, rows_per_mac=None):
+            name=None, split=None, rows_per_mac=None, banks=None):
     """Merge preset < TOML file < explicit overrides into one `Config`.
 
     `workload` and `budget` are dicts of field overrides (None values ignored);
-    `split` and `rows_per_mac` are each an int (forced), "auto" (the planner chooses) or
-    None (not given).
+    `split`, `rows_per_mac` and `banks` are each an int (forced), "auto" (the planner
+    chooses) or None (not given).
     """
     file = load_toml(config_file) if config_file else {}
     base = preset(preset_name or file.get("preset") or "small")
@@ -294,9 +298,11 @@ def resolve(*, preset_name=None, config_file=None, workload=None, budget=None, f
     mapping = file.get("mapping", {})
     s = mapping.get("split", base.split) if split is None else split
     r = mapping.get("rows_per_mac", base.rows_per_mac) if rows_per_mac is None else rows_per_mac
+    nb = mapping.get("banks", base.banks) if banks is None else banks
     try:
         return Config(workload=Workload(**w), budget=Budget(**b), format=fmt,
                       name=name or file.get("name") or base.name,
-                      split=None if s == "auto" else s, rows_per_mac=None if r == "auto" else r)
+                      split=None if s == "auto" else s, rows_per_mac=None if r == "auto" else r,
+                      banks=None if nb == "auto" else nb)
     except TypeError as exc:
         raise ConfigError(f"configuration: {exc}") from None

@@ -185,6 +185,10 @@ def add_shared_options(p):
     g.add_argument("--rows-per-mac", type=int_or_auto, metavar="R|auto",
                    help="Q rows each group of s MACs holds (a = R x groups; default auto: "
                         "the planner's choice)")
+    g.add_argument("--banks", type=int_or_auto, metavar="B|auto",
+                   help="score and (P, alpha) banks, at least 2: S runs B - 1 K rows ahead of "
+                        "U while the lanes finish (default auto: two, more where the cycle "
+                        "model finds the lanes holding the array up)")
 
 
 def add_lut_mul_width(p):
@@ -202,7 +206,7 @@ def config_from_args(args):
     pq = args.macs or (None, None)
     return resolve(
         preset_name=args.preset, config_file=args.config, format_name=args.format, name=args.name,
-        split=args.split, rows_per_mac=args.rows_per_mac,
+        split=args.split, rows_per_mac=args.rows_per_mac, banks=args.banks,
         workload={"seq_len": args.seq_len, "head_dim": args.head_dim, "heads": args.heads,
                   "causal": args.causal, "kv_len": args.kv_len, "kv_heads": args.kv_heads},
         budget={"mac_lines": pq[0], "macs_per_line": pq[1], "exp_units": args.exp_units,
@@ -219,7 +223,7 @@ def choose_plan(config):
 
 
 def planned_config(config):
-    """The configuration of the options with its mapping (split, rows per group) fixed to the
+    """The configuration of the options with its mapping (split, rows per group, banks) fixed to the
     planner's choice, so the floors that make their own Plan from it (gen, sim) build it. What the
     RTL cannot build is refused first, before the planner models anything."""
     from .hdl.top import check_plan
@@ -228,8 +232,10 @@ def planned_config(config):
     check_plan(make_plan(config))
     plan = choose_plan(config)
     c = plan.mapping_choice
-    runner = "" if c.runner_up is None else "; runner-up s = {}, r = {}".format(*c.runner_up)
-    progress(f"mapping ({c.mode}): s = {plan.split}, r = {plan.rows_per_mac}, a = {plan.a}, "
-             f"{plan.macs_active} of {plan.budget.macs} MACs active, "
-             f"{c.candidate(*c.chosen).cycles} cycles modelled{runner}")
-    return dataclasses.replace(config, split=plan.split, rows_per_mac=plan.rows_per_mac)
+    runner = "" if c.runner_up is None else "; runner-up s = {}, r = {}, B = {}".format(
+        *c.runner_up)
+    progress(f"mapping ({c.mode}): s = {plan.split}, r = {plan.rows_per_mac}, "
+             f"B = {plan.banks}, a = {plan.a}, {plan.macs_active} of {plan.budget.macs} MACs "
+             f"active, {c.candidate(*c.chosen).cycles} cycles modelled{runner}")
+    return dataclasses.replace(config, split=plan.split, rows_per_mac=plan.rows_per_mac,
+                               banks=plan.banks)

@@ -252,7 +252,8 @@ def wins_grouped(config, a, *, seq_len=None, causal=None, kv_len=None, group=Non
 
 @dataclass(frozen=True)
 class Candidate:
-    """One mapping the planner modelled: s MACs a row, r rows a group, its a, and what it gives."""
+    """One mapping the planner modelled: s MACs a row, r rows a group, B banks, its a, and
+    what it gives."""
 
     split: int
     groups: int
@@ -264,11 +265,12 @@ class Candidate:
     pe_util: float
     spatial_util: float
     offchip_bytes: int
+    banks: int = BANKS
 
     @property
     def mapping(self):
-        """(s, r): what names a candidate."""
-        return (self.split, self.rows_per_mac)
+        """(s, r, B): what names a candidate."""
+        return (self.split, self.rows_per_mac, self.banks)
 
     def to_dict(self):
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -277,10 +279,11 @@ class Candidate:
 @dataclass(frozen=True)
 class MappingChoice:
     """How the Plan's mapping was chosen: the candidates modelled at `seq_len` and `heads`,
-    the `chosen` (s, r) and the `runner_up` (s, r) (None when nothing else was modelled).
+    the `chosen` (s, r, B) and the `runner_up` (s, r, B) (None when nothing else was
+    modelled).
 
     `mode` is "auto" (of the mappings within `tolerance` of the fewest modelled cycles,
-    the least traffic, then the smaller s, then the larger r) or "forced" (the
+    the least traffic, then the fewer banks, the smaller s, the larger r) or "forced" (the
     configuration's split and rows_per_mac; the one candidate is what they give).
     """
 
@@ -292,12 +295,12 @@ class MappingChoice:
     chosen: tuple
     runner_up: tuple | None = None
 
-    def candidate(self, split, rows_per_mac):
-        return next(c for c in self.candidates if c.mapping == (split, rows_per_mac))
+    def candidate(self, split, rows_per_mac, banks=BANKS):
+        return next(c for c in self.candidates if c.mapping == (split, rows_per_mac, banks))
 
     def to_dict(self):
         def named(m):
-            return None if m is None else {"split": m[0], "rows_per_mac": m[1]}
+            return None if m is None else {"split": m[0], "rows_per_mac": m[1], "banks": m[2]}
         return {"mode": self.mode, "seq_len": self.seq_len, "heads": self.heads,
                 "tolerance": self.tolerance, "chosen": named(self.chosen),
                 "runner_up": named(self.runner_up),
@@ -420,7 +423,7 @@ class Plan:
             "mac_lines": b.mac_lines, "macs_per_line": b.macs_per_line,
             "a": self.a, "b": self.b, "split": self.split, "groups": self.groups,
             "grouped": self.grouped,
-            "rows_per_mac": self.rows_per_mac,
+            "rows_per_mac": self.rows_per_mac, "banks": self.banks,
             "macs_active": self.macs_active, "q_blocks": self.q_blocks,
             "kv_prefetch_depth": self.kv_depth,
             "a_ideal": self.a_ideal, "a_fit": self.a_fit,
@@ -522,9 +525,10 @@ def rows_options(config, split, banks=BANKS):
                  if r == 1 or blocks(r - 1) > blocks(r))
 
 
-def make_plan(config, split=None, rows_per_mac=None, banks=BANKS):
+def make_plan(config, split=None, rows_per_mac=None, banks=None):
     """The AttenIO Plan of `config` with rows split over `split` MACs, `rows_per_mac`
-    rows a group, and `banks` score and (P, alpha) banks (at least 2).
+    rows a group, and `banks` score and (P, alpha) banks (at least 2; default
+    `config.banks`, and `BANKS` when that is None).
 
     `split` defaults to `config.split`, and to 1 when that is None; `rows_per_mac` to
     `config.rows_per_mac`, and to the largest r that fits when that is None (choosing
@@ -534,6 +538,7 @@ def make_plan(config, split=None, rows_per_mac=None, banks=BANKS):
     """
     s = split if split is not None else config.split if config.split is not None else 1
     check_split(config, s)
+    banks = banks if banks is not None else config.banks if config.banks is not None else BANKS
     validate.integer("mapping", "banks", banks, lo=2, error=ConfigError)
     w = config.workload
     m = config.budget.cache_bytes // config.format.element_bytes

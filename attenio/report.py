@@ -42,26 +42,27 @@ def _traffic_rows(plan, baselines):
 
 def _mapping_lines(plan):
     """The mapping the planner chose, every candidate it modelled, and what the choice costs."""
-    lines = ["Mapping (each Q row over s MACs, r rows a group of s)"]
+    lines = ["Mapping (each Q row over s MACs, r rows a group of s, B score and (P, alpha) "
+             "banks)"]
     choice = plan.mapping_choice
     if choice is not None:
         at = f"the cycle model at N = {choice.seq_len}, {choice.heads} head(s)"
-        s, r = choice.chosen
+        s, r, banks = choice.chosen
         if choice.mode == "auto":
-            lines.append(f"  chosen s = {s}, r = {r} by {at}: of the mappings within "
-                         f"{100 * choice.tolerance:g} % of the fewest cycles, the least traffic "
-                         f"(then the smaller s, the larger r)")
+            lines.append(f"  chosen s = {s}, r = {r}, B = {banks} by {at}: of the mappings "
+                         f"within {100 * choice.tolerance:g} % of the fewest cycles, the least "
+                         f"traffic (then the fewer banks, the smaller s, the larger r)")
         else:
-            lines.append(f"  forced s = {s}, r = {r} (--split and --rows-per-mac, or [mapping]); "
-                         f"{at}")
+            lines.append(f"  forced s = {s}, r = {r}, B = {banks} (--split, --rows-per-mac and "
+                         f"--banks, or [mapping]); {at}")
         mark = {choice.chosen: "chosen", choice.runner_up: "runner-up"}
         lines.append(table(
-            ["s", "r", "a", "groups", "MACs active", "K/V depth", "cycles", "PE time", "spatial",
-             "traffic", ""],
-            [(c.split, c.rows_per_mac, c.a, c.groups, c.macs_active, c.kv_depth, c.cycles,
-              f"{100 * c.pe_util:.1f}%", f"{100 * c.spatial_util:.1f}%",
+            ["s", "r", "B", "a", "groups", "MACs active", "K/V depth", "cycles", "PE time",
+             "spatial", "traffic", ""],
+            [(c.split, c.rows_per_mac, c.banks, c.a, c.groups, c.macs_active, c.kv_depth,
+              c.cycles, f"{100 * c.pe_util:.1f}%", f"{100 * c.spatial_util:.1f}%",
               human_bytes(c.offchip_bytes), mark.get(c.mapping, ""))
-             for c in choice.candidates], [">"] * 10 + ["<"]))
+             for c in choice.candidates], [">"] * 11 + ["<"]))
     if plan.split == 1:
         lines.append(f"  a = {plan.a} is the a of one MAC a row: the mapping costs no traffic")
     else:

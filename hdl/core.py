@@ -45,9 +45,13 @@ The schedule
 Everything below counts cycles of one chunk: with rows split over s MACs, read d
 as d/s (a row is d/s chunks) and q as the line's MACs as before.
 
-Per K/V row the array is busy 2*r*d cycles (r*d for S_j, r*d for U_j): S_j
-writes score bank j mod 2; the lanes then compute m, l, P and alpha of row j
-into (P, alpha) bank j mod 2 while the array runs U_(j-1) and S_(j+1). U_j
+Per K/V row the array is busy 2*r*d cycles (r*d for S_j, r*d for U_j). With B
+score and (P, alpha) banks (`banks`, the Plan's) the scores run B - 1 K rows ahead
+of the updates (the K/V order, `attenio.hdl.kv_buffer.kv_order`): S_j writes score
+bank j mod B; the lanes then compute m, l, P and alpha of row j into (P, alpha)
+bank j mod B while the array runs S_(j+1) .. S_(j+B-1) and the U rows between
+them; S_(j+B), which overwrites bank j, comes after U_j. With B = 2: U_(j-1) and
+S_(j+1). U_j
 waits for the lanes (the single interlock, `RowReplay`): its first word enters
 the array at the earliest L_sm + 1 cycles after S_j's last, with L_sm =
 `CoreTiming.sm_latency` = (q - 1) line skew + r*q/(L s) lane rows + `lane_latency`
@@ -83,7 +87,7 @@ from .replay import RowReplay
 from .softmax import SoftmaxLane
 from .widthconv import element_layout
 
-__all__ = ["Kind", "feed_layout", "start_layout", "CoreTiming", "AttentionCore"]
+__all__ = ["Kind", "feed_layout", "start_layout", "CoreTiming", "AttentionCore", "o_update_problem"]
 
 
 @dataclass(frozen=True)
@@ -169,6 +173,21 @@ class CoreTiming:
         )
 
 
+def o_update_problem(timing, *, rows_per_mac, head_dim, split, banks):
+    """Why U_j and U_(j+1) could read an O element before U_j's update of it is written
+    (`timing` a `CoreTiming`), or None: they touch it at least max(r*d/s, L_sm + 1 - r*d/s)
+    cycles apart with two banks (a K row between them, or the interlock after V(N-2)),
+    r*d/s with more (the last B - 1 V rows of a block may follow each other), and the MAC
+    writes it back `MAC.update_latency` cycles after reading it."""
+    rd = rows_per_mac * head_dim // split
+    gap = max(rd, timing.sm_latency + 1 - rd) if banks == 2 else rd
+    if gap > timing.o_update_latency:
+        return None
+    return (f"an O element would be read before its update is written (r*d/s = {rd}, "
+            f"L_sm = {timing.sm_latency}, {banks} banks; the update takes "
+            f"{timing.o_update_latency} cycles)")
+
+
 class AttentionCore(wiring.Component):
     """The compute core for `mac_lines` x `macs_per_line` MACs, a Q row split over `split`
     of them (a group; default 1), `rows_per_mac` rows per group, Q blocks of up to
@@ -184,7 +203,7 @@ class AttentionCore(wiring.Component):
 
     @staticmethod
     def _checked(*, mac_lines, macs_per_line, rows_per_mac, head_dim, exp_units, max_seq_len,
-                 block_rows=None, fmt=None, split=1):
+                 block_rows=None, fmt=None, split=1, banks=2):
         """(lanes per line, arith) of valid parameters; raises naming a bad one."""
         validate.positive("AttentionCore", rows_per_mac=rows_per_mac, head_dim=head_dim,
                           max_seq_len=max_seq_len)
@@ -192,6 +211,7 @@ class AttentionCore(wiring.Component):
                                         macs_per_line=macs_per_line, owner="AttentionCore")
         validate.split("AttentionCore", split, head_dim=head_dim, macs_per_line=macs_per_line,
                        lanes=lanes)
+        validate.integer("AttentionCore", "banks", banks, lo=2)
         if block_rows is not None:
             validate.integer("AttentionCore", "block_rows", block_rows, lo=1,
                              hi=rows_per_mac * mac_lines * macs_per_line // split)
@@ -203,21 +223,19 @@ class AttentionCore(wiring.Component):
                              f"not {fmt!r}") from None
         timing = CoreTiming.of(arith, macs_per_line=macs_per_line, rows_per_mac=rows_per_mac,
                                lanes=lanes, split=split)
-        # U_j and U_(j+1) touch an O element at least max(r*d/s, L_sm + 1 - r*d/s) cycles
-        # apart (a K row between them, or the interlock after V(N-2)); the MAC writes it
-        # back `MAC.update_latency` cycles after reading it.
-        rd = rows_per_mac * head_dim // split
-        if max(rd, timing.sm_latency + 1 - rd) <= timing.o_update_latency:
-            raise ValueError(f"AttentionCore: an O element would be read before its update "
-                             f"is written (r*d/s = {rd}, L_sm = {timing.sm_latency})")
+        problem = o_update_problem(timing, rows_per_mac=rows_per_mac, head_dim=head_dim,
+                                   split=split, banks=banks)
+        if problem:
+            raise ValueError(f"AttentionCore: {problem}")
         return lanes, arith
 
     def __init__(self, *, mac_lines, macs_per_line, rows_per_mac, head_dim, exp_units,
-                 max_seq_len, block_rows=None, fmt=None, split=1):
+                 max_seq_len, block_rows=None, fmt=None, split=1, banks=2):
         lanes, self._arith = self._checked(
             mac_lines=mac_lines, macs_per_line=macs_per_line, rows_per_mac=rows_per_mac,
             head_dim=head_dim, exp_units=exp_units, max_seq_len=max_seq_len,
-            block_rows=block_rows, fmt=fmt, split=split)
+            block_rows=block_rows, fmt=fmt, split=split, banks=banks)
+        self._banks = banks
         self._p, self._q, self._r, self._d = mac_lines, macs_per_line, rows_per_mac, head_dim
         self._e, self._lanes, self._n, self._s = exp_units, lanes, max_seq_len, split
         groups = mac_lines * macs_per_line // split
@@ -241,7 +259,7 @@ class AttentionCore(wiring.Component):
         return cls(mac_lines=b.mac_lines, macs_per_line=b.macs_per_line,
                    rows_per_mac=plan.rows_per_mac, block_rows=plan.a, head_dim=w.head_dim,
                    exp_units=b.exp_units, max_seq_len=w.max_keys, fmt=plan.config.format,
-                   split=plan.split)
+                   split=plan.split, banks=plan.banks)
 
     # -- read-only parameters -------------------------------------------------------------
 
@@ -252,6 +270,11 @@ class AttentionCore(wiring.Component):
     @property
     def mac_lines(self):
         return self._p
+
+    @property
+    def banks(self):
+        """Score and (P, alpha) banks, B: S runs B - 1 K rows ahead of U."""
+        return self._banks
 
     @property
     def macs_per_line(self):
@@ -303,11 +326,14 @@ class AttentionCore(wiring.Component):
 
     @property
     def interlock_slack(self):
-        """(P + r)*d/s - L_sm (P = `CoreTiming.score_period`, r for int8): when negative,
-        every U_j waits, by -slack/2 cycles per K/V row in the steady state (two rows'
-        softmaxes overlap U_(j-1) and S_(j+1)). U_0 and U_(N-1) have at least r*d/s of
-        cover each, so they wait at most L_sm - r*d/s cycles when that is positive."""
-        return (self.timing.score_period + self._r) * self._d // self._s - self.sm_latency
+        """(B - 1)(P + r)*d/s - L_sm (B = `banks`, P = `CoreTiming.score_period`, r for
+        int8): the cover of a row's softmax in the steady state is the B - 1 S and U rows
+        between S_j and U_j. When negative, every U_j waits. With two banks that is by
+        -slack/2 cycles per K/V row (two rows' softmaxes overlap U_(j-1) and S_(j+1)), and
+        U_0 and U_(N-1) have at least r*d/s of cover each, so they wait at most
+        L_sm - r*d/s cycles when that is positive."""
+        cover = (self.timing.score_period + self._r) * self._d // self._s
+        return (self._banks - 1) * cover - self.sm_latency
 
     # -- hardware ---------------------------------------------------------------------------
 
@@ -315,23 +341,25 @@ class AttentionCore(wiring.Component):
         m = Module()
         p, q, r, d, s = self._p, self._q, self._r, self._d, self._s
         c_shape, element = self._arith.c_shape, self._arith.element_shape
-        rows = self._rows
+        rows, banks = self._rows, self._banks
         m.submodules.kv_buffer = kv = KVBuffer(mac_lines=p, macs_per_line=q, rows_per_mac=r,
                                                block_rows=rows, head_dim=d, max_seq_len=self._n,
-                                               c_shape=c_shape, split=s, element=element)
+                                               c_shape=c_shape, split=s, element=element,
+                                               banks=banks)
         m.submodules.replay = replay = RowReplay(
             row_layout=row_layout(rows=rows, mac_lines=p, macs_per_line=q, rows_per_mac=r,
-                                  head_dim=d, c_shape=c_shape, max_seq_len=self._n, split=s),
+                                  head_dim=d, c_shape=c_shape, max_seq_len=self._n, split=s,
+                                  banks=banks),
             mac_lines=p, macs_per_line=q, rows_per_mac=r, block_rows=rows, head_dim=d,
-            c_shape=c_shape, split=s, element=element,
+            c_shape=c_shape, split=s, element=element, banks=banks,
             score_period=score_period(self._arith, r))
         m.submodules.array = array = PEArray(arith=self._arith, mac_lines=p, macs_per_line=q,
                                              rows_per_mac=r, head_dim=d, exp_units=self._e,
-                                             split=s)
+                                             split=s, banks=banks)
         m.submodules.normalizer = norm = Normalizer(arith=self._arith, mac_lines=p,
                                                     macs_per_line=q, rows_per_mac=r,
                                                     block_rows=rows, head_dim=d, lanes=self._lanes,
-                                                    split=s)
+                                                    split=s, banks=banks)
 
         wiring.connect(m, wiring.flipped(self.start), kv.start)
         wiring.connect(m, wiring.flipped(self.feed), kv.feed)

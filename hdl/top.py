@@ -155,7 +155,8 @@ class AttenIOTop(wiring.Component):
                                      read_fifo_depth=plan.kv_depth * row_beats)
         m.submodules.rseq = rseq = ReadSequencer(addr_width=ADDR_WIDTH, block_rows=plan.a,
                                                  row_bytes=row_bytes,
-                                                 max_seq_len=plan.workload.max_keys)
+                                                 max_seq_len=plan.workload.max_keys,
+                                                 banks=plan.banks)
         m.submodules.wseq = wseq = WriteSequencer(addr_width=ADDR_WIDTH, row_bytes=row_bytes)
         # the core takes and gives chunks of `split` elements, one per cycle
         m.submodules.core = core = AttentionCore.from_plan(plan)

@@ -76,7 +76,7 @@ def _entry(res, nbytes, ours=None):
 def _mapping(plan):
     return {"split": plan.split, "rows_per_mac": plan.rows_per_mac, "a": plan.a,
             "groups": plan.groups, "macs_active": plan.macs_active, "q_blocks": plan.q_blocks,
-            "kv_depth": plan.kv_depth}
+            "kv_depth": plan.kv_depth, "banks": plan.banks}
 
 
 def _timed(plan, **kw):
@@ -105,9 +105,9 @@ def compare_one(config):
     choice = plan.mapping_choice
     ours.update(mapping_mode=choice.mode, runner_up=choice.to_dict()["runner_up"],
                 split_cost_bytes=plan.split_cost_bytes)
-    # s = 1 against the chosen plan: speedup > 1 is what the split gains
+    # s = 1 against the chosen plan (its banks): speedup > 1 is what the split gains
     unsplit = ours if plan.split == 1 else _timed(
-        make_plan(dataclasses.replace(config, rows_per_mac=None), split=1))
+        make_plan(dataclasses.replace(config, rows_per_mac=None), split=1, banks=plan.banks))
     unsplit = dict(unsplit, speedup=unsplit["cycles"] / ours["cycles"],
                    traffic_ratio=unsplit["offchip_bytes"] / ours["offchip_bytes"])
     causal_e = _timed(plan, causal=True)

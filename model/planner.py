@@ -19,15 +19,22 @@ smaller s, then the larger r, wins. A wider tolerance would buy traffic with spe
 import time
 from dataclasses import replace
 
-from attenio.plan import Candidate, MappingChoice, make_plan, rows_options, valid_splits
+from attenio.errors import ConfigError
+from attenio.plan import BANKS, Candidate, MappingChoice, make_plan, rows_options, valid_splits
 
 from .cyclemodel import simulate
 
-__all__ = ["TOLERANCE", "choose_plan", "candidate_of", "pick_mapping"]
+__all__ = ["TOLERANCE", "MAX_BANKS", "choose_plan", "candidate_of", "pick_mapping"]
 
 #: Cycles within this fraction of the fewest count as a tie, which the least traffic
 #: (then the smaller s) wins: the model's own resolution, not a trade of speed for I/O.
 TOLERANCE = 0.001
+
+#: The most score and (P, alpha) banks the planner weighs (past the lanes' latency a bank
+#: more only takes cache from the Q block). Two while the generated core is not yet
+#: bit-exact at more (issue 45): more banks are a what-if of the model, or asked for
+#: with --banks / [mapping] banks.
+MAX_BANKS = 2
 
 #: Seconds after which `choose_plan` reports each candidate it has modelled.
 _QUIET_SECONDS = 1.0
@@ -38,19 +45,20 @@ def candidate_of(plan, result):
     return Candidate(split=plan.split, groups=plan.groups, rows_per_mac=plan.rows_per_mac,
                      a=plan.a, macs_active=plan.macs_active, kv_depth=plan.kv_depth,
                      cycles=result.cycles, pe_util=result.pe_util,
-                     spatial_util=result.spatial_util, offchip_bytes=plan.traffic.bytes)
+                     spatial_util=result.spatial_util, offchip_bytes=plan.traffic.bytes,
+                     banks=plan.banks)
 
 
 def pick_mapping(candidates):
-    """(chosen, runner-up) mappings as (s, r): of the mappings within `TOLERANCE` of the
-    fewest cycles, the least traffic, then the smaller s, then the larger r; the others
-    follow by cycles."""
+    """(chosen, runner-up) mappings as (s, r, B): of the mappings within `TOLERANCE` of the
+    fewest cycles, the least traffic, then the fewer banks, the smaller s, the larger r;
+    the others follow by cycles."""
     best = min(c.cycles for c in candidates)
 
     def rank(c):
         if c.cycles <= best * (1 + TOLERANCE):
-            return (0, c.offchip_bytes, c.split, -c.rows_per_mac)
-        return (1, c.cycles, c.split, -c.rows_per_mac)
+            return (0, c.offchip_bytes, c.banks, c.split, -c.rows_per_mac)
+        return (1, c.cycles, c.banks, c.split, -c.rows_per_mac)
     ranked = [c.mapping for c in sorted(candidates, key=rank)]
     return ranked[0], ranked[1] if len(ranked) > 1 else None
 
@@ -58,31 +66,63 @@ def pick_mapping(candidates):
 def choose_plan(config, *, seq_len=None, heads=None, progress=None):
     """The Plan to build for `config`, its `mapping_choice` filled in.
 
-    `config.split` and `config.rows_per_mac` ints: that mapping (make_plan's errors
-    propagate), modelled once. Either None: every possible value of it is modelled at
+    `config.split`, `config.rows_per_mac` and `config.banks` ints: that mapping
+    (make_plan's errors propagate), modelled once. Either None: every possible value of it is modelled at
     runtime `seq_len` and `heads` (default: the workload's) and the fastest wins.
-    `progress(message)` hears of each candidate once the choice has taken more than a
-    second.
+    `config.banks` an int: that many score and (P, alpha) banks; None: two, and more (up to
+    `MAX_BANKS`) for each (s, r) whose lanes still hold up the array at one bank fewer
+    (the interlock stalled more than a tie's worth of cycles: a bank more lets S run a K
+    row further ahead) and whose O
+    updates allow it (`attenio.hdl.core.o_update_problem`). `progress(message)` hears
+    of each candidate once the choice has taken more than a second.
     """
     w = config.workload
     n, h = seq_len or w.seq_len, heads or w.heads
     splits = (config.split,) if config.split is not None else valid_splits(config)
-    mappings = [(s, r) for s in splits for r in (
-        (config.rows_per_mac,) if config.rows_per_mac is not None else rows_options(config, s))]
+    banks = config.banks
+    bank_counts = (banks,) if banks is not None else range(BANKS, MAX_BANKS + 1)
     t0 = time.perf_counter()
-    plans, candidates = {}, []
-    for i, (s, r) in enumerate(mappings, 1):
-        plan = make_plan(config, split=s, rows_per_mac=r)
-        c = candidate_of(plan, simulate(plan, seq_len=n, heads=h))
-        plans[s, r] = plan
-        candidates.append(c)
-        elapsed = time.perf_counter() - t0
-        if progress and elapsed > _QUIET_SECONDS:
-            progress(f"mapping {i}/{len(mappings)}: s = {s}, r = {c.rows_per_mac}, a = {c.a}: "
-                     f"{c.cycles} cycles modelled ({elapsed:.1f} s so far)")
+    plans, candidates, stalled = {}, [], None
+    for b in bank_counts:
+        mappings = [(s, r) for s in splits for r in (
+            (config.rows_per_mac,) if config.rows_per_mac is not None
+            else _rows_options(config, s, b))]
+        if stalled is not None:
+            # a bank more only helps where the lanes held the array up at one fewer
+            mappings = [m for m in mappings if m in stalled]
+        stalled = set()
+        for s, r in mappings:
+            try:
+                plan = make_plan(config, split=s, rows_per_mac=r, banks=b)
+                result = simulate(plan, seq_len=n, heads=h)
+            except ConfigError:
+                if banks is None and b > BANKS:
+                    continue        # these rows do not fit beside b banks, or O overlaps
+                raise
+            c = candidate_of(plan, result)
+            if result.interlock_stall > TOLERANCE * result.cycles:
+                stalled.add((s, r))
+            plans[c.mapping] = plan
+            candidates.append(c)
+            elapsed = time.perf_counter() - t0
+            if progress and elapsed > _QUIET_SECONDS:
+                progress(f"mapping {len(candidates)}: s = {s}, r = {r}, B = {b}, a = {c.a}: "
+                         f"{c.cycles} cycles modelled ({elapsed:.1f} s so far)")
+        if not stalled:
+            break
     chosen, runner_up = pick_mapping(candidates)
-    forced = config.split is not None and config.rows_per_mac is not None
+    forced = None not in (config.split, config.rows_per_mac, banks)
     choice = MappingChoice(mode="forced" if forced else "auto", seq_len=n, heads=h,
                            tolerance=TOLERANCE, candidates=tuple(candidates), chosen=chosen,
                            runner_up=runner_up)
     return replace(plans[chosen], mapping_choice=choice)
+
+
+def _rows_options(config, split, banks):
+    """`rows_options`, or () when not one row fits beside `banks` banks."""
+    try:
+        return rows_options(config, split, banks)
+    except ConfigError:
+        if banks == BANKS:
+            raise
+        return ()

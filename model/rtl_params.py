@@ -125,14 +125,15 @@ class RtlParams:
         `overrides` (fields by name) for what-if runs.
 
         Raises ConfigError for a budget whose EXP units the RTL cannot spread over its
-        lanes (`attenio.validate.lanes_per_line`, as `attenio.hdl.top.check_plan` does),
+        lanes (`attenio.validate.lanes_per_line`, as `attenio.hdl.top.check_plan` does) or
+        a mapping whose O updates would overlap (`attenio.hdl.core.o_update_problem`),
         and ValueError naming a field that no block publishes. A float format with the
         paper's 16-bit O accounting (analysis only, no RTL) takes the latencies of the
         fp32-O datapath the RTL builds."""
         import dataclasses
 
         from attenio.formats import FloatFormat
-        from attenio.hdl.core import CoreTiming
+        from attenio.hdl.core import CoreTiming, o_update_problem
         from attenio.hdl.formats import arith_of
         from attenio.hdl.top import TopTiming
 
@@ -146,6 +147,10 @@ class RtlParams:
                                         error=ConfigError)
         core = CoreTiming.of(arith, macs_per_line=b.macs_per_line,
                              rows_per_mac=plan.rows_per_mac, lanes=lanes, split=plan.split)
+        problem = o_update_problem(core, rows_per_mac=plan.rows_per_mac, head_dim=w.head_dim,
+                                   split=plan.split, banks=plan.banks)
+        if problem:
+            raise ConfigError(f"mapping: {problem}")
         top = TopTiming.of(plan)
         published = {f.name: getattr(timing, f.name) for timing in (core, top)
                      for f in fields(timing)}

@@ -99,11 +99,17 @@ def test_plan_json_carries_the_mapping_choice(capsys, tmp_path):
     plan = json.loads(capsys.readouterr().out)["plan"]
     m = plan["mapping"]
     assert (m["mode"], m["seq_len"], m["heads"], m["tolerance"]) == ("auto", 256, 1, 0.001)
-    assert [(c["split"], c["rows_per_mac"], c["a"], c["groups"]) for c in m["candidates"]] == [
+    # two banks first, every (s, r); then a bank more where the lanes held the array up
+    two = [(c["split"], c["rows_per_mac"], c["a"], c["groups"]) for c in m["candidates"]
+           if c["banks"] == 2]
+    assert two == [
         (1, 2, 32, 16), (1, 1, 16, 16), (2, 4, 32, 8), (2, 3, 24, 8), (2, 2, 16, 8),
         (4, 8, 32, 4), (4, 7, 28, 4), (4, 6, 24, 4), (4, 5, 20, 4), (4, 4, 16, 4)]
-    assert m["chosen"] == {"split": plan["split"], "rows_per_mac": plan["rows_per_mac"]}
-    assert m["runner_up"] != m["chosen"] and set(m["runner_up"]) == {"split", "rows_per_mac"}
+    assert [c["banks"] for c in m["candidates"]] == sorted(c["banks"] for c in m["candidates"])
+    assert m["chosen"] == {"split": plan["split"], "rows_per_mac": plan["rows_per_mac"],
+                           "banks": plan["banks"]}
+    assert m["runner_up"] != m["chosen"] and set(m["runner_up"]) == {"split", "rows_per_mac",
+                                                                     "banks"}
     assert {"cycles", "pe_util", "spatial_util", "offchip_bytes", "macs_active"} <= set(
         m["candidates"][0])
     assert plan["split_cost_bytes"] == plan["offchip_bytes"] - m["candidates"][0]["offchip_bytes"]
@@ -116,25 +122,26 @@ def test_plan_split_2_is_forced_and_its_rows_chosen(capsys, tmp_path):
     assert (plan["split"], plan["groups"], plan["macs_active"], plan["kv_prefetch_depth"]) == (
         2, 8, 16, 4)
     m = plan["mapping"]
-    assert m["mode"] == "auto" and [c["rows_per_mac"] for c in m["candidates"]] == [4, 3, 2]
+    assert m["mode"] == "auto" and [c["rows_per_mac"] for c in m["candidates"]
+                                    if c["banks"] == 2] == [4, 3, 2]
 
 
 def test_plan_split_and_rows_forced(capsys, tmp_path):
-    assert main(["plan", "--preset", "small", "--split", "2", "--rows-per-mac", "3", "--json",
-                 "-o", str(tmp_path)]) == 0
+    assert main(["plan", "--preset", "small", "--split", "2", "--rows-per-mac", "3", "--banks",
+                 "2", "--json", "-o", str(tmp_path)]) == 0
     plan = json.loads(capsys.readouterr().out)["plan"]
     assert (plan["split"], plan["rows_per_mac"], plan["a"], plan["q_blocks"]) == (2, 3, 24, 11)
     m = plan["mapping"]
     assert (m["mode"], m["chosen"], m["runner_up"], len(m["candidates"])) == (
-        "forced", {"split": 2, "rows_per_mac": 3}, None, 1)
+        "forced", {"split": 2, "rows_per_mac": 3, "banks": 2}, None, 1)
 
 
 def test_plan_table_shows_the_mapping(capsys, tmp_path):
     assert main(["plan", "--preset", "small", "--split", "4", "--rows-per-mac", "9",
-                 "-o", str(tmp_path)]) == 0
+                 "--banks", "2", "-o", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "s = 4 MAC(s) per row: 4 groups of 4 MAC(s), 9 row(s) per group, 16 of 16 MACs" in out
-    assert "forced s = 4, r = 9" in out and "a = 36 at s = 4 instead of 32 at s = 1 costs" in out
+    assert "forced s = 4, r = 9, B = 2" in out and "a = 36 at s = 4 instead of 32 at s = 1 costs" in out
     assert main(["plan", "--preset", "small", "--split", "4", "-o", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "rounded for the array: 36; r = 8 rows a group: 32" in out

@@ -40,11 +40,11 @@ def test_compare_json_contract_and_files(capsys, tmp_path):
         assert {"split", "rows_per_mac", "a", "groups", "macs_active", "runner_up",
                 "split_cost_bytes"} <= set(ours)
         m = row["mapping"]
-        assert m["mode"] == "auto" and m["chosen"] == {"split": ours["split"],
-                                                       "rows_per_mac": ours["rows_per_mac"]}
+        assert m["mode"] == "auto" and m["chosen"] == {
+            "split": ours["split"], "rows_per_mac": ours["rows_per_mac"], "banks": ours["banks"]}
         assert m["runner_up"] == ours["runner_up"] != m["chosen"]
-        assert next(c for c in m["candidates"] if (c["split"], c["rows_per_mac"]) == (
-            ours["split"], ours["rows_per_mac"]))["cycles"] == ours["cycles"]
+        assert next(c for c in m["candidates"] if (c["split"], c["rows_per_mac"], c["banks"]) == (
+            ours["split"], ours["rows_per_mac"], ours["banks"]))["cycles"] == ours["cycles"]
         one = row["attenio_unsplit"]
         assert one["split"] == 1 and one["speedup"] == pytest.approx(one["cycles"] / ours["cycles"])
         assert ours["split_cost_bytes"] == ours["offchip_bytes"] - one["offchip_bytes"]
@@ -58,7 +58,7 @@ def test_compare_json_contract_and_files(capsys, tmp_path):
 
 def test_compare_paper_preset_tables(capsys, tmp_path):
     rc = main(["compare", "--preset", "paper", "--seq-lens", "8K,16K", "--head-dims", "64,128",
-               "--split", "2", "--rows-per-mac", "1", "-o", str(tmp_path)])
+               "--split", "2", "--rows-per-mac", "1", "--banks", "2", "-o", str(tmp_path)])
     assert rc == 0
     out = capsys.readouterr().out
     assert out.splitlines()[1].startswith("fair timing: the cycle models")

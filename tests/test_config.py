@@ -150,7 +150,7 @@ def test_toml_format_table_fields_reach_bf16(tmp_path):
     ('format = "fp8"\n', "unknown format 'fp8'"),
     ("[workload]\nseq_len = -4\n", "seq_len must be a positive integer, not -4"),
     ("mapping = 2\n", r"\[mapping\] must be a table"),
-    ("[mapping]\ns = 2\n", r"\[mapping\] has unknown key\(s\) s; expected rows_per_mac, split"),
+    ("[mapping]\ns = 2\n", r"\[mapping\] has unknown key\(s\) s; expected banks, rows_per_mac, split"),
     ("[mapping]\nsplit = 0\n", r'\[mapping\] split must be a positive integer or "auto", not 0'),
     ('[mapping]\nsplit = "wide"\n',
      r'\[mapping\] split must be a positive integer or "auto", not \'wide\''),

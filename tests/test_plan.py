@@ -258,10 +258,10 @@ def test_a_lane_budget_the_rtl_refuses_still_plans_unsplit():
 
 # --- the planner ---------------------------------------------------------------------------
 
-def cand(split, cycles, traffic=1, r=1):
+def cand(split, cycles, traffic=1, r=1, banks=2):
     return Candidate(split=split, groups=16 // split, rows_per_mac=r, a=16, macs_active=16,
                      kv_depth=2, cycles=cycles, pe_util=1.0, spatial_util=1.0,
-                     offchip_bytes=traffic)
+                     offchip_bytes=traffic, banks=banks)
 
 
 @pytest.mark.parametrize("cands, chosen, runner_up", [
@@ -276,12 +276,17 @@ def cand(split, cycles, traffic=1, r=1):
 def test_near_ties_go_to_the_least_traffic_then_the_smaller_split(cands, chosen, runner_up):
     assert planner.TOLERANCE == 0.001
     assert planner.pick_mapping([cand(*c) for c in cands]) == (
-        (chosen, 1), None if runner_up is None else (runner_up, 1))
+        (chosen, 1, 2), None if runner_up is None else (runner_up, 1, 2))
 
 
 def test_a_tie_in_cycles_traffic_and_split_goes_to_the_larger_r():
     assert planner.pick_mapping([cand(4, 100000, 5, 2), cand(4, 100000, 5, 3), cand(4, 99990, 6, 4)]) == (
-        (4, 3), (4, 2))
+        (4, 3, 2), (4, 2, 2))
+
+
+def test_a_tie_in_cycles_and_traffic_goes_to_the_fewer_banks_before_the_split():
+    assert planner.pick_mapping([cand(4, 100000, 5, 2, banks=3), cand(8, 100000, 5, 2),
+                                 cand(2, 101000, 4, 2)]) == ((8, 2, 2), (4, 2, 3))
 
 
 def test_rows_options_are_the_fewest_rows_for_each_number_of_blocks():
@@ -318,10 +323,10 @@ def test_rows_that_do_not_fit_are_refused_in_one_line(r, message):
 
 def test_choose_plan_models_every_split_with_its_rows_options():
     c = preset("small")
-    plan = choose_plan(c)
+    plan = choose_plan(dataclasses.replace(c, banks=2))
     choice = plan.mapping_choice
     assert choice.mode == "auto" and (choice.seq_len, choice.heads) == (256, 1)
-    expect = [(s, r) for s in (1, 2, 4) for r in rows_options(c, s)]
+    expect = [(s, r, 2) for s in (1, 2, 4) for r in rows_options(c, s)]
     assert [x.mapping for x in choice.candidates] == expect
     for x in choice.candidates:
         p = make_plan(c, split=x.split, rows_per_mac=x.rows_per_mac)
@@ -329,14 +334,40 @@ def test_choose_plan_models_every_split_with_its_rows_options():
             p.groups, p.rows_per_mac, p.a, p.macs_active, p.kv_depth, p.traffic.bytes)
         assert x.cycles == simulate(p).cycles
     assert (choice.chosen, choice.runner_up) == planner.pick_mapping(choice.candidates)
-    assert dataclasses.replace(plan, mapping_choice=None) == make_plan(c, *choice.chosen)
+    assert dataclasses.replace(plan, mapping_choice=None) == make_plan(
+        dataclasses.replace(c, banks=2), *choice.chosen)
     d = plan.to_dict()["mapping"]
-    assert (d["mode"], d["chosen"]) == ("auto", {"split": plan.split,
+    assert (d["mode"], d["chosen"]) == ("auto", {"split": plan.split, "banks": 2,
                                                  "rows_per_mac": plan.rows_per_mac})
-    assert [(x["split"], x["rows_per_mac"]) for x in d["candidates"]] == expect
+    assert [(x["split"], x["rows_per_mac"], x["banks"]) for x in d["candidates"]] == expect
     assert set(d["candidates"][0]) == {"split", "groups", "rows_per_mac", "a", "macs_active",
                                        "kv_depth", "cycles", "pe_util", "spatial_util",
-                                       "offchip_bytes"}
+                                       "offchip_bytes", "banks"}
+
+
+def test_more_banks_are_weighed_where_the_lanes_held_the_array_up_at_one_fewer(monkeypatch):
+    """fp16 on the small preset: the lanes' float latency stalls two banks; the planner
+    weighs a bank more for each (s, r) whose interlock stalled by more than a tie at one
+    bank fewer, and stops when none did."""
+    monkeypatch.setattr(planner, "MAX_BANKS", 8)
+    c = dataclasses.replace(preset("small"), format=FP16Format())
+    plan = choose_plan(c)
+    cands = plan.mapping_choice.candidates
+    assert plan.banks > 2 and plan.mapping_choice.chosen == (plan.split, plan.rows_per_mac,
+                                                             plan.banks)
+    by = {x.mapping: x for x in cands}
+    for x in cands:
+        p = make_plan(c, split=x.split, rows_per_mac=x.rows_per_mac, banks=x.banks)
+        result = simulate(p)
+        assert (x.cycles, x.a) == (result.cycles, p.a)
+        if x.banks > 2:
+            fewer = by[x.split, x.rows_per_mac, x.banks - 1]
+            stall = simulate(make_plan(c, split=x.split, rows_per_mac=x.rows_per_mac,
+                                       banks=x.banks - 1)).interlock_stall
+            assert stall > planner.TOLERANCE * fewer.cycles
+    assert max(x.banks for x in cands) <= 8
+    two = min((x for x in cands if x.banks == 2), key=lambda x: x.cycles)
+    assert simulate(plan).cycles < two.cycles
 
 
 def test_a_full_last_block_beats_a_partial_one():
@@ -345,26 +376,27 @@ def test_a_full_last_block_beats_a_partial_one():
     small = preset("small")
     choice = choose_plan(dataclasses.replace(small, split=4)).mapping_choice
     largest = make_plan(small, split=4)
-    assert largest.rows_per_mac == 9 and (4, 9) not in [x.mapping for x in choice.candidates]
+    assert largest.rows_per_mac == 9 and (4, 9, 2) not in [x.mapping for x in choice.candidates]
     fewer = choice.candidate(4, 8)
     assert fewer.offchip_bytes == largest.traffic.bytes
     assert fewer.cycles < 0.95 * simulate(largest).cycles
 
 
 def test_choose_plan_keeps_a_forced_mapping_and_models_it_alone():
-    forced = dataclasses.replace(preset("small"), split=2, rows_per_mac=4)
+    forced = dataclasses.replace(preset("small"), split=2, rows_per_mac=4, banks=2)
     plan = choose_plan(forced, seq_len=64, heads=2)
     choice = plan.mapping_choice
-    assert (plan.split, choice.mode, choice.chosen, choice.runner_up) == (2, "forced", (2, 4), None)
+    assert (plan.split, choice.mode, choice.chosen, choice.runner_up) == (
+        2, "forced", (2, 4, 2), None)
     assert (choice.seq_len, choice.heads, len(choice.candidates)) == (64, 2, 1)
     assert choice.candidates[0].cycles == simulate(plan, seq_len=64, heads=2).cycles
 
 
 def test_a_forced_split_still_weighs_its_rows():
-    plan = choose_plan(dataclasses.replace(preset("small"), split=2))
+    plan = choose_plan(dataclasses.replace(preset("small"), split=2, banks=2))
     choice = plan.mapping_choice
     assert plan.split == 2 and choice.mode == "auto"
-    assert [x.mapping for x in choice.candidates] == [(2, 4), (2, 3), (2, 2)]
+    assert [x.mapping for x in choice.candidates] == [(2, 4, 2), (2, 3, 2), (2, 2, 2)]
 
 
 def test_choose_plan_reports_progress_once_it_is_slow(monkeypatch):
@@ -375,7 +407,7 @@ def test_choose_plan_reports_progress_once_it_is_slow(monkeypatch):
     plan = choose_plan(preset("small"), progress=heard.append)
     n = len(plan.mapping_choice.candidates)
     # quiet for the first second (t = 0.5, 1.0), then a line for each candidate after
-    assert [m.split(":")[0] for m in heard] == [f"mapping {i}/{n}" for i in range(3, n + 1)]
+    assert [m.split(":")[0] for m in heard] == [f"mapping {i}" for i in range(3, n + 1)]
     assert heard[-1].endswith(f"cycles modelled ({0.5 * n:.1f} s so far)")
 
 
