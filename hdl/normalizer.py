@@ -38,7 +38,8 @@ __all__ = ["Normalizer"]
 class Normalizer(wiring.Component):
     """The drain of an array of `mac_lines` x `macs_per_line` MACs in groups of `split` with
     `rows_per_mac` rows, Q blocks of up to `block_rows` rows of `head_dim` elements,
-    `lanes` softmax lanes per line, format `arith`.
+    `lanes` softmax lanes per line, format `arith`, `banks` score and (P, alpha) banks in
+    the array (the `tail` word's layout).
 
     Ports: `block` the armed block (`ready` = idle); `tail` the word leaving the
     array's last MAC; `array` the read port into the array; `o_out` the chunks;
@@ -56,13 +57,14 @@ class Normalizer(wiring.Component):
     CREDIT_SLACK = output_latency + 3
 
     def __init__(self, *, arith, mac_lines, macs_per_line, rows_per_mac, block_rows, head_dim,
-                 lanes, split=1):
+                 lanes, split=1, banks=2):
         check_arith("Normalizer", arith)
         validate.positive("Normalizer", mac_lines=mac_lines, macs_per_line=macs_per_line,
                           rows_per_mac=rows_per_mac, block_rows=block_rows, head_dim=head_dim,
                           lanes=lanes)
         validate.split("Normalizer", split, head_dim=head_dim, macs_per_line=macs_per_line,
                        lanes=lanes)
+        validate.integer("Normalizer", "banks", banks, lo=2)
         self._arith = arith
         self._p, self._q, self._r, self._d, self._lanes = (mac_lines, macs_per_line, rows_per_mac,
                                                           head_dim, lanes)
@@ -72,7 +74,7 @@ class Normalizer(wiring.Component):
             "block": In(stream.Signature(drain_layout(rows=rows))),
             "tail": In(word_layout(mac_lines=mac_lines, macs_per_line=macs_per_line,
                                    rows_per_mac=rows_per_mac, head_dim=head_dim, split=split,
-                                   element=arith.element_shape)),
+                                   element=arith.element_shape, banks=banks)),
             "array": Out(drain_signature(arith=arith, mac_lines=mac_lines,
                                          macs_per_line=macs_per_line, rows_per_mac=rows_per_mac,
                                          head_dim=head_dim, lanes=lanes, split=split)),
