@@ -20,6 +20,9 @@ from amaranth_sim import run_clocked
 from attenio.formats import format_by_name
 from attenio.gen.verilog import emit
 from attenio.hdl.core import AttentionCore, Kind
+from attenio.hdl.formats import FloatArith
+from attenio.hdl.kv_buffer import kv_order
+from attenio.sim import golden_fp
 from attenio.sim.golden import attention
 from attenio.sim.runner import run_bench, simulator_available
 
@@ -141,16 +144,10 @@ def test_core_bench(simulator, name, params, blocks, seed):
 
 # -- amaranth.sim: the whole core on a tiny array, fast --------------------------------------
 
-def kv_order(n):
-    seq = [("K", 0)]
-    for j in range(1, n):
-        seq += [("K", j), ("V", j - 1)]
-    return seq + [("V", n - 1)]
-
-
 def simulate(core, blocks):
     """Feed `blocks` [(rows, q, k, v, c)] at full rate, a chunk of `core.split` elements a
-    transfer; return the output bytes and cycles."""
+    transfer, the K/V rows in `kv_order` for the core's banks; return the output elements
+    and the cycles (all, and those with a word for S or U entering the array)."""
     got, stats = [], {"cycles": 0, "pe": 0}
     s = core.split
     total = sum(q.shape[0] * q.shape[1] for _, q, *_ in blocks)
@@ -163,8 +160,8 @@ def simulate(core, blocks):
             await ctx.tick().until(core.start.ready)
             ctx.set(core.start.valid, 0)
             words = [(Kind.Q, x) for x in q.reshape(-1, s)]
-            for kind, j in kv_order(k.shape[0]):
-                words += [(Kind[kind], x) for x in (k[j] if kind == "K" else v[j]).reshape(-1, s)]
+            for kind, j in kv_order(k.shape[0], banks=core.banks):
+                words += [(kind, x) for x in (k[j] if kind == Kind.K else v[j]).reshape(-1, s)]
             for kind, x in words:
                 ctx.set(core.feed.payload, {"kind": kind, "value": [int(e) for e in x]})
                 ctx.set(core.feed.valid, 1)
@@ -194,21 +191,65 @@ def simulate(core, blocks):
     return np.array(got), stats
 
 
+def _random_blocks(rng, core, shapes):
+    """Blocks [(rows, q, k, v, c)] of `shapes` [(rows, keys)] in the core's format, and
+    their golden elements: int8 uniform with a random c; a float format Gaussian."""
+    arith, d = core.arith, core.head_dim
+    blocks, want = [], []
+    if isinstance(arith, FloatArith):
+        dp = golden_fp.FloatDatapath(arith.spec, max_seq_len=core.max_seq_len, head_dim=d,
+                                     split=core.split)
+        for rows, n in shapes:
+            q, k, v = (dp.store(rng.normal(0, sd, shape))
+                       for sd, shape in ((2.0, (rows, d)), (2.0, (n, d)), (1.0, (n, d))))
+            blocks.append((rows, q, k, v, arith.c))
+            want.append(golden_fp.attention(dp, q, k, v).reshape(-1).astype(int))
+    else:
+        for rows, n in shapes:
+            q, k, v = (rng.integers(-128, 128, (x, d)) for x in (rows, n, n))
+            c = int(rng.integers(1 << 22, 1 << 28))
+            blocks.append((rows, q, k, v, c))
+            want.append(attention(q, k, v, c=c, a=rows, arith=arith).reshape(-1))
+    return blocks, np.concatenate(want)
+
+
 @pytest.mark.parametrize("split", [1, 2])
 def test_core_amaranth_sim(rng, split):
     core = AttentionCore(mac_lines=2, macs_per_line=2, rows_per_mac=2, head_dim=4, exp_units=2,
                          max_seq_len=16, split=split)
-    blocks = []
-    for rows, n in ((8 // split, 6), (5 // split, 2)):
-        q = rng.integers(-128, 128, (rows, 4))
-        k = rng.integers(-128, 128, (n, 4))
-        v = rng.integers(-128, 128, (n, 4))
-        blocks.append((rows, q, k, v, int(rng.integers(1 << 22, 1 << 28))))
+    blocks, want = _random_blocks(rng, core, [(8 // split, 6), (5 // split, 2)])
     got, stats = simulate(core, blocks)
-    want = np.concatenate([attention(q, k, v, c=c, a=rows, arith=core.arith).reshape(-1)
-                           for rows, q, k, v, c in blocks])
     assert got.tolist() == want.tolist()
     assert stats["pe"] == sum(2 * 2 * 4 // split * k.shape[0] for _, _, k, _, _ in blocks)
+
+
+# (format, banks, split, rows_per_mac, head_dim): r*d/s above the O update's latency, since
+# the last B - 1 U rows of a block follow each other (`o_update_problem`); a float run takes
+# 15-20 s unloaded, so one is in the default suite
+_BANKED = [
+    ("int8", 3, 1, 2, 4), ("int8", 4, 1, 2, 4), ("int8", 3, 2, 2, 8), ("int8", 4, 2, 2, 8),
+    pytest.param("fp16", 3, 1, 4, 8, marks=pytest.mark.slow),
+    pytest.param("fp16", 4, 1, 4, 8, marks=pytest.mark.slow),
+    pytest.param("fp16", 3, 2, 4, 16, marks=pytest.mark.slow),
+    ("fp16", 4, 2, 4, 16),
+]
+
+
+@pytest.mark.parametrize("fmt,banks,split,rows_per_mac,head_dim", _BANKED)
+def test_core_with_more_banks_is_exact_and_the_array_busy_two_rows_a_key(
+        rng, fmt, banks, split, rows_per_mac, head_dim):
+    """B > 2 score and (P, alpha) banks: the K/V rows in `kv_order` (S runs B - 1 K rows
+    ahead of U), blocks of more keys than B - 1 and of fewer (1 and 2 keys), partial ones;
+    the outputs equal the golden model's and the array computes 2 r d/s cycles a key."""
+    core = AttentionCore(mac_lines=2, macs_per_line=2, rows_per_mac=rows_per_mac,
+                         head_dim=head_dim, exp_units=2, max_seq_len=16, split=split,
+                         banks=banks, fmt=format_by_name(fmt))
+    a = core.rows
+    blocks, want = _random_blocks(rng, core, [(a, 6), (a - 3, 2), (a, 1), (a - 1, 3)])
+    got, stats = simulate(core, blocks)
+    assert got.tolist() == want.tolist()
+    keys = sum(k.shape[0] for _, _, k, _, _ in blocks)
+    assert stats["pe"] == 2 * rows_per_mac * head_dim // split * keys
 
 
 # -- parameters -----------------------------------------------------------------------------
