@@ -1,1 +1,1 @@
-"""Formal proofs of the handshakes, run through SymbiYosys (see docs/formal.md)."""
+"""Formal proofs of the handshakes, run through SymbiYosys (see docs/verification.md)."""
