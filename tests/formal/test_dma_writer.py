@@ -37,7 +37,7 @@ from .streams import keeps_stream_rules, obeys_stream_rules, past
 pytestmark = formal
 
 PARAMS = dict(addr_width=12, data_width=32, max_outstanding=2, max_burst_beats=3, fifo_depth=2)
-DEPTH = 10          # two commands taken, their bursts written and answered, with stalls
+DEPTH = 9           # two commands taken, their bursts written and answered, with stalls
 DEEP = 14           # the slow run's depth
 
 
