@@ -567,7 +567,8 @@ class MAC(wiring.Component):
             self._write_regs(m, parts, part_en, done.bank, done.slot, acc)
             cin = Signal.like(self.chain_in, name="chain_in_r")
             m.d.sync += cin.eq(self.chain_in)
-            mine = Array([Array(parts[b * r:(b + 1) * r]) for b in range(banks)])[cin.bank][cin.slot]
+            mine = Array([Array(parts[b * r:(b + 1) * r])
+                          for b in range(banks)])[cin.bank][cin.slot]
         else:
             cin = Signal.like(self.chain_in, name="chain_in_r")
             m.d.sync += cin.eq(self.chain_in)
