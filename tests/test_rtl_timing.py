@@ -7,10 +7,11 @@ design to the cycle: on the in-design memory model (fixed latency, one beat per
 cycle; the fast engine, `attenio.sim.fast`, whose counters equal the cocotb bench's:
 tests/test_fast_sim.py), with a partial last block and two heads. The configurations differ in
 array shape, lanes per line, head dimension, the reciprocal's Newton steps (the
-normalizer's latency), p_frac, the memory latency and the rows' split over s
-MACs; two of them are bound by the softmax interlock rather than by the feed. Two
-also run with the causal mask (the short block first, fewer keys a block, the
-sequencer's N mod a before the first block), on the same build.
+normalizer's latency), p_frac, the memory latency, the rows' split over s MACs and
+the score banks B (`attenio.hdl.kv_buffer.kv_order`); some of them are bound by the
+softmax interlock rather than by the feed. Some also run with the causal mask (the
+short block first, fewer keys a block, the sequencer's N mod a before the first
+block), on the same build.
 """
 
 import dataclasses
@@ -26,10 +27,10 @@ from attenio.sim.runner import simulator_available
 
 
 def _config(name, *, macs, exp_units, head_dim, recip_iters, p_frac=16, latency=20,
-            cache_bytes=4096, split=1, fmt="int8", kv_heads=None):
+            cache_bytes=4096, split=1, fmt="int8", kv_heads=None, banks=None):
     base = preset("small")
     return dataclasses.replace(
-        base, name=f"timing_{name}", split=split,
+        base, name=f"timing_{name}", split=split, banks=banks,
         workload=dataclasses.replace(base.workload, seq_len=64, head_dim=head_dim, heads=2,
                                      kv_heads=kv_heads),
         budget=dataclasses.replace(base.budget, mac_lines=macs[0], macs_per_line=macs[1],
@@ -74,15 +75,25 @@ CONFIGS = {
                                       kv_heads=1),
     "4x4_e4_d16_fp16_s1": _config("l", macs=(4, 4), exp_units=4, head_dim=16, recip_iters=2,
                                   fmt="fp16"),
+    # B > 2 score banks (S runs B - 1 K rows ahead of U, the last B - 1 U rows of a block
+    # follow each other): the interlock-bound arrays, at B = 3 and, with s = 4, at B = 4 (a =
+    # 12: the causal run's first block has 9 rows); a float one with grouped heads at B = 3
+    "2x8_e2_d8_it1_b3": _config("m", macs=(2, 8), exp_units=2, head_dim=8, recip_iters=1,
+                                cache_bytes=1024, banks=3),
+    "2x8_e2_d8_s4_b4": _config("n", macs=(2, 8), exp_units=2, head_dim=8, recip_iters=1,
+                               cache_bytes=1024, split=4, banks=4),
+    "2x4_e4_d16_fp16_s2_gqa_b3": _config("o", macs=(2, 4), exp_units=4, head_dim=16,
+                                         recip_iters=1, split=2, latency=40, fmt="fp16",
+                                         kv_heads=1, banks=3),
 }
 SEQ_LEN, HEADS = 45, 2          # at a = 32 (16) two (three) blocks a head, the last partial
 
 #: the default suite's configurations (each a build of its own); the others are slow
 _DEFAULT = ("4x4_e4_d16_it2", "2x8_e2_d8_it1", "4x4_e8_d16_it3", "2x8_e2_d8_s4",
-            "4x4_e4_d16_fp16_s2")
+            "4x4_e4_d16_fp16_s2", "2x8_e2_d8_s4_b4")
 #: configurations that also run with the causal mask: the small preset's, an interlock-bound
 #: one, a float one
-_CAUSAL = ("4x4_e4_d16_it2", "2x8_e2_d8_s4", "4x4_e4_d16_fp16_s2")
+_CAUSAL = ("4x4_e4_d16_it2", "2x8_e2_d8_s4", "4x4_e4_d16_fp16_s2", "2x8_e2_d8_s4_b4")
 
 
 def _params():
@@ -127,7 +138,8 @@ def test_the_interlock_binds_in_one_configuration():
         drain.add(t.normalizer_latency)
     # 0..3 Newton steps of 9 stages each, and their operands'; the float formats' fp32 stages
     assert drain == {14, 24, 33, 42, 39, 48}
-    assert sorted(make_plan(c).split for c in CONFIGS.values()) == [1] * 5 + [2] * 4 + [4] * 3
+    assert sorted(make_plan(c).split for c in CONFIGS.values()) == [1] * 6 + [2] * 5 + [4] * 4
+    assert sorted(make_plan(c).banks for c in CONFIGS.values()) == [2] * 12 + [3, 3, 4]
     assert min(slack.values()) < 0 < max(slack.values()), slack
 
 
