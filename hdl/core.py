@@ -361,6 +361,13 @@ class AttentionCore(wiring.Component):
                                                     block_rows=rows, head_dim=d, lanes=self._lanes,
                                                     split=s, banks=banks)
 
+        # The ports wired by hand below have shapes each block builds from `banks`, `split`
+        # and the rest: a block built with another would be truncated or padded silently.
+        for a, b in ((array.wi, replay.word), (array.pick_next, replay.pick_next),
+                     (replay.lanes_ready, array.ready), (array.consume, replay.consume),
+                     (norm.tail, array.tail)):
+            assert a.shape() == b.shape(), (a, b)
+
         wiring.connect(m, wiring.flipped(self.start), kv.start)
         wiring.connect(m, wiring.flipped(self.feed), kv.feed)
         wiring.connect(m, kv.row, replay.row)
