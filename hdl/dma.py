@@ -9,13 +9,19 @@ data stream, and reports each command's completion once all of its B responses
 are in. `DMA` puts both on one AXI4 port and adds the byte counters and the
 sticky error status a controller reads.
 
-Errors never stop traffic: a read burst answered with SLVERR or DECERR still
-delivers its beats (with whatever data the slave returned), a write burst with an
-error still completes; the sticky status records which channel failed.
+An error response never hangs the streams, and the sticky status records which
+channel failed. A read burst answered with SLVERR or DECERR still delivers its beats
+(with whatever data the slave returned). A write burst answered so stops the writing:
+no new burst goes out on AW until the status is cleared, while the bursts already
+accepted get all their W beats (AXI4 requires them) and the remaining commands' data
+are still taken from the stream and dropped, each command still completing, marked
+failed.
 
 All transactions use ID 0, so AXI returns read data in order and no reorder
 buffer is needed.
 """
+
+from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
@@ -212,17 +218,28 @@ class DMAWriter(_BurstMaster):
     their B response. When the last B of a command is in, `done` carries one
     entry whose `error` says whether any of the command's bursts failed.
 
+    A B answered SLVERR or DECERR *stops* the writer until `error_clear`: no new AW
+    is offered (one already offered stays up until taken, as AXI4 requires, and is
+    written in full), and the bursts accepted on AW get all their W beats and their
+    B. Once none is left, the remaining bursts are dropped in order: their beats are
+    taken from the FIFO one a cycle and discarded, so `data` keeps flowing, and the
+    last burst of each command gives the command's `done`, its `error` set. Nothing
+    is written after the error but what AW had accepted.
+
     Ports
     -----
     cmd : In(stream of command_layout)        transfers to write
     data : In(stream of write_data_layout)    the beats, length/bytes-per-beat per command
     done : Out(stream of write_done_layout)   one entry per completed command
+    error_clear : In(1)                       ends the stop after an error response (pulse
+                                              it while not `busy`, between runs)
     axi : Out(AXI4WriteSignature)             AW, W and B channels
     error : Out(1)                            pulses on a B with SLVERR/DECERR
     malformed : Out(1)                        pulses when a malformed command is dropped
                                               (it gets no `done`; its data, if sent, would
                                               be taken by the next command)
-    busy : Out(1)                             a command, burst or response is still under way
+    busy : Out(1)                             a command, burst, beat or response is still
+                                              under way
     """
 
     #: cycles from a beat accepted on `data` to its W handshake with an always-ready
@@ -239,7 +256,17 @@ class DMAWriter(_BurstMaster):
                                             lo=2, hi=1 << 16)
         super().__init__(self._members(
             AXI4WriteSignature, data=In(stream.Signature(write_data_layout(data_width))),
-            done=Out(stream.Signature(write_done_layout()))))
+            done=Out(stream.Signature(write_done_layout())), error_clear=In(1)))
+
+    def _stop(self, m, failed_b):
+        """The stop after an error response: set the cycle after `failed_b`, cleared by
+        `error_clear` (a failed B in the same cycle wins)."""
+        stopped = Signal()
+        with m.If(failed_b):
+            m.d.sync += stopped.eq(1)
+        with m.Elif(self.error_clear):
+            m.d.sync += stopped.eq(0)
+        return stopped
 
     def elaborate(self, platform):
         m = Module()
@@ -257,7 +284,16 @@ class DMAWriter(_BurstMaster):
         burst = split.burst
         slot = (inflight < self._max_outstanding) & wlens.w_rdy & ends.w_rdy
 
-        aw_fire = self._issue(m, "aw", burst, slot)
+        # After an error response no AW is raised; one already up stays (`held`).
+        b_fire = Signal()
+        b_error = axi.bresp[1]
+        stopped = self._stop(m, b_fire & b_error)
+        held = Signal()                     # AWVALID was up last cycle and not taken
+        # the burst as AW sees it: its own `ready`, since a dropped burst is taken too
+        to_aw = SimpleNamespace(valid=burst.valid, ready=Signal(name="aw_takes"),
+                                payload=burst.payload)
+        aw_fire = self._issue(m, "aw", to_aw, slot & (~stopped | held))
+        m.d.sync += held.eq(axi.awvalid & ~axi.awready)
         m.d.comb += [
             wlens.w_en.eq(aw_fire),
             wlens.w_data.eq(burst.payload.len),
@@ -268,22 +304,38 @@ class DMAWriter(_BurstMaster):
         # W: beats of the oldest burst whose AW has gone out.
         beat = Signal(8)
         w_fire = Signal()
+        discard = Signal()                  # a dropped burst's beat leaves the FIFO
         m.d.comb += [
             axi.wvalid.eq(fifo.r_rdy & wlens.r_rdy),
             axi.wdata.eq(fifo.r_data),
             axi.wstrb.eq(Const(-1, len(axi.wstrb))),
             axi.wlast.eq(beat == wlens.r_data),
-            fifo.r_en.eq(axi.wready & wlens.r_rdy),
+            fifo.r_en.eq((axi.wready & wlens.r_rdy) | discard),
             w_fire.eq(axi.wvalid & axi.wready),
             wlens.r_en.eq(w_fire & axi.wlast),
         ]
         with m.If(w_fire):
             m.d.sync += beat.eq(Mux(axi.wlast, 0, beat + 1))
 
+        # Stopped, with nothing accepted on AW left: drop the bursts one after another.
+        left = Signal(range(self._max_burst_beats + 1))    # beats of the dropped burst
+        ends_command = Signal()             # the dropped burst is its command's last
+        owed = Signal()                     # a dropped command's `done`, not yet out
+        drop = Signal()
+        m.d.comb += [
+            drop.eq(stopped & ~held & (inflight == 0) & ~wlens.r_rdy & (left == 0) & ~owed),
+            burst.ready.eq(to_aw.ready | drop),
+            discard.eq((left != 0) & fifo.r_rdy),
+        ]
+        with m.If(drop & burst.valid):
+            m.d.sync += [left.eq(burst.payload.len + 1), ends_command.eq(burst.payload.last)]
+        with m.If(discard):
+            m.d.sync += left.eq(left - 1)
+            with m.If((left == 1) & ends_command):
+                m.d.sync += owed.eq(1)
+
         # B: fold the responses of a command; the last one emits `done`.
         failed = Signal()                   # an earlier burst of this command failed
-        b_fire = Signal()
-        b_error = axi.bresp[1]
         m.d.comb += [
             axi.bready.eq(ends.r_rdy & (~ends.r_data | ~self.done.valid | self.done.ready)),
             b_fire.eq(axi.bvalid & axi.bready),
@@ -299,8 +351,12 @@ class DMAWriter(_BurstMaster):
                              failed.eq(0)]
             with m.Else():
                 m.d.sync += failed.eq(failed | b_error)
+        # No B comes while a command is dropped: its `done` has the register to itself.
+        with m.If(owed & (~self.done.valid | self.done.ready)):
+            m.d.sync += [self.done.valid.eq(1), self.done.payload.error.eq(1), failed.eq(0),
+                         owed.eq(0)]
 
-        m.d.comb += self.busy.eq(split.busy | (inflight != 0) | fifo.r_rdy)
+        m.d.comb += self.busy.eq(split.busy | (inflight != 0) | fifo.r_rdy | (left != 0) | owed)
         m.d.sync += inflight.eq(inflight + aw_fire - b_fire)
         return m
 
@@ -331,7 +387,7 @@ class DMA(wiring.Component):
     rd_cmd, rd_data : the reader's command and data streams (see `DMAReader`)
     wr_cmd, wr_data, wr_done : the writer's streams (see `DMAWriter`)
     error : Out(error_layout)     sticky: `read` (RRESP), `write` (BRESP), `command` (malformed)
-    error_clear : In(1)           clears `error`
+    error_clear : In(1)           clears `error`, and the writer's stop after a write error
     bytes_read, bytes_written : Out(counter_width)   bytes moved on R and W since reset or
     counters_clear : In(1)        ... the last pulse here
     busy : Out(1)
@@ -394,6 +450,7 @@ class DMA(wiring.Component):
         wiring.connect(m, wiring.flipped(self.wr_cmd), writer.cmd)
         wiring.connect(m, wiring.flipped(self.wr_data), writer.data)
         wiring.connect(m, wiring.flipped(self.wr_done), writer.done)
+        m.d.comb += writer.error_clear.eq(self.error_clear)
 
         # The read and write halves share the port member by member (same AXI names).
         for side in (reader.axi, writer.axi):
