@@ -9,23 +9,27 @@ rules, with ZipCPU's faxi_master.v as the reference for what a master must keep:
 - no more bursts awaiting B than `max_outstanding`, so every B response is accounted for;
 - `error` pulses exactly on a B answered SLVERR or DECERR, and each command's `done`
   arrives the cycle after the B that completes its last beat, its `error` set exactly
-  when a B of the command's bursts failed.
+  when a B of the command's bursts failed;
+- after a failed B the writer stops: no AW is raised (one already up when the error
+  came stays until taken, as AXI4 requires), so no W beat goes out beyond the bursts
+  AW had accepted; the commands left complete without a B, each `done` with `error`
+  set and only once the command's data have been taken from `data`.
 
 The slave is free within AXI4's rules for one ID, tracked as faxi_master does: BVALID
 only while a burst whose AW was taken and whose W beats are all in awaits its response,
 B held until BREADY. Commands are well formed (the splitter's own proof covers the
 malformed ones).
 
-An error does not stop the writer: it finishes the command and takes the next ones (the
-module's contract, "errors never stop traffic"); the cover run shows an AW taken after a
-failed B.
+`error_clear` (the end of the stop, pulsed between runs) is held low: the proof covers
+one run. The cover run shows the AW already up when the error came taken after it, and
+a later command's `done`, failed, with no AW since the error.
 """
 
 from types import SimpleNamespace
 
 import pytest
 from amaranth.asserts import AnyConst
-from amaranth.hdl import Assert, Assume, Cat, Cover, Elaboratable, Module, Mux, \
+from amaranth.hdl import Assert, Assume, Cat, Const, Cover, Elaboratable, Module, Mux, \
     ResetSignal, Signal
 
 from attenio.hdl.axi import AXI_4KB, AXIBurst
@@ -39,6 +43,7 @@ pytestmark = formal
 PARAMS = dict(addr_width=12, data_width=32, max_outstanding=2, max_burst_beats=3, fifo_depth=2)
 DEPTH = 9           # two commands taken, their bursts written and answered, with stalls
 DEEP = 14           # the slow run's depth
+COVER_DEPTH = DEPTH + 1     # an error, then a later command dropped and done
 
 
 class ShortPromise(DMAWriter):
@@ -59,6 +64,13 @@ class Unbounded(DMAWriter):
         return super()._issue(m, channel, burst, 1)
 
 
+class NeverStops(DMAWriter):
+    """A broken writer: it goes on writing after an error response."""
+
+    def _stop(self, m, failed_b):
+        return Const(0)
+
+
 class WriterSpec(Elaboratable):
     def __init__(self, dut, *, depth):
         self.dut = dut
@@ -70,7 +82,7 @@ class WriterSpec(Elaboratable):
         axi = dut.axi
         slots = dut.max_outstanding
         beat_bytes = dut.data_width // 8
-        m.d.comb += Assume(~ResetSignal())
+        m.d.comb += Assume(~ResetSignal() & ~dut.error_clear)
         obeys_stream_rules(m, dut.cmd, name="cmd")
         obeys_stream_rules(m, dut.data, name="data")
         keeps_stream_rules(m, dut.done, name="done")
@@ -157,14 +169,25 @@ class WriterSpec(Elaboratable):
             m.d.sync += errors.eq(b_take & failed)
         with m.Elif(b_take):
             m.d.sync += errors.eq(errors | failed)
-        with m.If(new_done):
-            m.d.comb += [Assert(b_before, "done only the cycle after a B"),
-                         Assert(dut.done.payload.error == errors_then,
-                                "done.error exactly when a B of its command failed")]
+        # After a failed B: no AW raised, only the one already up may still be taken.
+        stopped = Signal()
+        with m.If(b_take & failed):
+            m.d.sync += stopped.eq(1)
+        aw_held = past(m, axi.awvalid & ~axi.awready, name="aw_held")
+        with m.If(stopped & axi.awvalid):
+            m.d.comb += Assert(aw_held, "no AW raised after an error response")
+        # A `done` the cycle after a B completes the command by its B's; any other one
+        # is a command dropped after an error, failed.
+        with m.If(new_done & b_before):
+            m.d.comb += Assert(dut.done.payload.error == errors_then,
+                               "done.error exactly when a B of its command failed")
+        with m.If(new_done & ~b_before):
+            m.d.comb += [Assert(stopped, "done without a B only after an error response"),
+                         Assert(dut.done.payload.error, "a dropped command's done failed")]
 
         n = AnyConst(range(self.depth))
         count = Signal(range(self.depth + 2))
-        commands_beats, b_beats = Signal(16), Signal(16)
+        commands_beats, b_beats, data_beats = Signal(16), Signal(16), Signal(16)
         n_end = Signal(16)                          # the beats of commands 0 to n
         commands = Signal(range(self.depth + 2))
         with m.If(dut.cmd.valid & dut.cmd.ready):
@@ -175,22 +198,32 @@ class WriterSpec(Elaboratable):
                 m.d.sync += n_end.eq(commands_beats + beats)
         with m.If(b_take):
             m.d.sync += b_beats.eq(b_beats + b_len + 1)
+        with m.If(dut.data.valid & dut.data.ready):
+            m.d.sync += data_beats.eq(data_beats + 1)
         with m.If(new_done):
             m.d.sync += count.eq(count + 1)
             with m.If(count == n):
-                m.d.comb += [Assert(commands > n, "no done for a command not taken"),
-                             Assert(b_beats == n_end,
-                                    "the n-th done when its command's last B is in")]
+                m.d.comb += Assert(commands > n, "no done for a command not taken")
+                with m.If(b_before):
+                    m.d.comb += Assert(b_beats == n_end,
+                                       "the n-th done when its command's last B is in")
+                with m.Else():
+                    m.d.comb += Assert((b_beats < n_end) & (data_beats >= n_end),
+                                       "a dropped n-th done once its command's data are in")
 
         # reachable: both slots awaiting while W stalls; a failed command's done after an
-        # earlier one's; an AW taken after a failed B (errors do not stop the writer)
-        failed_before = Signal()
-        with m.If(b_take & failed):
-            m.d.sync += failed_before.eq(1)
+        # earlier one's; the AW already up taken after a failed B; a later command's
+        # done, failed, with no AW since the error
+        aw_since, dones_since = Signal(), Signal()
+        with m.If(stopped & aw_take):
+            m.d.sync += aw_since.eq(1)
+        with m.If(stopped & new_done):
+            m.d.sync += dones_since.eq(1)
         m.d.comb += [
             Cover((awaiting_w + awaiting_b == slots) & axi.wvalid & ~axi.wready),
             Cover(new_done & dut.done.payload.error & (count == 1) & (n == 1)),
-            Cover(aw_take & failed_before),
+            Cover(aw_take & stopped),
+            Cover(new_done & ~b_before & dut.done.payload.error & dones_since & ~aw_since),
         ]
         return m
 
@@ -217,7 +250,7 @@ def check(dut, name, mode, depth=DEPTH):
 def test_the_dma_writer_keeps_the_axi4_master_rules_under_any_slave():
     result = check(DMAWriter(**PARAMS), "dma_writer", "bmc")
     assert result.passed, result.explain()
-    result = check(DMAWriter(**PARAMS), "dma_writer_cover", "cover")
+    result = check(DMAWriter(**PARAMS), "dma_writer_cover", "cover", depth=COVER_DEPTH)
     assert result.passed, result.explain()
 
 
@@ -236,3 +269,17 @@ def test_a_writer_whose_aw_promises_a_beat_too_few_fails_the_proof():
 def test_a_writer_that_issues_without_a_free_slot_fails_the_proof():
     result = check(Unbounded(**PARAMS), "dma_writer_unbounded", "bmc")
     assert result.status == "FAIL" and result.failed, result.explain()
+
+
+def test_a_writer_that_goes_on_writing_after_an_error_response_fails_the_proof():
+    result = check(NeverStops(**PARAMS), "dma_writer_never_stops", "bmc")
+    assert result.status == "FAIL" and result.failed, result.explain()
+    assert _line_of("no AW raised after an error response") in result.failed, result.explain()
+
+
+def _line_of(message):
+    """"file:line" of the property stating `message` in this file, as smtbmc names it."""
+    lines = open(__file__).read().splitlines()
+    (number,) = [k for k, line in enumerate(lines, 1)
+                 if "Assert(" in line and f'"{message}"' in line]
+    return f"{__file__}:{number}"
