@@ -15,7 +15,7 @@ from amaranth.back import verilog
 from amaranth.hdl import Fragment, UnusedElaboratable
 
 from amaranth_sim import run_clocked
-from attenio.hdl.axi import AXI4ReadSignature, AXI4Signature, AXI4WriteSignature
+from attenio.hdl.axi import AXIResp, AXI4ReadSignature, AXI4Signature, AXI4WriteSignature
 from attenio.hdl.dma import DMA, BurstSplitter, DMAReader, DMAWriter, split_bursts
 from attenio.sim.runner import simulator_available
 
@@ -227,6 +227,159 @@ def test_splitter_one_burst_per_cycle():
     # `BurstSplitter.latency` cycles later.
     assert burst_cycles[0] == 1 + BurstSplitter.latency, f"first burst in cycle {burst_cycles[0]}"
     assert burst_cycles == list(range(4, 4 + count)), f"bubbles: {burst_cycles}"
+
+
+# --- the writer after an error response, in amaranth.sim ----------------------------------
+
+class _WriteSlave:
+    """An AXI4 write slave over a byte memory, answering SLVERR for a burst that touches
+    `poisoned`, with random AWREADY/WREADY pauses and B latency. It stores every beat it
+    takes (so its bytes show what went out on W) and logs each burst: address, beats,
+    the cycles its AWVALID rose and was taken, and whether it fails."""
+
+    def __init__(self, size, bpb, rng):
+        self.bpb, self.rng, self.poisoned = bpb, rng, []
+        self.mem = bytearray(rng.randbytes(size))
+        self.bursts = []            # in AW order
+        self.w_next = self.w_beat = 0   # the burst taking W beats, and its beat
+        self.b_queue = []           # (burst index, first cycle its B may go)
+        self.aw_rose = None
+
+    def drive(self, ctx, axi, cycle):
+        """Set the slave's outputs for this cycle."""
+        ctx.set(axi.awready, self.rng.random() < 0.6)
+        ctx.set(axi.wready, self.rng.random() < 0.7)
+        ready = bool(self.b_queue) and self.b_queue[0][1] <= cycle
+        ctx.set(axi.bvalid, ready)
+        if ready:
+            failed = self.bursts[self.b_queue[0][0]]["failed"]
+            ctx.set(axi.bresp, AXIResp.SLVERR if failed else AXIResp.OKAY)
+
+    def observe(self, ctx, axi, cycle):
+        """Take this cycle's handshakes (the inputs set and settled); True on a failed B."""
+        if ctx.get(axi.awvalid) and self.aw_rose is None:
+            self.aw_rose = cycle
+        if ctx.get(axi.awvalid) and ctx.get(axi.awready):
+            addr, beats = ctx.get(axi.awaddr), ctx.get(axi.awlen) + 1
+            failed = any(addr < end and start < addr + beats * self.bpb
+                         for start, end in self.poisoned)
+            self.bursts.append(dict(addr=addr, beats=beats, rose=self.aw_rose, taken=cycle,
+                                    failed=failed))
+            self.aw_rose = None
+        if ctx.get(axi.wvalid) and ctx.get(axi.wready):
+            assert self.w_next < len(self.bursts), f"cycle {cycle}: a W beat without its AW"
+            burst = self.bursts[self.w_next]
+            at = burst["addr"] + self.w_beat * self.bpb
+            self.mem[at:at + self.bpb] = ctx.get(axi.wdata).to_bytes(self.bpb, "little")
+            self.w_beat += 1
+            assert ctx.get(axi.wlast) == (self.w_beat == burst["beats"]), f"cycle {cycle}: WLAST"
+            if self.w_beat == burst["beats"]:
+                self.b_queue.append((self.w_next, cycle + 1 + self.rng.randrange(4)))
+                self.w_next, self.w_beat = self.w_next + 1, 0
+        if ctx.get(axi.bvalid) and ctx.get(axi.bready):
+            index, _ = self.b_queue.pop(0)
+            return self.bursts[index]["failed"]
+        return False
+
+
+async def _write(ctx, dut, slave, commands, payloads, rng, *, data_gap):
+    """Run the write `commands` (their bytes `payloads`) through `dut` (a DMA) until every
+    `done` is in and the DMA is idle; returns the dones' `error` bits and the cycles
+    (counted from the start of this call) of the failed B's."""
+    bpb = slave.bpb
+    data = [int.from_bytes(p[i:i + bpb], "little") for p in payloads
+            for i in range(0, len(p), bpb)]
+    cmds, limit = list(commands), 50 * (len(data) + len(commands))
+    dones, fails, offered, cycle = [], [], False, 0
+    while cmds or data or len(dones) < len(commands) or ctx.get(dut.busy):
+        ctx.set(dut.wr_cmd.valid, bool(cmds))
+        if cmds:
+            ctx.set(dut.wr_cmd.payload.addr, cmds[0][0])
+            ctx.set(dut.wr_cmd.payload.length, cmds[0][1])
+        offered = bool(data) and (offered or rng.random() >= data_gap)   # held until taken
+        ctx.set(dut.wr_data.valid, offered)
+        if data:
+            ctx.set(dut.wr_data.payload.data, data[0])
+        ctx.set(dut.wr_done.ready, rng.random() < 0.7)
+        slave.drive(ctx, dut.m_axi, cycle)
+        if ctx.get(dut.wr_cmd.valid) and ctx.get(dut.wr_cmd.ready):
+            cmds.pop(0)
+        if offered and ctx.get(dut.wr_data.ready):
+            data.pop(0)
+            offered = False
+        if ctx.get(dut.wr_done.valid) and ctx.get(dut.wr_done.ready):
+            dones.append(ctx.get(dut.wr_done.payload.error))
+        if slave.observe(ctx, dut.m_axi, cycle):
+            fails.append(cycle)
+        await ctx.tick()
+        cycle += 1
+        assert cycle < limit, f"the writes hung: {len(dones)} of {len(commands)} dones"
+    return dones, fails
+
+
+@pytest.mark.parametrize("data_gap", [0.0, 0.6])
+@pytest.mark.parametrize("trial", range(3))
+def test_the_writer_writes_nothing_after_an_error_response_and_still_completes(data_gap, trial):
+    """A poisoned beat's SLVERR stops the writer: no AW raised after it (the one already up
+    may go, AXI4 forbids withdrawing it), no byte written beyond the bursts AW had taken;
+    every command still completes and all its data are taken, the dropped ones failed; the
+    DMA's `error_clear` then lets a new run write as before."""
+    seed = f"{SEED}:writer-stop:{data_gap}:{trial}"
+    print(f"seed {seed!r}")
+    rng = random.Random(seed)
+    dut = DMA(addr_width=16, data_width=32, max_writes=2, max_burst_beats=4)
+    bpb = 4
+    slave = _WriteSlave(1 << 14, bpb, rng)
+    # commands of 1 to 9 beats, each in a 256-byte slot of its own (those starting
+    # 8 bytes before a 4 KB boundary cross it)
+    slots = rng.sample(range(1, 60), 12)
+    commands = [(slot * 256 - (8 if slot % 16 == 0 else 0), rng.randint(1, 9) * bpb)
+                for slot in slots]
+    payloads = [rng.randbytes(length) for _, length in commands]
+    bad = rng.randrange(1, 4)           # the command with the poisoned beat
+    at = commands[bad][0] + rng.randrange(commands[bad][1] // bpb) * bpb
+    slave.poisoned = [(at, at + bpb)]
+    again = [(slot * 256 + 64, rng.randint(1, 9) * bpb) for slot in rng.sample(range(60, 64), 3)]
+    again_data = [rng.randbytes(length) for _, length in again]
+
+    async def bench(ctx):
+        before = bytes(slave.mem)
+        dones, fails = await _write(ctx, dut, slave, commands, payloads, rng, data_gap=data_gap)
+        assert len(fails) == 1, f"failed B's in cycles {fails}"
+        assert ctx.get(dut.error.write)
+        # the AW's taken after the failed B were all up before it
+        late = [b for b in slave.bursts if b["taken"] > fails[0]]
+        assert all(b["rose"] <= fails[0] for b in late), f"an AW raised after the error: {late}"
+        assert len(late) <= 1, late
+        # the bytes: the bursts AW took hold their data, nothing else changed
+        image = bytearray(before)
+        for (addr, length), payload in zip(commands, payloads):
+            image[addr:addr + length] = payload
+        expected = bytearray(before)
+        written = [(b["addr"], b["beats"] * bpb) for b in slave.bursts]
+        for addr, length in written:
+            expected[addr:addr + length] = image[addr:addr + length]
+        assert slave.mem == expected, "bytes written beyond the bursts AW took"
+        assert ctx.get(dut.bytes_written) == sum(length for _, length in written)
+        # every command done; failed exactly when a burst of it failed or was dropped
+        bursts = {(b["addr"], b["beats"]): b["failed"] for b in slave.bursts}
+        expect = [any(bursts.get((a, n), True)
+                      for a, n in split_bursts(addr, length, data_width=32, max_burst_beats=4))
+                  for addr, length in commands]
+        assert dones == expect, f"done errors {dones}, expected {expect}"
+        assert expect[bad] and expect[-1], "the poisoned command and the last failed"
+        # the next run, after error_clear, writes as before
+        ctx.set(dut.error_clear, 1)
+        await ctx.tick()
+        ctx.set(dut.error_clear, 0)
+        assert not ctx.get(dut.error.write)
+        slave.poisoned = []
+        dones, fails = await _write(ctx, dut, slave, again, again_data, rng, data_gap=data_gap)
+        assert dones == [0] * len(again) and not fails
+        for (addr, length), payload in zip(again, again_data):
+            assert slave.mem[addr:addr + length] == payload
+
+    run_clocked(dut, bench)
 
 
 # --- the cocotb bench on the emitted Verilog ----------------------------------------------
