@@ -1,7 +1,8 @@
 """Tests of the AXI4 master DMA (attenio.hdl.axi, attenio.hdl.dma).
 
-Fast tier: parameter checks, the Python twin `split_bursts`, and `BurstSplitter`
-under amaranth.sim against that twin. Integration tier: the cocotb bench
+Fast tier: parameter checks, the Python twin `split_bursts`, `BurstSplitter`
+under amaranth.sim against that twin, and the writer's stop after an error response
+(the DMA against a Python AXI write slave). Integration tier: the cocotb bench
 `attenio.sim.benches.bench_dma` on the emitted Verilog, on Verilator and Icarus,
 with AxiRam, random latency and back-pressure (the long run is marked `slow`).
 """
