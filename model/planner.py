@@ -24,20 +24,19 @@ from attenio.plan import BANKS, Candidate, MappingChoice, make_plan, rows_option
 
 from .cyclemodel import simulate
 
-__all__ = ["TOLERANCE", "MAX_BANKS", "choose_plan", "candidate_of", "pick_mapping"]
+__all__ = ["TOLERANCE", "MAX_BANKS", "QUIET_SECONDS", "choose_plan", "candidate_of",
+           "pick_mapping"]
 
 #: Cycles within this fraction of the fewest count as a tie, which the least traffic
 #: (then the smaller s) wins: the model's own resolution, not a trade of speed for I/O.
 TOLERANCE = 0.001
 
-#: The most score and (P, alpha) banks the planner weighs (past the lanes' latency a bank
-#: more only takes cache from the Q block). Two while the generated core is not yet
-#: bit-exact at more (issue 45): more banks are a what-if of the model, or asked for
-#: with --banks / [mapping] banks.
-MAX_BANKS = 2
+#: The most score and (P, alpha) banks the planner weighs: past the lanes' latency a bank
+#: more only takes cache from the Q block.
+MAX_BANKS = 8
 
 #: Seconds after which `choose_plan` reports each candidate it has modelled.
-_QUIET_SECONDS = 1.0
+QUIET_SECONDS = 1.0
 
 
 def candidate_of(plan, result):
@@ -82,7 +81,11 @@ def choose_plan(config, *, seq_len=None, heads=None, progress=None):
     banks = config.banks
     bank_counts = (banks,) if banks is not None else range(BANKS, MAX_BANKS + 1)
     t0 = time.perf_counter()
-    plans, candidates, stalled = {}, [], None
+    plans, candidates, stalled, refused = {}, [], None, None
+    # with s or r left to the planner, a mapping that does not fit beside b banks or whose
+    # O updates would overlap (`attenio.hdl.core.o_update_problem`) is skipped, not fatal,
+    # as long as another one stands
+    skip = banks is None or None in (config.split, config.rows_per_mac)
     for b in bank_counts:
         mappings = [(s, r) for s in splits for r in (
             (config.rows_per_mac,) if config.rows_per_mac is not None
@@ -95,9 +98,10 @@ def choose_plan(config, *, seq_len=None, heads=None, progress=None):
             try:
                 plan = make_plan(config, split=s, rows_per_mac=r, banks=b)
                 result = simulate(plan, seq_len=n, heads=h)
-            except ConfigError:
-                if banks is None and b > BANKS:
-                    continue        # these rows do not fit beside b banks, or O overlaps
+            except ConfigError as exc:
+                if skip and b > BANKS:
+                    refused = refused or exc
+                    continue
                 raise
             c = candidate_of(plan, result)
             if result.interlock_stall > TOLERANCE * result.cycles:
@@ -105,11 +109,13 @@ def choose_plan(config, *, seq_len=None, heads=None, progress=None):
             plans[c.mapping] = plan
             candidates.append(c)
             elapsed = time.perf_counter() - t0
-            if progress and elapsed > _QUIET_SECONDS:
+            if progress and elapsed > QUIET_SECONDS:
                 progress(f"mapping {len(candidates)}: s = {s}, r = {r}, B = {b}, a = {c.a}: "
                          f"{c.cycles} cycles modelled ({elapsed:.1f} s so far)")
         if not stalled:
             break
+    if not candidates:
+        raise refused
     chosen, runner_up = pick_mapping(candidates)
     forced = None not in (config.split, config.rows_per_mac, banks)
     choice = MappingChoice(mode="forced" if forced else "auto", seq_len=n, heads=h,

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from attenio.cli import main
+from attenio.model import planner
 
 TRAFFIC_KEYS = {"offchip_read_bytes", "offchip_write_bytes", "offchip_bytes"}
 
@@ -392,6 +393,7 @@ def test_a_bug_is_one_line_naming_it_and_status_1_and_debug_shows_it(capsys, tmp
     def broken(plan):
         raise RuntimeError("the plan report broke\nsecond line")
     monkeypatch.setattr(attenio.report, "plan_json", broken)
+    monkeypatch.setattr(planner, "QUIET_SECONDS", float("inf"))    # no progress, whatever the load
     assert main(["plan", "--preset", "small", "-o", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert err == ("attenio plan: internal error: RuntimeError: the plan report broke (a bug in "
@@ -407,6 +409,7 @@ def test_an_error_of_several_lines_is_printed_on_one(capsys, tmp_path, monkeypat
     def refuses(plan):
         raise ConfigError("a message quoting a file's text\nits second line")
     monkeypatch.setattr(attenio.report, "plan_json", refuses)
+    monkeypatch.setattr(planner, "QUIET_SECONDS", float("inf"))
     assert main(["plan", "--preset", "small", "-o", str(tmp_path)]) == 2
     assert capsys.readouterr().err == ("attenio plan: error: a message quoting a file's text "
                                        "its second line\n")

@@ -345,11 +345,10 @@ def test_choose_plan_models_every_split_with_its_rows_options():
                                        "offchip_bytes", "banks"}
 
 
-def test_more_banks_are_weighed_where_the_lanes_held_the_array_up_at_one_fewer(monkeypatch):
+def test_more_banks_are_weighed_where_the_lanes_held_the_array_up_at_one_fewer():
     """fp16 on the small preset: the lanes' float latency stalls two banks; the planner
     weighs a bank more for each (s, r) whose interlock stalled by more than a tie at one
     bank fewer, and stops when none did."""
-    monkeypatch.setattr(planner, "MAX_BANKS", 8)
     c = dataclasses.replace(preset("small"), format=FP16Format())
     plan = choose_plan(c)
     cands = plan.mapping_choice.candidates
@@ -365,7 +364,7 @@ def test_more_banks_are_weighed_where_the_lanes_held_the_array_up_at_one_fewer(m
             stall = simulate(make_plan(c, split=x.split, rows_per_mac=x.rows_per_mac,
                                        banks=x.banks - 1)).interlock_stall
             assert stall > planner.TOLERANCE * fewer.cycles
-    assert max(x.banks for x in cands) <= 8
+    assert max(x.banks for x in cands) <= planner.MAX_BANKS
     two = min((x for x in cands if x.banks == 2), key=lambda x: x.cycles)
     assert simulate(plan).cycles < two.cycles
 
@@ -506,3 +505,17 @@ def test_each_bank_beyond_two_reserves_a_scores_and_pairs_and_a_shrinks_to_fit()
     with pytest.raises(ConfigError, match=r"mapping: 8 rows per group of 4 MAC\(s\) do not fit the "
                        r"cache \(at most 7 at s = 4 and 4 banks\)"):
         make_plan(c, split=4, rows_per_mac=8, banks=4)
+
+
+def test_forced_banks_skip_the_mappings_whose_o_updates_would_overlap():
+    """fp16 updates O in 26 cycles: at B > 2 the last updates of a block follow each other
+    r d/s cycles apart, so the planner keeps only the (s, r) with r d/s > 26."""
+    c = dataclasses.replace(preset("small"), format=FP16Format(), banks=3)
+    plan = choose_plan(c)
+    assert plan.banks == 3
+    assert all(x.banks == 3 and x.rows_per_mac * 16 // x.split > 26
+               for x in plan.mapping_choice.candidates)
+    with pytest.raises(ConfigError, match=r"mapping: an O element would be read before its "
+                       r"update is written \(r\*d/s = 24, L_sm = \d+, 3 banks; the update "
+                       r"takes 26 cycles\)"):
+        choose_plan(dataclasses.replace(c, split=4, rows_per_mac=6))
