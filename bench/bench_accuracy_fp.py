@@ -29,6 +29,7 @@ SEED = 2026
 ROWS = 128
 D = 64
 SPLIT = 16                  # the paper preset's s at d = 64 (the order of the score additions)
+ROWS_PER_MAC = 8            # r there, which sets the MACs' sub-sums (`attenio.hdl.mac.score_sums`)
 TARGET_REL_L2 = 0.005
 KINDS = ("gaussian_float",) + tuple(golden.INPUT_KINDS)
 
@@ -44,7 +45,8 @@ def inputs(kind, n, seed):
 
 
 def measure(spec, kind, n):
-    dp = golden_fp.FloatDatapath(spec, max_seq_len=max(n, 16384), head_dim=D, split=SPLIT)
+    dp = golden_fp.FloatDatapath(spec, max_seq_len=max(n, 16384), head_dim=D, split=SPLIT,
+                                 rows_per_mac=ROWS_PER_MAC, interleave=True)
     q, k, v = inputs(kind, n, SEED + n)
     stored = [dp.store(t) for t in (q, k, v)]
     out = spec.to_float(golden_fp.attention(dp, *stored)).astype(np.float64)
@@ -71,8 +73,9 @@ def render(rows, target_rows, wall):
         "storage of Q, K, V and O, fp32 scores and O, the int8 format's fixed-point exp2,",
         f"reciprocal and l) against float64 attention of the unrounded inputs: {ROWS} query",
         f"rows against N keys, d = {D}, the additions of a score in the order of s = {SPLIT}",
-        "MACs a row. *datapath alone*: the relative L2 error against float64 attention of",
-        "the inputs as stored (what the datapath adds to the inputs' own rounding); *output",
+        f"MACs a row and r = {ROWS_PER_MAC} rows a group (the MACs' interleaved sub-sums).",
+        "*datapath alone*: the relative L2 error against float64 attention of the inputs as",
+        "stored (what the datapath adds to the inputs' own rounding); *output",
         "rounding alone*: the float64 result rounded to the storage format, the floor no",
         "datapath can go below. `gaussian_float`: unit normal Q, K, V unquantized; the other",
         "kinds are `attenio.sim.golden.make_inputs`' (int8 values on their scales). Where the",

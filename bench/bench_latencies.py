@@ -30,8 +30,9 @@ FORMATS = ("int8", "fp16", "bf16")
 CORE_COLUMNS = (
     ("L_acc", "`FloatArith.accumulate_latency`: an fp32 addition (float formats)"),
     ("L_mul", "`FloatArith.product_latency`: a product of two elements (float formats)"),
-    ("P", "`CoreTiming.score_period`: cycles per chunk of a K row, r or max(r, L_acc)"),
-    ("score", "`MAC.score_latency(arith, s)`: the last K word at a group's last MAC to "
+    ("P", "`CoreTiming.score_period`: cycles per chunk of a K row, r, or the float MACs' "
+          "`attenio.hdl.mac.score_period`"),
+    ("score", "`MAC.score_latency`: the last K word at a group's last MAC to "
               "the row's score in its bank"),
     ("S", "`SoftmaxLane.stages(arith)`: a lane's stages from a row's issue to its "
           "write-back of m and l"),
@@ -99,7 +100,9 @@ def _core_cells(plan):
                             beat_bytes=b.axi_data_bits // 8, block_rows=plan.a)
     return [arith.accumulate_latency if is_float else "-",
             arith.product_latency if is_float else "-",
-            t.score_period, MAC.score_latency(arith, s), stages, t.lane_latency,
+            t.score_period,
+            MAC.score_latency(arith, s, rows_per_mac=r, head_dim=d, interleave=True),
+            stages, t.lane_latency,
             t.sm_latency, (t.score_period + r) * d // s, core.interlock_slack,
             max(t.lane_rows, stages + 1), Normalizer.latency(arith), controller.setup_cycles()]
 

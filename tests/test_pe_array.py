@@ -38,7 +38,7 @@ from attenio.hdl.mac import MAC, score_period
 from attenio.hdl.pe_array import MacLine, PEArray
 from attenio.hdl.softmax import pa_layout
 from attenio.sim import golden
-from attenio.sim.golden_fp import store
+from attenio.sim.golden_fp import FloatDatapath, score_bits, store
 
 MAX_SEQ_LEN, HEAD_DIM = 64, 8     # the formats' widths (the shapes' head_dim is at most this)
 
@@ -153,24 +153,20 @@ def twin_int8(arith, shape, block):
 
 def twin_float(arith, shape, block):
     """The block through `FloatArith`'s twins in the order of
-    `attenio.sim.golden_fp.attention_bits`: MAC g of a group adds its columns g, g + s, ...
-    from the first product, the chain adds the groups' partial sums in order."""
+    `attenio.sim.golden_fp.attention_bits`: its scores are `score_bits`' (the MACs' sub-sums,
+    the chain, the fold)."""
     a, rows, d, s = arith, shape.rows, shape.head_dim, shape.split
+    dp = FloatDatapath(a.spec, max_seq_len=MAX_SEQ_LEN, head_dim=d, split=s,
+                       rows_per_mac=shape.rows_per_mac, interleave=True)
     c = np.full(rows, block.c, np.uint32)
     q, k, v = (x.astype(np.uint32) for x in (block.q, block.k, block.v))
     m = np.full(rows, a.m_init, np.uint32)
     l = np.zeros(rows, np.int64)
     o = np.zeros((rows, d), np.uint32)
     scores = []
+    all_scores = score_bits(dp, q, k)
     for j in range(len(k)):
-        total = None
-        for g in range(s):
-            cols = range(g, d, s)
-            acc = None
-            for col in cols:
-                prod = a.np_product(q[:, col], np.full(rows, k[j, col], np.uint32))
-                acc = prod if acc is None else a.np_accumulate(acc, prod)
-            total = acc if total is None else a.np_accumulate(total, acc)
+        total = all_scores[:, j]
         scores.append(total)
         x = a.np_scale(total, c)
         z, up = a.np_exp_arg(x, m)
@@ -220,7 +216,8 @@ def kv_words(arith, shape, block, kind, j):
         return {**common, "slot": slot, "addr": slot * shape.chunks + chunk,
                 "kfirst": int(chunk == 0), "klast": int(chunk == shape.chunks - 1),
                 "value": chunk_of(source, shape, chunk)}
-    period = score_period(arith, shape.rows_per_mac)
+    period = score_period(arith, shape.rows_per_mac, head_dim=shape.head_dim,
+                          split=shape.split, interleave=True)
     if kind == "k" and period:
         return [word(slot, chunk) if slot < shape.rows_per_mac else None
                 for chunk in range(shape.chunks) for slot in range(period)]
@@ -480,8 +477,9 @@ def check_score_latency(arith, shape, blocks, record):
     """Each score is written into its bank `MAC.score_latency` cycles after the slot's last
     K word is at its group's last MAC (the bank register holds it from the next cycle, as
     an O element's memory after `MAC.update_latency`), and not a cycle sooner."""
-    latency, r, width = MAC.score_latency(arith, shape.split), shape.rows_per_mac, \
-        arith.score_shape.width
+    latency = MAC.score_latency(arith, shape.split, rows_per_mac=shape.rows_per_mac,
+                                head_dim=shape.head_dim, interleave=True)
+    r, width = shape.rows_per_mac, arith.score_shape.width
     banks = shape.banks
     changes = 0
     for number, j, slot, entry in record.k_last:
