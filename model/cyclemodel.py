@@ -45,9 +45,9 @@ and the model's own `interlock_stall` (feed cycles spent waiting for SM_j) and
 
 Two walks, one answer. The event walk steps every phase; the fast walk steps
 the same code but, inside a run of identical steps (the Q rows of a block, the
-(S_j, U_(j-1)) pairs, identical blocks), compares the machine's state relative
-to the feed's clock after each step with the state one to four steps before.
-Once they are equal the machine is periodic: every further step shifts every
+(S_j, U_(j-lead)) pairs, identical blocks), remembers the machine's state relative
+to the feed's clock after each step (up to `PERIOD_WINDOW` of them). Once one
+repeats the machine is periodic: every further step shifts every
 time by the same period and adds the same counts, so the walk jumps over whole
 periods in closed form (t += m * period, counters += m * increment) and steps
 only the warm-up and the tail of each run exactly. Times the future cannot see
@@ -410,35 +410,43 @@ class _Machine:
             self.c[k] += (new[2][k] - old[2][k]) * times
 
 
+#: States `_repeat` remembers while it looks for a period: any period of up to this many
+#: steps is found (B banks make periods of B steps and more; a bounded window of the last
+#: few steps once missed a period of 5 and walked every K row of N = 2^32).
+PERIOD_WINDOW = 4096
+
+
 def _repeat(mc, count, step, fast, rows_per_step, frozen=False):
     """Run `step` `count` times; in fast mode jump over whole periods once periodic.
 
-    `frozen`: the steps never read the drain's end or the done floor (Qload rows),
-    so those stay where they are while the clock jumps.
+    The machine is periodic once its state relative to the feed's clock repeats: the
+    steps in between then repeat forever. `frozen`: the steps never read the drain's
+    end or the done floor (Qload rows), so those stay where they are while the clock
+    jumps.
     """
-    i, hist = 0, []
+    i, seen = 0, {}
     while i < count:
         step()
         i += 1
         if not fast or count - i < 2:
             continue
-        hist.append(mc.mark(frozen))
-        for p in (1, 2, 3, 4):
-            if len(hist) > p and hist[-1][0] == hist[-1 - p][0]:
-                # leave the stream's end (no more reads to issue) to the exact walk
-                room = mc.total - mc.k_cons - rows_per_step * (p + 2) - mc.depth
-                per_period = rows_per_step * p
-                times = (count - i - 1) // p
-                if per_period:
-                    times = min(times, max(0, room // per_period))
-                if times > 0:
-                    mc.jump(hist[-1 - p], hist[-1], times, frozen)
-                    i += times * p
-                hist.clear()
-                break
-        else:
-            if len(hist) > 5:
-                hist.pop(0)
+        mark = mc.mark(frozen)
+        before = seen.get(mark[0])
+        if before is None:
+            if len(seen) >= PERIOD_WINDOW:
+                seen.clear()
+            seen[mark[0]] = (i, mark)
+            continue
+        p = i - before[0]
+        # leave the stream's end (no more reads to issue) to the exact walk
+        room = mc.total - mc.k_cons - rows_per_step * (p + 2) - mc.depth
+        times = (count - i - 1) // p
+        if rows_per_step:
+            times = min(times, max(0, room // (rows_per_step * p)))
+        if times > 0:
+            mc.jump(before[1], mark, times, frozen)
+            i += times * p
+        seen.clear()
 
 
 def _blocks(plan, n, causal, n_kv=None, gb=1):

@@ -12,6 +12,7 @@ from attenio.hdl.mac import score_period
 from attenio.plan import make_plan
 from attenio.model.baselinemodel import matmul, simulate_baseline, simulate_baselines
 from attenio.model.cyclemodel import COUNTER_KEYS, Mapping, RtlParams, model_counters, simulate
+from attenio.model import cyclemodel
 from attenio.model.memmodel import Link, Memory
 
 
@@ -468,3 +469,20 @@ def test_grouped_blocks_serve_the_group_in_one_pass(n, n_kv, causal, g):
     if n == 1:      # a decode step: one pass over the cache per group instead of per head
         assert one.bytes_read - heads * d == g * (fast.bytes_read - heads * d)
         assert fast.cycles < one.cycles
+
+
+def test_the_fast_walk_finds_periods_longer_than_a_few_steps(monkeypatch):
+    """Five banks at s = 16, r = 7 on the paper array repeat every 5 (S, U) pairs: the fast
+    walk jumps over them (a window of the last four steps once walked every K row of
+    N = 2^32 - 1 for hours), and still equals the event walk."""
+    plan = make_plan(paper(16384, 64), split=16, rows_per_mac=7, banks=5)
+    assert simulate(plan, fast=True).counters() == simulate(plan, fast=False).counters()
+    huge = make_plan(paper(2**32 - 1, 64), split=16, rows_per_mac=7, banks=5)
+    steps, pair = [0], cyclemodel._Machine.pair
+
+    def counted(self):
+        steps[0] += 1
+        assert steps[0] < 100_000, "the fast walk steps K rows one by one"
+        pair(self)
+    monkeypatch.setattr(cyclemodel._Machine, "pair", counted)
+    assert simulate(huge).bytes_read == huge.traffic.read_bytes
