@@ -101,7 +101,7 @@ def _core_cells(plan):
     return [arith.accumulate_latency if is_float else "-",
             arith.product_latency if is_float else "-",
             t.score_period,
-            MAC.score_latency(arith, s, rows_per_mac=r, head_dim=d, interleave=True),
+            MAC.score_latency(arith, s, rows_per_mac=r, head_dim=d),
             stages, t.lane_latency,
             t.sm_latency, (t.score_period + r) * d // s, core.interlock_slack,
             max(t.lane_rows, stages + 1), Normalizer.latency(arith), controller.setup_cycles()]

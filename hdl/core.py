@@ -147,7 +147,7 @@ class CoreTiming:
 
     @classmethod
     def of(cls, arith, *, macs_per_line, rows_per_mac, lanes, split=1, head_dim=None,
-           interleave=False):
+           interleave=True):
         """The timing of a core of format `arith` with `lanes` lanes per line of
         `macs_per_line` MACs in groups of `split`, `rows_per_mac` rows each, of head
         dimension `head_dim`, whose float MACs `interleave` their sums or not
@@ -222,7 +222,7 @@ class AttentionCore(wiring.Component):
             raise ValueError(f"AttentionCore: fmt must be an Int8Format or a FloatFormat, "
                              f"not {fmt!r}") from None
         timing = CoreTiming.of(arith, macs_per_line=macs_per_line, rows_per_mac=rows_per_mac,
-                               lanes=lanes, split=split, head_dim=head_dim, interleave=True)
+                               lanes=lanes, split=split, head_dim=head_dim)
         problem = o_update_problem(timing, rows_per_mac=rows_per_mac, head_dim=head_dim,
                                    split=split, banks=banks)
         if problem:
@@ -316,8 +316,7 @@ class AttentionCore(wiring.Component):
     def timing(self):
         """The latencies of the components this core builds (`CoreTiming`)."""
         return CoreTiming.of(self._arith, macs_per_line=self._q, rows_per_mac=self._r,
-                             lanes=self._lanes, split=self._s, head_dim=self._d,
-                             interleave=True)
+                             lanes=self._lanes, split=self._s, head_dim=self._d)
 
     @property
     def sm_latency(self):
@@ -353,7 +352,7 @@ class AttentionCore(wiring.Component):
                                   banks=banks),
             mac_lines=p, macs_per_line=q, rows_per_mac=r, block_rows=rows, head_dim=d,
             c_shape=c_shape, split=s, element=element, banks=banks,
-            score_period=score_period(self._arith, r, head_dim=d, split=s, interleave=True))
+            score_period=score_period(self._arith, r, head_dim=d, split=s))
         m.submodules.array = array = PEArray(arith=self._arith, mac_lines=p, macs_per_line=q,
                                              rows_per_mac=r, head_dim=d, exp_units=self._e,
                                              split=s, banks=banks)

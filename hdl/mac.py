@@ -133,7 +133,7 @@ def _bank_bits(banks):
     return (banks - 1).bit_length()
 
 
-def score_period(arith, rows_per_mac, *, head_dim=None, split=1, interleave=False):
+def score_period(arith, rows_per_mac, *, head_dim=None, split=1, interleave=True):
     """Cycles between two chunks of a K row at a MAC: r slot by slot for int8 (a row's
     words are replayed slot-major; None: slot-major); chunk by chunk for a float
     format, in the fewest cycles P >= r whose k = `score_sums` sub-sums close the fp32
@@ -143,7 +143,7 @@ def score_period(arith, rows_per_mac, *, head_dim=None, split=1, interleave=Fals
     return _score_loop(arith, rows_per_mac, head_dim, split, interleave)[0]
 
 
-def score_sums(arith, rows_per_mac, *, head_dim=None, split=1, interleave=False):
+def score_sums(arith, rows_per_mac, *, head_dim=None, split=1, interleave=True):
     """k: the sums a MAC keeps for each slot of a K row, chunk c in sub-sum c mod k
     (`score_period`'s; 1 for int8 and without `interleave`)."""
     return _score_loop(arith, rows_per_mac, head_dim, split, interleave)[1]
@@ -194,7 +194,7 @@ class MAC(wiring.Component):
     """
 
     def __init__(self, *, arith, mac_lines, macs_per_line, rows_per_mac, head_dim,
-                 macs_per_lane, index, lane_index, split=1, banks=2, interleave=False):
+                 macs_per_lane, index, lane_index, split=1, banks=2, interleave=True):
         check_arith("MAC", arith)
         validate.positive("MAC", mac_lines=mac_lines, macs_per_line=macs_per_line,
                           rows_per_mac=rows_per_mac, head_dim=head_dim,
@@ -242,7 +242,7 @@ class MAC(wiring.Component):
     int8_product_latency = 3
 
     @staticmethod
-    def score_latency(arith, split, *, rows_per_mac=None, head_dim=None, interleave=False):
+    def score_latency(arith, split, *, rows_per_mac=None, head_dim=None, interleave=True):
         """Cycles from the last K word at a group's last MAC to the row's score in its
         bank. int8: q * k (`int8_product_latency`), then the accumulator (combinational
         into the next register), and with s > 1 the partial sum's register before the

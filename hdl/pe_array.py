@@ -134,7 +134,7 @@ class MacLine(wiring.Component):
                       rows_per_mac=self._r, head_dim=self._d,
                       macs_per_lane=macs_per_line // self._lanes, index=index,
                       lane_index=(index // split) % groups_per_lane, split=split,
-                      banks=self._banks, interleave=True)
+                      banks=self._banks)
             m.submodules[f"mac{index}"] = mac
             m.d.comb += [mac.line_id.eq(self.line_id),
                          mac.wi.eq(self.wi if index == 0 else macs[-1].wo),
@@ -155,7 +155,7 @@ class MacLine(wiring.Component):
         # word leaves it: the lanes may start then.
         start_d = [Signal(start_layout(banks=banks), name=f"start_d{k}")
                    for k in range(MAC.score_latency(arith, split, rows_per_mac=rows_per_mac,
-                                                    head_dim=self._d, interleave=True) + 1)]
+                                                    head_dim=self._d) + 1)]
         m.d.comb += [
             start_d[0].valid.eq(tail.valid & tail.is_s & tail.klast
                                 & (tail.slot == rows_per_mac - 1)),

@@ -147,7 +147,7 @@ class RtlParams:
                                         error=ConfigError)
         core = CoreTiming.of(arith, macs_per_line=b.macs_per_line,
                              rows_per_mac=plan.rows_per_mac, lanes=lanes, split=plan.split,
-                             head_dim=w.head_dim, interleave=True)
+                             head_dim=w.head_dim)
         problem = o_update_problem(core, rows_per_mac=plan.rows_per_mac, head_dim=w.head_dim,
                                    split=plan.split, banks=plan.banks)
         if problem:

@@ -57,8 +57,7 @@ for the tests to hold the fast one to.
 Public API
 ----------
 
-`FloatDatapath(spec, *, max_seq_len, head_dim, split=1, rows_per_mac=None, interleave=False,
-fixed=None)`
+`FloatDatapath(spec, *, max_seq_len, head_dim, split=1, rows_per_mac=None, fixed=None)`
     the datapath's parameters and its `FloatArith`.
 `score_bits(dp, q, k)`
     fp32 scores through the bit-level twins, in the hardware's order of additions.
@@ -97,20 +96,21 @@ class FloatDatapath:
     """The floating-point datapath: storage `spec` (fp16 or bf16), s = `split`, and the
     fixed-point softmax of `fixed` (an `Int8Format`: x_frac, p_frac, the exp2 table and
     the reciprocal) for up to `max_seq_len` keys at `head_dim`; `arith` is its
-    `attenio.hdl.formats.float.FloatArith`. With `interleave` the MACs keep `sums`
-    sub-sums a slot (`attenio.hdl.mac.score_sums` of `rows_per_mac` rows a group),
-    which set the order of a score's additions."""
+    `attenio.hdl.formats.float.FloatArith`. With `rows_per_mac` (r rows a group) the
+    MACs keep `sums` sub-sums a slot, as the hardware does (`attenio.hdl.mac.score_sums`),
+    which set the order of a score's additions; without, one sum a slot (the order
+    of the MACs without the interleave, and of every r >= the accumulator's latency)."""
 
     def __init__(self, spec, *, max_seq_len, head_dim, split=1, rows_per_mac=None,
-                 interleave=False, fixed=None):
+                 fixed=None):
         if validate.split_breaks(split, head_dim=head_dim):
             raise ValueError(f"FloatDatapath: split {split} must divide d = {head_dim}")
-        if interleave:
+        if rows_per_mac is not None:
             validate.positive("FloatDatapath", rows_per_mac=rows_per_mac)
         self.spec, self.split, self.head_dim = spec, split, head_dim
         self.arith = FloatArith(spec, max_seq_len=max_seq_len, head_dim=head_dim, fixed=fixed)
-        self.sums = score_sums(self.arith, rows_per_mac, head_dim=head_dim, split=split,
-                               interleave=True) if interleave else 1
+        self.sums = 1 if rows_per_mac is None else score_sums(
+            self.arith, rows_per_mac, head_dim=head_dim, split=split)
         self.fixed = self.arith.fixed
         cfg = self.fixed.cfg
         self.x_frac, self.x_bits = cfg.x_frac, self.arith.x_shape.width

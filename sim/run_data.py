@@ -267,7 +267,7 @@ class RunData:
                                     max_seq_len=w.max_keys, causal=causal)
         dp = golden_fp.FloatDatapath(self._spec(self.fmt), max_seq_len=w.max_keys,
                                      head_dim=w.head_dim, split=plan.split,
-                                     rows_per_mac=plan.rows_per_mac, interleave=True,
+                                     rows_per_mac=plan.rows_per_mac,
                                      fixed=self.fmt.fixed)
         return np.stack([golden_fp.attention(dp, self.q[h], k[h], v[h], causal=causal)
                          for h in range(self.heads)])

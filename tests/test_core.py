@@ -198,7 +198,7 @@ def _random_blocks(rng, core, shapes):
     blocks, want = [], []
     if isinstance(arith, FloatArith):
         dp = golden_fp.FloatDatapath(arith.spec, max_seq_len=core.max_seq_len, head_dim=d,
-                                     split=core.split)
+                                     split=core.split, rows_per_mac=core.rows_per_mac)
         for rows, n in shapes:
             q, k, v = (dp.store(rng.normal(0, sd, shape))
                        for sd, shape in ((2.0, (rows, d)), (2.0, (n, d)), (1.0, (n, d))))

@@ -257,8 +257,7 @@ def test_paper_preset_is_fast_and_sane():
         assert res.pe_busy == ideal
         period = RtlParams.of(plan).score_period
         arith = FloatArith(fp.FP16, max_seq_len=131072, head_dim=d)
-        assert period == score_period(arith, plan.rows_per_mac, head_dim=d, split=plan.split,
-                                      interleave=True)
+        assert period == score_period(arith, plan.rows_per_mac, head_dim=d, split=plan.split)
         rows = (period + plan.rows_per_mac) * d * 131072 * plan.q_blocks
         assert rows < res.cycles < 1.01 * rows
         assert res.spatial_util == pytest.approx(131072 / (plan.q_blocks * plan.a), rel=1e-9) \

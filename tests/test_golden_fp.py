@@ -35,8 +35,7 @@ _INTERLEAVED = {(2, 1): 5, (4, 2): 3, (8, 4): 2, (9, 2): 1, (1, 2): 3}
 
 
 def _interleaved(spec, rows, split):
-    return G.FloatDatapath(spec, max_seq_len=256, head_dim=16, split=split, rows_per_mac=rows,
-                           interleave=True)
+    return G.FloatDatapath(spec, max_seq_len=256, head_dim=16, split=split, rows_per_mac=rows)
 
 
 @pytest.mark.parametrize("rows, split", sorted(_INTERLEAVED))
@@ -70,10 +69,10 @@ def test_the_sub_sums_set_the_order_of_the_score_additions(rng):
                               G.score_bits(_interleaved(fp.FP16, 4, 2), *stored[:2]))
 
 
-def test_the_interleave_needs_the_rows_per_mac():
+def test_the_rows_per_mac_must_be_a_positive_integer():
     with pytest.raises(ValueError, match="^FloatDatapath: rows_per_mac must be a positive "
-                                         "integer, not None$"):
-        G.FloatDatapath(fp.FP16, max_seq_len=16, head_dim=8, interleave=True)
+                                         "integer, not 0$"):
+        G.FloatDatapath(fp.FP16, max_seq_len=16, head_dim=8, rows_per_mac=0)
 
 
 @pytest.mark.parametrize("spec, bound", [(fp.FP16, 1.5e-3), (fp.BF16, 8e-3)],
@@ -81,8 +80,7 @@ def test_the_interleave_needs_the_rows_per_mac():
 @pytest.mark.parametrize("rows", [None, 4], ids=["one_sum", "interleaved"])
 def test_error_stays_at_the_storage_formats_own(rng, spec, bound, rows):
     q, k, v, stored = _data(rng, 32, 200, 16, spec)
-    dp = G.FloatDatapath(spec, max_seq_len=256, head_dim=16, split=2, rows_per_mac=rows,
-                         interleave=rows is not None)
+    dp = G.FloatDatapath(spec, max_seq_len=256, head_dim=16, split=2, rows_per_mac=rows)
     out = spec.to_float(G.attention(dp, *stored)).astype(np.float64)
     ref = G.reference(q, k, v)
     rel = np.linalg.norm(out - ref) / np.linalg.norm(ref)

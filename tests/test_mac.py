@@ -204,7 +204,7 @@ def _float_scores_run(spec, rows, split, chunks, seed, interleave=True, krows=4)
     m, macs, arith = _float_line(spec, rows, split, chunks, interleave)
     d = split * chunks
     dp = golden_fp.FloatDatapath(spec, max_seq_len=64, head_dim=d, split=split,
-                                 rows_per_mac=rows, interleave=interleave)
+                                 rows_per_mac=rows if interleave else None)
     # magnitudes spread over 2**-6 .. 2**6, so that the order of the additions shows
     def draw(n):
         return rng.standard_normal((n, d)) * 2.0 ** rng.integers(-6, 7, (n, d))

@@ -157,7 +157,7 @@ def twin_float(arith, shape, block):
     the chain, the fold)."""
     a, rows, d, s = arith, shape.rows, shape.head_dim, shape.split
     dp = FloatDatapath(a.spec, max_seq_len=MAX_SEQ_LEN, head_dim=d, split=s,
-                       rows_per_mac=shape.rows_per_mac, interleave=True)
+                       rows_per_mac=shape.rows_per_mac)
     c = np.full(rows, block.c, np.uint32)
     q, k, v = (x.astype(np.uint32) for x in (block.q, block.k, block.v))
     m = np.full(rows, a.m_init, np.uint32)
@@ -217,7 +217,7 @@ def kv_words(arith, shape, block, kind, j):
                 "kfirst": int(chunk == 0), "klast": int(chunk == shape.chunks - 1),
                 "value": chunk_of(source, shape, chunk)}
     period = score_period(arith, shape.rows_per_mac, head_dim=shape.head_dim,
-                          split=shape.split, interleave=True)
+                          split=shape.split)
     if kind == "k" and period:
         return [word(slot, chunk) if slot < shape.rows_per_mac else None
                 for chunk in range(shape.chunks) for slot in range(period)]
@@ -478,7 +478,7 @@ def check_score_latency(arith, shape, blocks, record):
     K word is at its group's last MAC (the bank register holds it from the next cycle, as
     an O element's memory after `MAC.update_latency`), and not a cycle sooner."""
     latency = MAC.score_latency(arith, shape.split, rows_per_mac=shape.rows_per_mac,
-                                head_dim=shape.head_dim, interleave=True)
+                                head_dim=shape.head_dim)
     r, width = shape.rows_per_mac, arith.score_shape.width
     banks = shape.banks
     changes = 0

@@ -47,7 +47,7 @@ def test_float_golden_is_golden_fp_per_head():
     data = RunData.make(config.format, head_dim=16, kind="gaussian", seq_len=9, heads=2,
                         seed=3)
     dp = golden_fp.FloatDatapath(fp.BF16, max_seq_len=256, head_dim=16, split=plan.split,
-                                 rows_per_mac=plan.rows_per_mac, interleave=True,
+                                 rows_per_mac=plan.rows_per_mac,
                                  fixed=config.format.fixed)
     want = np.stack([golden_fp.attention(dp, data.q[h], data.k[h], data.v[h])
                      for h in range(2)])

@@ -50,12 +50,12 @@ ARITH = arith_of(FMT, max_seq_len=NMAX, head_dim=D)
 FLOAT = isinstance(ARITH, FloatArith)
 #: cycles of a K row per chunk (`CoreTiming.score_period`): r, or the float MACs' period
 PERIOD = CoreTiming.of(ARITH, macs_per_line=QM, rows_per_mac=R, lanes=E // LINES,
-                       split=S, head_dim=D, interleave=True).score_period
+                       split=S, head_dim=D).score_period
 FEED = feed_layout(S, ARITH.element_shape)
 START = start_layout(rows=ROWS, max_seq_len=NMAX)
 OUT = element_layout(S, ARITH.element_shape)
 DATAPATH = (golden_fp.FloatDatapath(ARITH.spec, max_seq_len=NMAX, head_dim=D, split=S,
-                                    rows_per_mac=R, interleave=True,
+                                    rows_per_mac=R,
                                     fixed=FMT.fixed) if FLOAT else None)
 
 
