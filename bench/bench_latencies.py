@@ -39,8 +39,9 @@ CORE_COLUMNS = (
     ("lane", "`CoreTiming.lane_latency`: score + `SoftmaxLane.ready_stage` + "
              "`PEArray.ready_latency` + `RowReplay.issue_latency`"),
     ("L_sm", "`CoreTiming.sm_latency`: (q - 1) + r q/(L s) + lane"),
-    ("(P+r)d/s", "the other work that covers L_sm: S_(j+1) and U_(j-1)"),
-    ("slack", "`AttentionCore.interlock_slack`: (P + r) d/s - L_sm; negative: U_j waits"),
+    ("(P+r)d/s", "the work of one K/V row (its S and U) that covers L_sm"),
+    ("slack", "`AttentionCore.interlock_slack`: (B - 1)(P + r) d/s - L_sm, B the banks "
+              "(S runs B - 1 K rows ahead of U); negative: U_j waits"),
     ("pass", "the shortest time between a lane's passes: max(r q/(L s), S + 1)"),
     ("norm", "`Normalizer.latency(arith)`: a drain issue to its byte in the output FIFO"),
     ("setup", "`Controller.setup_cycles()`: START's checks to LAUNCH, uncounted: "
@@ -118,9 +119,9 @@ def latency_tables(plans):
     RtlParams)."""
     from attenio.model.rtl_params import RtlParams
 
-    core = _table(["design", "N", "d", "s", "r", *(h for h, _ in CORE_COLUMNS)],
+    core = _table(["design", "N", "d", "s", "r", "B", *(h for h, _ in CORE_COLUMNS)],
                   [[_name(p), p.workload.seq_len, p.workload.head_dim, p.split, p.rows_per_mac,
-                    *core_row(p)] for p in plans])
+                    p.banks, *core_row(p)] for p in plans])
     params = [RtlParams.of(p) for p in plans]
     rtl = _table(["field", *(_name(p) for p in plans)],
                  [[f"`{f.name}`", *(getattr(x, f.name) for x in params)]
@@ -132,10 +133,10 @@ def model_table(plans):
     """The cycle model's cycles and PE time at each Plan's mapping (the planner's candidate)."""
     rows = []
     for p in plans:
-        c = p.mapping_choice.candidate(p.split, p.rows_per_mac)
-        rows.append([_name(p), p.workload.seq_len, p.split, p.rows_per_mac, p.a, c.cycles,
-                     f"{c.pe_util:.1%}"])
-    return _table(["design", "N", "s", "r", "a", "cycles", "PE time"], rows) + "\n"
+        c = p.mapping_choice.candidate(p.split, p.rows_per_mac, p.banks)
+        rows.append([_name(p), p.workload.seq_len, p.split, p.rows_per_mac, p.banks, p.a,
+                     c.cycles, f"{c.pe_util:.1%}"])
+    return _table(["design", "N", "s", "r", "B", "a", "cycles", "PE time"], rows) + "\n"
 
 
 def render(plans):
@@ -164,8 +165,9 @@ documented in `attenio.model.rtl_params`), from `CoreTiming` and `TopTiming`:
 ## What they cost
 
 The cycle model (`attenio.model.cyclemodel`, equal to the RTL's counters) at the same
-mappings, one head: the float formats' longer pipelines leave the array idle in the K
-rows' empty slots (P > r) and at the interlock (slack < 0).
+mappings, one head: the float formats' longer pipelines would leave the array idle in
+the K rows' empty slots (P > r) and at the interlock (slack < 0); the interleaved
+sub-sums (P = r wherever d/s allows) and the planner's B banks take both away.
 
 {model_table(plans)}"""
 

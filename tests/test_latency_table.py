@@ -33,3 +33,22 @@ def test_the_core_table_reads_its_latencies_from_the_core_it_describes():
         3, timing.sm_latency, timing.normalizer_latency)
     assert cells["slack"] == (3 + 3) * 16 // 2 - timing.sm_latency
     assert cells["L_acc"] == cells["L_mul"] == "-"          # int8 has no float pipelines
+
+
+def test_the_slack_counts_the_banks_and_the_model_table_their_candidate():
+    """With B banks S runs B - 1 K rows ahead: the slack is (B - 1)(P + r) d/s - L_sm, and
+    the cycles shown are those of the candidate with the Plan's B (not B = 2's)."""
+    import dataclasses
+
+    from attenio.config import preset
+    from attenio.formats import FP16Format
+    from attenio.model.planner import choose_plan
+
+    bench = _bench()
+    config = dataclasses.replace(preset("small"), format=FP16Format(), split=4, rows_per_mac=7,
+                                 banks=4)
+    plan = choose_plan(config)
+    cells = dict(zip((h for h, _ in bench.CORE_COLUMNS), bench.core_row(plan)))
+    assert cells["slack"] == 3 * cells["(P+r)d/s"] - cells["L_sm"]
+    row = bench.model_table([plan]).splitlines()[2].split(" | ")
+    assert row[4:7] == ["4", str(plan.a), str(plan.mapping_choice.candidates[0].cycles)]
