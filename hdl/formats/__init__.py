@@ -17,6 +17,8 @@ the RTL's bits.
 A new family is a new module here, exported below.
 """
 
+import functools
+
 from attenio.formats import FloatFormat, Int8Format
 
 from .float import FloatArith
@@ -41,9 +43,12 @@ def check_o_accumulator(fmt):
                          f"{fmt.o_acc_bits} is the paper's accounting, for analysis only")
 
 
+@functools.lru_cache(maxsize=64)
 def arith_of(fmt, *, max_seq_len, head_dim):
     """The datapath (`Int8Arith` or `FloatArith`) of an `attenio.formats` format object;
-    ValueError if the RTL cannot build it (`check_o_accumulator`)."""
+    ValueError if the RTL cannot build it (`check_o_accumulator`). One object per
+    (format, N, d): its latencies are counted once, not at every mapping the planner
+    weighs (the datapaths hold no state of a design they are built into)."""
     if isinstance(fmt, Int8Format):
         return Int8Arith(fmt, max_seq_len=max_seq_len, head_dim=head_dim)
     if isinstance(fmt, FloatFormat):

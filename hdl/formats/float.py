@@ -51,6 +51,7 @@ class FloatArith:
         self._fixed = Int8Arith(fixed or Int8Format(), max_seq_len=max_seq_len,
                                 head_dim=head_dim)
         self._head_dim = head_dim
+        self._latencies = {}
 
     # -- configuration and shapes -------------------------------------------------------
 
@@ -121,7 +122,12 @@ class FloatArith:
     # -- latencies ----------------------------------------------------------------------
 
     def _latency(self, op, *shapes):
-        return Stages.count_of(getattr(self, f"staged_{op}"), *(Signal(shape) for shape in shapes))
+        """The stages builder `staged_<op>` registers, counted once on a scratch Module fed
+        with signals of `shapes` (the planner asks for them at every mapping it weighs)."""
+        if op not in self._latencies:
+            self._latencies[op] = Stages.count_of(getattr(self, f"staged_{op}"),
+                                                  *(Signal(shape) for shape in shapes))
+        return self._latencies[op]
 
     @property
     def product_latency(self):

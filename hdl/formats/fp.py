@@ -51,6 +51,7 @@ No floating-point library is maintained for Amaranth 0.5 (libre-soc's ieee754fpu
 targets nmigen), hence these builders.
 """
 
+import functools
 from dataclasses import dataclass
 
 import ml_dtypes
@@ -539,6 +540,7 @@ def staged_from_fixed(st, value, exp, name):
                        nan=Const(0, 1), inf=Const(0, 1), name=name)
 
 
+@functools.cache
 def mul_latency(src_a, src_b):
     """Cycles from `mul`'s operands (of `src_a` and `src_b`) to its product: the stages
     `staged_mul` registers."""
@@ -546,29 +548,34 @@ def mul_latency(src_a, src_b):
                            "fmul")
 
 
+@functools.cache
 def add_latency():
     """Cycles from `add`'s operands to its sum: the stages `staged_add` registers."""
     return Stages.count_of(staged_add, Signal(FP32.width), Signal(FP32.width), "fadd")
 
 
+@functools.cache
 def convert_latency(src, dst):
     """Cycles from `convert`'s input (of `src`) to its `dst` encoding: the stages
     `staged_convert` registers."""
     return Stages.count_of(staged_convert, Signal(src.width), src, dst, "fcvt")
 
 
+@functools.cache
 def maximum_latency():
     """Cycles from `maximum`'s operands to its result: the stages `staged_maximum`
     registers."""
     return Stages.count_of(staged_maximum, Signal(FP32.width), Signal(FP32.width), "fmax")
 
 
+@functools.cache
 def to_fixed_latency(frac, width):
     """Cycles from `to_fixed`'s input to its integer: the stages `staged_to_fixed`
     registers."""
     return Stages.count_of(staged_to_fixed, Signal(FP32.width), frac, width, "ffix")
 
 
+@functools.cache
 def from_fixed_latency(value_bits):
     """Cycles from `from_fixed`'s inputs (a `value_bits`-bit value) to its fp32 encoding:
     the stages `staged_from_fixed` registers."""
