@@ -139,6 +139,78 @@ def model_table(plans):
     return _table(["design", "N", "s", "r", "B", "a", "cycles", "PE time"], rows) + "\n"
 
 
+#: the float designs the alternatives table times: (preset, N, d)
+ALTERNATIVE_SHAPES = (("small", None, None), ("paper", 8192, 64), ("paper", 8192, 128))
+
+
+def _one_sum_params(plan):
+    """`RtlParams` of `plan` as if its float MACs kept one sum a slot (no interleave): the
+    period max(r, L_acc) and the score latency without the fold, from `CoreTiming.of`."""
+    from attenio.hdl.core import CoreTiming
+    from attenio.hdl.formats import arith_of
+    from attenio.model.rtl_params import RtlParams
+
+    w, b = plan.workload, plan.budget
+    arith = arith_of(plan.config.format, max_seq_len=w.max_keys, head_dim=w.head_dim)
+    one = CoreTiming.of(arith, macs_per_line=b.macs_per_line, rows_per_mac=plan.rows_per_mac,
+                        lanes=b.exp_units // b.mac_lines, split=plan.split, head_dim=w.head_dim,
+                        interleave=False)
+    return RtlParams.of(plan, **{f: getattr(one, f) for f in
+                                 ("score_period", "lane_latency", "lane_start")})
+
+
+def best_of(config, *, interleave, max_banks):
+    """(cycles, PE time, (s, r, B)) of the fastest mapping of `config` with at most
+    `max_banks` banks, its float MACs interleaving their sums or not (the cycle model)."""
+    from attenio.errors import ConfigError
+    from attenio.model.cyclemodel import simulate
+    from attenio.plan import BANKS, make_plan, rows_options, valid_splits
+
+    best = None
+    for b in range(BANKS, max_banks + 1):
+        for s in valid_splits(config):
+            try:
+                rs = rows_options(config, s, b)
+            except ConfigError:
+                continue
+            for r in rs:
+                try:
+                    plan = make_plan(config, split=s, rows_per_mac=r, banks=b)
+                    res = simulate(plan, params=None if interleave else _one_sum_params(plan))
+                except ConfigError:
+                    continue
+                if best is None or res.cycles < best[0]:
+                    best = (res.cycles, res.pe_util, (s, r, b))
+    return best
+
+
+def alternatives_table():
+    """The fp16 design with and without each of its two full-rate mechanisms, each at its
+    fastest mapping: why the built design has both."""
+    from attenio.model.planner import MAX_BANKS, choose_plan
+
+    rows = []
+    for preset_name, n, d in ALTERNATIVE_SHAPES:
+        config = config_of(preset_name, "fp16", n)
+        if d is not None:
+            config = dataclasses.replace(
+                config, workload=dataclasses.replace(config.workload, head_dim=d))
+        w = config.workload
+        shape = f"{preset_name}, N = {w.seq_len}, d = {w.head_dim}"
+        for label, interleave, banks in (("one sum a slot, 2 banks", False, 2),
+                                         ("interleaved sums, 2 banks", True, 2),
+                                         (f"one sum a slot, up to {MAX_BANKS} banks", False,
+                                          MAX_BANKS)):
+            cycles, pe, (s, r, b) = best_of(config, interleave=interleave, max_banks=banks)
+            rows.append([shape, label, f"s = {s}, r = {r}, B = {b}", f"{cycles:,}", f"{pe:.1%}"])
+        plan = choose_plan(config)
+        c = plan.mapping_choice.candidate(plan.split, plan.rows_per_mac, plan.banks)
+        rows.append([shape, "interleaved sums and the planner's B (as built)",
+                     f"s = {c.split}, r = {c.rows_per_mac}, B = {c.banks}", f"{c.cycles:,}",
+                     f"{c.pe_util:.1%}"])
+    return _table(["fp16 design", "float MACs", "fastest mapping", "cycles", "PE time"], rows)
+
+
 def render(plans):
     legend = "\n".join(f"* **{h}**: {what}" for h, what in CORE_COLUMNS)
     core, rtl = latency_tables(plans)
@@ -169,7 +241,15 @@ mappings, one head: the float formats' longer pipelines would leave the array id
 the K rows' empty slots (P > r) and at the interlock (slack < 0); the interleaved
 sub-sums (P = r wherever d/s allows) and the planner's B banks take both away.
 
-{model_table(plans)}"""
+{model_table(plans)}
+## Why both the interleave and the banks
+
+Each float mechanism alone, timed by the same cycle model at its own fastest mapping
+(every s, r and B the planner would weigh; "one sum a slot" takes the period
+max(r, L_acc) and the score latency without the fold, `CoreTiming.of(interleave=False)`):
+
+{alternatives_table()}
+"""
 
 
 def main():
