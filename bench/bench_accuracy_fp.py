@@ -46,7 +46,7 @@ def inputs(kind, n, seed):
 
 def measure(spec, kind, n):
     dp = golden_fp.FloatDatapath(spec, max_seq_len=max(n, 16384), head_dim=D, split=SPLIT,
-                                 rows_per_mac=ROWS_PER_MAC, interleave=True)
+                                 rows_per_mac=ROWS_PER_MAC)
     q, k, v = inputs(kind, n, SEED + n)
     stored = [dp.store(t) for t in (q, k, v)]
     out = spec.to_float(golden_fp.attention(dp, *stored)).astype(np.float64)
