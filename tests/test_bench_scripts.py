@@ -1,0 +1,38 @@
+"""The `make bench` scripts still load and still call the project as it is: a bench is run
+by hand or by `make bench`, rarely, so an API it uses can change under it unseen (the
+accuracy bench once passed a golden-model argument that no longer existed). Their figures
+are `make bench`'s; here only that they run, on sizes that take a second."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = sorted((ROOT / "bench").glob("bench_*.py"))
+
+
+def _load(path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_there_are_bench_scripts():
+    assert len(SCRIPTS) >= 10, SCRIPTS
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.stem)
+def test_each_bench_script_imports_and_has_a_main(path):
+    assert callable(_load(path).main)
+
+
+@pytest.mark.parametrize("spec_name", ["FP16", "BF16"])
+def test_the_float_accuracy_bench_measures_at_a_small_n(spec_name):
+    from attenio.hdl.formats import fp
+
+    bench = _load(ROOT / "bench" / "bench_accuracy_fp.py")
+    got = bench.measure(getattr(fp, spec_name), "gaussian_float", 256)
+    assert 0 < got["floor"] < got["rel_l2"] < bench.TARGET_REL_L2, got
+    assert 0 < got["datapath"] < got["rel_l2"], got
