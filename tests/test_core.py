@@ -82,14 +82,17 @@ CONFIGS = [
 ]
 
 
-#: float configurations the default suite leaves to the slow one: their Verilator builds
-#: take minutes (test_e2e's float runs cover Verilator), and s = 4 repeats s = 2's chain
-_FLOAT_SLOW = {("p2q4r2d8e4bf16", "verilator"), ("p2q4r3d8e2s2fp16", "verilator"),
-               ("p1q8r1d8e1s4bf16", "verilator"), ("p1q8r1d8e1s4bf16", "icarus")}
+#: (configuration, simulator) pairs the default suite leaves to the slow one: the float
+#: configurations' Verilator builds take minutes (test_e2e's and test_rtl_timing's float
+#: runs cover Verilator), s = 4 repeats s = 2's chain, and the int8 s = 2 with two lanes a
+#: line repeats the Icarus-run s = 2 with one
+_SLOW = {("p2q4r2d8e4bf16", "verilator"), ("p2q4r3d8e2s2fp16", "verilator"),
+         ("p1q8r1d8e1s4bf16", "verilator"), ("p1q8r1d8e1s4bf16", "icarus"),
+         ("p2q4r2d8e4s2", "verilator")}
 #: int8 configurations the default suite runs on Icarus only (both simulators run the
 #: same Verilog; the slow suite runs every configuration on both): the suite must stay
 #: well under 20 minutes on CI's 2 cores, and an int8 core bench costs 15-35 s a run
-_ICARUS_ONLY = {"p1q8r1d4e1", "p2q4r1d8e2s2", "p2q4r2d4e2s4"}
+_ICARUS_ONLY = {"p1q8r1d4e1", "p2q4r1d8e2s2", "p2q4r2d4e2s4", "p4q4r2d16e4"}
 _VERILATOR_ONLY = {"p2q4r2d8e4", "p2q4r2d8e4s2", "p1q8r1d8e1s4"}
 
 
@@ -99,7 +102,7 @@ def _bench_params():
         for c in CONFIGS:
             name, params, blocks = c.values if hasattr(c, "values") else c
             marks = list(getattr(c, "marks", ()))
-            if ((name, sim) in _FLOAT_SLOW or (name in _ICARUS_ONLY and sim == "verilator")
+            if ((name, sim) in _SLOW or (name in _ICARUS_ONLY and sim == "verilator")
                     or (name in _VERILATOR_ONLY and sim == "icarus")):
                 marks.append(pytest.mark.slow)
             out.append(pytest.param(sim, name, params, blocks, marks=marks, id=f"{sim}-{name}"))
