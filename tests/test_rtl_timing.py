@@ -106,8 +106,8 @@ def _params():
     for name in sorted(CONFIGS):
         marks = () if name in _DEFAULT else (pytest.mark.slow,)
         out.append(pytest.param((name, False), marks=marks, id=name))
-        if name in _CAUSAL:
-            out.append(pytest.param((name, True), id=f"{name}-causal"))
+        if name in _CAUSAL:     # on the same build, so in the same suite
+            out.append(pytest.param((name, True), marks=marks, id=f"{name}-causal"))
     return out
 
 
