@@ -19,7 +19,7 @@ import pytest
 from attenio.gen.synth import tool_path
 from attenio.hdl.formats.dsp import ECP5Target
 from attenio.sim.benches import bench_dsp_dut
-from attenio.sim.runner import SIMULATORS, primitive_models, run_bench, simulator_available
+from attenio.sim.runner import primitive_models, run_bench, simulator_available
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "tests" / "dsp_primitive"
@@ -31,10 +31,13 @@ def _equivalence_verilog():
     return bench_dsp_dut.emit(path)
 
 
-@pytest.mark.parametrize("simulator", SIMULATORS)
+# The default suite runs the equivalence on Icarus (the same Verilog; the Verilator build
+# of its 20-odd primitives takes a minute), the slow suite on Verilator too.
+@pytest.mark.parametrize("simulator", [pytest.param("verilator", marks=pytest.mark.slow),
+                                       "icarus"])
 def test_primitive_path_equals_generic_path(simulator, seed):
     if not simulator_available(simulator):
-        pytest.skip(f"{simulator} is not installed (the bench runs on the other simulator)")
+        pytest.skip(f"{simulator} is not installed (the slow suite runs the bench on both)")
     verilog = _equivalence_verilog()
     text = verilog.read_text()
     assert text.count("MULT18X18D #(") > 20

@@ -13,7 +13,7 @@ from attenio.hdl.formats import Int8Arith
 from attenio.hdl.formats.dsp import np_mulshr
 from attenio.sim.benches.bench_formats_dut import (OPS, FormatsHarness, emit, expected, latency,
                                                     vectors)
-from attenio.sim.runner import SIMULATORS, run_bench, simulator_available
+from attenio.sim.runner import run_bench, simulator_available
 
 ROOT = Path(__file__).resolve().parent.parent
 N_MAX, D = 16384, 128
@@ -193,7 +193,10 @@ def harness_verilog(arith):
     return emit(arith, ROOT / "build" / "formats" / "formats_harness.v", lanes=LANES, exp_lanes=EXP_LANES)
 
 
-@pytest.mark.parametrize("simulator", SIMULATORS)
+# The default suite runs the harness on Icarus (both simulators run the same Verilog, and
+# test_fp runs the float builders on both); the slow suite on Verilator too.
+@pytest.mark.parametrize("simulator", [pytest.param("verilator", marks=pytest.mark.slow),
+                                       "icarus"])
 def test_builders_bit_exact_on_verilog(simulator, harness_verilog, seed):
     if not simulator_available(simulator):
         pytest.skip(f"{simulator} is not installed: skipping the {simulator} run of the format bench")
