@@ -16,13 +16,13 @@ import sys
 import time
 
 from attenio.config import resolve
+from attenio.formats import FORMATS
 from attenio.report import table
 from attenio.model.cyclemodel import model_counters
 from attenio.sim.e2e import E2EOptions, run_e2e
 from attenio.model.planner import choose_plan
 
 
-FORMATS = ("int8", "fp16", "bf16")
 
 
 def quiet(_message):

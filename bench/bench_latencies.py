@@ -19,12 +19,13 @@ import warnings
 from dataclasses import fields
 from pathlib import Path
 
+from attenio.formats import FORMATS
+
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "latencies.md"
 
 #: (preset, N): the small preset at its own N, the paper's at N = 8K (its d = 64)
 SHAPES = (("small", None), ("paper", 8192))
-FORMATS = ("int8", "fp16", "bf16")
 
 #: the core table's columns: (heading, what computes it)
 CORE_COLUMNS = (
