@@ -147,15 +147,17 @@ ALTERNATIVE_SHAPES = (("small", None, None), ("paper", 8192, 64), ("paper", 8192
 def _one_sum_params(plan):
     """`RtlParams` of `plan` as if its float MACs kept one sum a slot (no interleave): the
     period max(r, L_acc) and the score latency without the fold, from `CoreTiming.of`."""
+    from attenio import validate
     from attenio.hdl.core import CoreTiming
     from attenio.hdl.formats import arith_of
     from attenio.model.rtl_params import RtlParams
 
     w, b = plan.workload, plan.budget
     arith = arith_of(plan.config.format, max_seq_len=w.max_keys, head_dim=w.head_dim)
+    lanes = validate.lanes_per_line(exp_units=b.exp_units, mac_lines=b.mac_lines,
+                                    macs_per_line=b.macs_per_line)
     one = CoreTiming.of(arith, macs_per_line=b.macs_per_line, rows_per_mac=plan.rows_per_mac,
-                        lanes=b.exp_units // b.mac_lines, split=plan.split, head_dim=w.head_dim,
-                        interleave=False)
+                        lanes=lanes, split=plan.split, head_dim=w.head_dim, interleave=False)
     return RtlParams.of(plan, **{f: getattr(one, f) for f in
                                  ("score_period", "lane_latency", "lane_start")})
 
