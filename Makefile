@@ -24,10 +24,11 @@ demo: $(STAMP)
 # The default suite: must stay under 20 minutes on 2 cores.  pytest exits 5
 # when it collects nothing, which make treats as failure.  One worker per core
 # (pytest-xdist), each test file on one worker, so a file's simulator builds are
-# made once.  The slowest tests are listed at the end, so a run that creeps
+# made once, and the files of one xdist_group on one worker (tests/conftest.py), so
+# builds they share are made once too.  The slowest tests are listed at the end, so a run that creeps
 # toward the limit shows where.
 test: $(STAMP)
-	$(PYTEST) -m "not slow" -n auto --dist loadfile --durations=25
+	$(PYTEST) -m "not slow" -n auto --dist loadgroup --durations=25
 
 test-slow: $(STAMP)
 	$(PYTEST) -m slow

@@ -1,7 +1,9 @@
 """What the end-to-end tests share: their hardware, and the checks of a good run.
 
 tests/test_e2e.py and tests/test_e2e_decoder.py run on the same Verilog and builds (the
-causal mask, KV_LEN and HEAD_GROUP are run-time registers), so both take it from here.
+causal mask, KV_LEN and HEAD_GROUP are run-time registers), so both take it from here,
+and so does tests/test_fast_sim.py; `SHARED_BUILDS` keeps the three files on one worker of
+`make test`, so each build is made once.
 """
 
 import dataclasses
@@ -23,6 +25,9 @@ FLOAT_HW = dataclasses.replace(
     workload=dataclasses.replace(preset("small").workload, seq_len=48, head_dim=8),
     budget=dataclasses.replace(preset("small").budget, mac_lines=2, macs_per_line=2,
                                exp_units=2, cache_bytes=1024))
+
+#: `pytestmark` of every test file that builds HW or FLOAT_HW into getbasetemp() / "e2e_*"
+SHARED_BUILDS = pytest.mark.xdist_group("e2e_builds")
 
 
 def need(simulator):

@@ -13,7 +13,9 @@ from attenio.analysis import q_blocks
 from attenio.plan import make_plan
 from attenio.regmap import ErrorCode
 from attenio.sim.e2e import E2EOptions, run_e2e
-from e2e_common import FLOAT_HW, HW, check_run, need, workload
+from e2e_common import FLOAT_HW, HW, SHARED_BUILDS, check_run, need, workload
+
+pytestmark = SHARED_BUILDS
 
 
 def causal(hw):

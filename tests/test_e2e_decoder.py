@@ -17,7 +17,9 @@ from attenio.analysis import block_keys
 from attenio.plan import make_plan
 from attenio.regmap import ErrorCode
 from attenio.sim.e2e import E2EOptions, run_e2e
-from e2e_common import FLOAT_HW, HW, check_run, need, workload
+from e2e_common import FLOAT_HW, HW, SHARED_BUILDS, check_run, need, workload
+
+pytestmark = SHARED_BUILDS
 
 
 def kv_keys(n, n_kv, rows_a, causal):

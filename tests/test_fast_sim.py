@@ -22,7 +22,10 @@ from attenio.sim.e2e import (BUILD_COSTS, E2EOptions, choose_engine, expected_se
 from attenio.sim.progress import ProgressBar, follow
 from attenio.sim.runner import simulator_available
 
+from e2e_common import SHARED_BUILDS
 from test_e2e import HW, check_good
+
+pytestmark = SHARED_BUILDS
 
 
 def test_fast_and_cocotb_agree_bit_for_bit_and_counter_for_counter(tmp_path_factory, seed):
