@@ -36,6 +36,7 @@ def _plain_id(nodeid):
     return nodeid.rsplit("@", 1)[0] if nodeid.rfind("@") > nodeid.rfind("]") else nodeid
 
 
+@pytest.hookimpl(optionalhook=True)       # xdist's hook: unknown when xdist is not loaded
 def pytest_xdist_make_scheduler(config, log):
     """With `--dist loadgroup`: a test marked `xdist_group` goes with its group, any other
     with its file (xdist's loadgroup would spread those one test at a time)."""
