@@ -37,9 +37,7 @@ __all__ = ["BaselinePlan", "standard", "flat", "flashattention2", "flashattentio
 
 def spill_bytes(fmt, kind):
     """Bytes per element of an intermediate (`kind` "S" or "P") stored off chip."""
-    if fmt.name == "int8":
-        return {"S": 4, "P": 2}[kind]
-    return fmt.element_bytes
+    return fmt.spill_bytes(kind)
 
 
 @dataclass(frozen=True)

@@ -8,16 +8,18 @@ I/O analysis can use it without importing Amaranth.
 """
 
 import inspect
+from collections.abc import Callable
 from dataclasses import InitVar, dataclass, field
 from math import ceil, log, log2, sqrt
 
+import ml_dtypes
 import numpy as np
 
 from . import validate
 from .errors import ConfigError
 
-__all__ = ["DatapathWidths", "Int8Format", "FloatFormat", "FP16Format", "BF16Format", "FORMATS",
-           "format_by_name"]
+__all__ = ["DatapathWidths", "Int8Format", "FloatFormat", "FP16Format", "BF16Format",
+           "FormatRow", "FORMAT_TABLE", "FORMATS", "FLOAT_FORMATS", "format_by_name", "row_of"]
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,6 @@ class Int8Format:
     """
 
     name: str = field(default="int8", init=False)
-    element_bits: int = field(default=8, init=False)
     c_int: int = 2
     c_frac: int = 30
     x_frac: int = 18
@@ -131,9 +132,21 @@ class Int8Format:
             raise ConfigError(f"int8 format: c_int + c_frac must fit a 32-bit register, "
                               f"not {self.c_int + self.c_frac}")
 
+    #: the SCALE_C register's meaning in this format (the register map's text)
+    SCALE_C_DOC = "softmax constant c = scale_q*scale_k*log2(e)/sqrt(d), unsigned fixed point"
+
+    @property
+    def element_bits(self):
+        return row_of(self.name).element_bits
+
     @property
     def element_bytes(self):
         return self.element_bits // 8
+
+    def spill_bytes(self, kind):
+        """Bytes of an intermediate (`kind` "S" or "P") a baseline stores off chip: S as the
+        exact int32 score, P as 16-bit fixed point."""
+        return {"S": 4, "P": 2}[kind]
 
     @property
     def x_int(self):
@@ -206,7 +219,6 @@ class FloatFormat:
     """
 
     name: str = "fp16"
-    element_bits: int = field(default=16, init=False)
     o_acc_bits: int = 32
     # the fixed-point softmax's fields and defaults are Int8Format's
     x_frac: int = Int8Format.x_frac
@@ -223,7 +235,7 @@ class FloatFormat:
     X_FRAC_MAX = _FRAC_MAX - 1
 
     def __post_init__(self):
-        validate.one_of("float format", "name", self.name, ("fp16", "bf16"), error=ConfigError)
+        validate.one_of("float format", "name", self.name, FLOAT_FORMATS, error=ConfigError)
         owner = f"{self.name} format"
         validate.integer(owner, "o_acc_bits", self.o_acc_bits, error=ConfigError)
         validate.one_of(owner, "o_acc_bits", self.o_acc_bits, (16, 32), error=ConfigError)
@@ -240,9 +252,21 @@ class FloatFormat:
                 f"the MACs as fp32, exact only with at most 24 significant bits")
         self.fixed       # the other fixed-point fields are checked by the Int8Format they make
 
+    #: the SCALE_C register's meaning in the float formats (the register map's text)
+    SCALE_C_DOC = "softmax constant c = log2(e)/sqrt(d), its fp32 bits"
+
+    @property
+    def element_bits(self):
+        return row_of(self.name).element_bits
+
     @property
     def element_bytes(self):
         return self.element_bits // 8
+
+    def spill_bytes(self, kind):
+        """Bytes of an intermediate (`kind` "S" or "P") a baseline stores off chip: in the
+        storage format, as the baselines' papers count them."""
+        return self.element_bytes
 
     @property
     def fixed(self):
@@ -283,22 +307,72 @@ def BF16Format(**params):
     return FloatFormat(name="bf16", **params)
 
 
-FORMATS = {"int8": Int8Format, "fp16": FP16Format, "bf16": BF16Format}
+@dataclass(frozen=True)
+class FormatRow:
+    """One number format: what the project knows of it by its name.
+
+    `FORMAT_TABLE` is the one list of the formats. Every other list is derived from it:
+    the `--format` choices and the TOML names (`FORMATS`), the FORMAT register's values
+    (`attenio.regmap.FORMAT_IDS`), the float encodings the builders take
+    (`attenio.hdl.formats.fp.SPECS`), the oracles of the tests (`attenio.sim.tb.ieee`) and
+    the benches' rows.
+
+    name          the format's name (`--format`, `[format] name`, every report)
+    register_id   the FORMAT register's value: a constant of a design built for it
+    make          the configuration: ``make(**fields)`` is an `Int8Format` or `FloatFormat`
+    element_bits  one element of Q, K, V and O in memory
+    exp_bits      a float format's exponent and fraction bits (1 sign bit besides);
+    man_bits      None for an integer format
+    dtype         the NumPy dtype of its values (ml-dtypes' for bf16): the oracle of every
+                  conversion to and from the format
+    softfloat     Berkeley SoftFloat's type and short name of the format (("Float16", "f16"):
+                  softfloatpy.Float16, f16_to_f32 ...), the oracle of its IEEE arithmetic;
+                  None where SoftFloat has no such format
+    """
+
+    name: str
+    register_id: int
+    make: Callable
+    element_bits: int
+    exp_bits: int | None
+    man_bits: int | None
+    dtype: np.dtype
+    softfloat: tuple[str, str] | None
+
+    @property
+    def is_float(self):
+        return self.exp_bits is not None
+
+
+FORMAT_TABLE = (
+    FormatRow("int8", 1, Int8Format, 8, None, None, np.dtype(np.int8), None),
+    FormatRow("fp16", 2, FP16Format, 16, 5, 10, np.dtype(np.float16), ("Float16", "f16")),
+    FormatRow("bf16", 3, BF16Format, 16, 8, 7, np.dtype(ml_dtypes.bfloat16), ("BFloat16", "bf16")),
+)
+
+#: name -> the format's configuration (`FormatRow.make`), in the table's order
+FORMATS = {row.name: row.make for row in FORMAT_TABLE}
+#: the floating-point formats' names
+FLOAT_FORMATS = tuple(row.name for row in FORMAT_TABLE if row.is_float)
+
+
+def row_of(name):
+    """The `FormatRow` of format `name`; ConfigError naming the known ones."""
+    for row in FORMAT_TABLE:
+        if row.name == name:
+            return row
+    raise ConfigError(f"unknown format {name!r}; choose one of {', '.join(sorted(FORMATS))}")
 
 
 def format_by_name(name, **params):
-    """The format `name` ("int8", "fp16" or "bf16") with `params` for its fields; ConfigError
+    """The format `name` (one of `FORMATS`) with `params` for its fields; ConfigError
     naming an unknown name or field."""
-    try:
-        cls = FORMATS[name]
-    except KeyError:
-        raise ConfigError(
-            f"unknown format {name!r}; choose one of {', '.join(sorted(FORMATS))}") from None
+    make = row_of(name).make
     # int8's o_acc_bits is accepted only to be refused with its reason: not listed
-    fields = [k for k in inspect.signature(Int8Format if name == "int8" else FloatFormat).parameters
-              if k != "name" and (name, k) != ("int8", "o_acc_bits")]
+    fields = [k for k in inspect.signature(Int8Format if make is Int8Format else FloatFormat).parameters
+              if k != "name" and (make, k) != (Int8Format, "o_acc_bits")]
     unknown = sorted(set(params) - set(fields) - {"o_acc_bits"})
     if unknown:
         raise ConfigError(f"format {name!r} has no field(s) {', '.join(unknown)}; its fields are "
                           f"{', '.join(fields)}")
-    return cls(**params)
+    return make(**params)

@@ -10,6 +10,8 @@ Read-only hardware parameters take their values from the Plan.
 import enum
 from dataclasses import dataclass
 
+from .formats import FORMAT_TABLE
+
 __all__ = ["Access", "Register", "ErrorCode", "RegisterMap", "register_map", "FORMAT_IDS",
            "MAX_HEAD_GROUP"]
 
@@ -17,8 +19,8 @@ __all__ = ["Access", "Register", "ErrorCode", "RegisterMap", "register_map", "FO
 #: the lanes' scaled diagonal is that many times wider than a key count
 MAX_HEAD_GROUP = 255
 VERSION = 0x0001_0000   # 1.0: major in the upper half, minor in the lower
-#: the FORMAT register's value of each number format (`attenio.formats.FORMATS`)
-FORMAT_IDS = {"int8": 1, "fp16": 2, "bf16": 3}
+#: the FORMAT register's value of each number format (`attenio.formats.FORMAT_TABLE`)
+FORMAT_IDS = {row.name: row.register_id for row in FORMAT_TABLE}
 
 
 class Access(enum.Enum):
@@ -119,9 +121,7 @@ def register_map(plan):
                  "query rows N of the run, 1..MAX_SEQ_LEN"),
         Register("HEADS", 0x010, Access.RW, 32, "number of query heads of the run", value=1),
         Register("SCALE_C", 0x014, Access.RW, 32,
-                 "softmax constant c = scale_q*scale_k*log2(e)/sqrt(d), unsigned fixed point"
-                 if plan.config.format.name == "int8" else
-                 "softmax constant c = log2(e)/sqrt(d), its fp32 bits"),
+                 plan.config.format.SCALE_C_DOC),
         Register("MODE", 0x018, Access.RW, 32, "how the run computes attention",
                  fields=(("CAUSAL", 0, 1, "causal masking: query row i sees keys 0..i only; "
                           "a Q block reads K and V up to its last row"),

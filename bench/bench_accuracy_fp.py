@@ -108,7 +108,7 @@ def main(argv=None):
     ns = (1024,) if args.quick else (1024, 4096, 16384)
     t0 = time.perf_counter()
     rows, target_rows, ok = [], [], True
-    for spec in (fp.FP16, fp.BF16):
+    for spec in fp.STORAGE.values():
         for kind in KINDS:
             for n in ns:
                 r = measure(spec, kind, n)

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from attenio import preset
-from attenio.formats import format_by_name
+from attenio.formats import FLOAT_FORMATS, format_by_name
 from attenio.report import table
 from attenio.model.baselinemodel import BASELINE_ORDER
 from attenio.model.compare import TITLES, compare, geomeans, render_text, sweep, timing_line
@@ -30,7 +30,7 @@ from attenio.model.papertiming import PAPER_REPORTED, PaperTiming, ladder, witho
 SEQ_LENS = [8192, 16384, 32768, 65536, 131072]
 HEAD_DIMS = [64, 128]
 SWEEP_N = 65536
-#: bf16 (fp16 is the preset's format: every N above) at these N
+#: the float formats other than the preset's (fp16: every N above) at these N
 FORMAT_SEQ_LENS = [8192, 32768, 131072]
 #: the memory-bound point: bytes a cycle and N
 LOW_BW, LOW_BW_N = 4, 32768
@@ -206,10 +206,13 @@ def main():
     print(means)
 
     t = time.perf_counter()
-    bf16 = dataclasses.replace(base, format=format_by_name("bf16"))
-    fill = filling_table([("fp16", fair), ("bf16", compare(bf16, FORMAT_SEQ_LENS, HEAD_DIMS))])
+    floats = {name: dataclasses.replace(base, format=format_by_name(name))
+              for name in FLOAT_FORMATS}
+    fill = filling_table([(name, fair if c.format == base.format
+                           else compare(c, FORMAT_SEQ_LENS, HEAD_DIMS))
+                          for name, c in floats.items()])
     print("\n" + fill)
-    low = [(fmt, r) for fmt, c in (("fp16", base), ("bf16", bf16))
+    low = [(fmt, r) for fmt, c in floats.items()
            for r in compare(dataclasses.replace(c, budget=dataclasses.replace(
                c.budget, bw_bytes_per_cycle=LOW_BW)), [LOW_BW_N], HEAD_DIMS)["rows"]]
     low_table = memory_bound_table(low)

@@ -229,8 +229,9 @@ class RunData:
 
     @property
     def dtype(self):
-        """An element as memory holds it."""
-        return np.dtype("<u2") if self.is_float else np.dtype("i1")
+        """An element as memory holds it: a float's encoding, an integer as itself."""
+        bits = self.fmt.element_bits
+        return np.dtype(f"<u{bits // 8}") if self.is_float else np.dtype(f"<i{bits // 8}")
 
     @property
     def heads(self):

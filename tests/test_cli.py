@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from attenio.cli import main
+from attenio.formats import FLOAT_FORMATS
 from attenio.model import planner
 
 TRAFFIC_KEYS = {"offchip_read_bytes", "offchip_write_bytes", "offchip_bytes"}
@@ -195,7 +196,7 @@ def test_compare_takes_bf16(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("command", ["gen", "sim", "synth"])
-@pytest.mark.parametrize("fmt", ["fp16", "bf16"])
+@pytest.mark.parametrize("fmt", FLOAT_FORMATS)
 def test_rtl_commands_refuse_the_papers_16_bit_o(capsys, tmp_path, command, fmt):
     """o_acc_bits = 16 is the paper's accounting: plan and compare take it, the RTL
     (fp32 O) refuses it in one line, writing nothing."""

@@ -102,7 +102,7 @@ def test_builder_equals_twin(arith, rng, op):
 
 
 def test_storage_must_be_a_16_bit_format():
-    with pytest.raises(TypeError, match="storage must be FP16 or BF16"):
+    with pytest.raises(TypeError, match="storage must be one of fp16, bf16, not"):
         FloatArith(FP32, max_seq_len=16, head_dim=8)
 
 

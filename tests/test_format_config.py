@@ -6,11 +6,12 @@ The int8 arithmetic behind these widths is tested in test_formats.py.
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from attenio import BF16Format, ConfigError, FP16Format, Int8Format, preset, resolve
 from attenio.baselines import all_baselines
-from attenio.formats import FORMATS, DatapathWidths, format_by_name
+from attenio.formats import FLOAT_FORMATS, FORMAT_TABLE, FORMATS, DatapathWidths, format_by_name
 from attenio.plan import make_plan, reservations
 from attenio.regmap import FORMAT_IDS, register_map
 
@@ -26,7 +27,7 @@ def paper(head_dim, fmt):
                                format=fmt)
 
 
-@pytest.mark.parametrize("fmt", [FP16Format(), BF16Format()], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("fmt", [FORMATS[n]() for n in FLOAT_FORMATS], ids=FLOAT_FORMATS)
 @pytest.mark.parametrize("n, d, l", [(65536, 64, 24 + 17), (16384, 128, 24 + 15), (256, 16, 24 + 9),
                                      (65535, 64, 24 + 16)])
 def test_float_widths_are_the_rtls(fmt, n, d, l):
@@ -66,7 +67,7 @@ def test_fp16_refuses_other_widths(value, want):
         FP16Format(o_acc_bits=value)
 
 
-@pytest.mark.parametrize("factory", [FP16Format, BF16Format], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("factory", [FORMATS[n] for n in FLOAT_FORMATS], ids=FLOAT_FORMATS)
 @pytest.mark.parametrize("kwargs, message", [
     ({"x_frac": 40}, "x_frac must be at most 29, not 40: the exp2 argument (x - m in fixed "
                      "point, x_frac fractional bits) feeds the int8 format's fixed-point exp2, "
@@ -190,8 +191,7 @@ def test_paper_a_fit_follows_the_widths(d, n, depth, a_fit, a_fit_o16, a_fit_uni
                                                           o=fmt.o_acc_bits)
 
 
-@pytest.mark.parametrize("fmt", [FP16Format(), BF16Format(), Int8Format()],
-                         ids=["fp16", "bf16", "int8"])
+@pytest.mark.parametrize("fmt", [make() for make in FORMATS.values()], ids=list(FORMATS))
 def test_plan_counts_p_and_alpha_as_the_format_keeps_them(fmt):
     base = preset("small")
     plan = make_plan(dataclasses.replace(base, format=fmt))
@@ -211,14 +211,37 @@ def test_plan_counts_p_and_alpha_as_the_format_keeps_them(fmt):
 
 def test_every_format_has_a_format_register_value():
     assert set(FORMAT_IDS) == set(FORMATS)
-    assert sorted(FORMAT_IDS.values()) == [1, 2, 3]
-    for name, want, c_doc in (("int8", 1, "unsigned fixed point"), ("fp16", 2, "its fp32 bits"),
-                              ("bf16", 3, "its fp32 bits")):
-        regs = register_map(make_plan(dataclasses.replace(preset("small"),
-                                                          format=format_by_name(name))))
-        assert regs["FORMAT"].value == want
-        assert regs["FORMAT"].doc == "number format (1 = int8, 2 = fp16, 3 = bf16)"
-        assert regs["SCALE_C"].doc.endswith(c_doc)
+    assert sorted(FORMAT_IDS.values()) == list(range(1, len(FORMATS) + 1))
+    assert FORMAT_IDS["int8"] == 1                  # the first designs' value stays
+    listed = "number format (" + ", ".join(f"{r.register_id} = {r.name}" for r in FORMAT_TABLE) + ")"
+    for row in FORMAT_TABLE:
+        fmt = format_by_name(row.name)
+        regs = register_map(make_plan(dataclasses.replace(preset("small"), format=fmt)))
+        assert regs["FORMAT"].value == row.register_id
+        assert regs["FORMAT"].doc == listed
+        assert regs["SCALE_C"].doc.endswith("its fp32 bits" if row.is_float
+                                            else "unsigned fixed point")
+
+
+def test_the_format_table_is_every_list_of_formats():
+    """Every list of formats the project keeps is the table's: the CLI's choices, the
+    register ids, the float encodings, their element widths and NumPy dtypes."""
+    from attenio.hdl.formats import fp
+    assert list(FORMATS) == [r.name for r in FORMAT_TABLE] == sorted(FORMAT_IDS, key=FORMAT_IDS.get)
+    assert list(fp.STORAGE) == list(FLOAT_FORMATS)
+    for row in FORMAT_TABLE:
+        fmt = format_by_name(row.name)
+        assert (fmt.name, fmt.element_bits, fmt.element_bytes) == (row.name, row.element_bits,
+                                                                   row.element_bits // 8)
+        assert np.dtype(row.dtype).itemsize * 8 == row.element_bits
+        if row.is_float:
+            spec = fp.STORAGE[row.name]
+            assert (spec.width, spec.exp_bits, spec.man_bits) == (
+                row.element_bits, row.exp_bits, row.man_bits)
+            one = spec.encode(1.0)
+            assert spec.to_float(np.array([one]))[0] == 1.0 and one == spec.bias << spec.man_bits
+    with pytest.raises(ConfigError, match=r"^unknown format 'fp4'; choose one of bf16, fp16, int8$"):
+        format_by_name("fp4")
 
 
 @pytest.mark.parametrize("head_dim", [64, 128])

@@ -105,7 +105,7 @@ def test_specials_make_their_rows_nan_and_only_theirs(rng):
 
 
 def test_storage_must_be_a_16_bit_format():
-    with pytest.raises(TypeError, match="storage must be FP16 or BF16"):
+    with pytest.raises(TypeError, match="storage must be one of fp16, bf16, not"):
         G.FloatDatapath(fp.FP32, max_seq_len=16, head_dim=8)
     with pytest.raises(ValueError, match="split 3 must divide d = 8"):
         G.FloatDatapath(fp.FP16, max_seq_len=16, head_dim=8, split=3)

@@ -21,7 +21,7 @@ import pytest
 from amaranth.hdl import Fragment
 
 from amaranth_sim import run_clocked
-from attenio.formats import format_by_name
+from attenio.formats import FORMATS, format_by_name
 from attenio.hdl.formats import FloatArith, arith_of
 from attenio.hdl.formats.fp import FP32
 from attenio.hdl.normalizer import Normalizer
@@ -286,7 +286,7 @@ def check_busy(blocks, trace):
 
 # -- the tests -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("fmt", ["int8", "fp16", "bf16"])
+@pytest.mark.parametrize("fmt", list(FORMATS))
 @pytest.mark.parametrize("shape_name", ["s1", "s2"])
 def test_every_chunk_is_o_times_the_reciprocal_of_l_under_random_back_pressure(
         rng, fmt, shape_name):
@@ -299,7 +299,7 @@ def test_every_chunk_is_o_times_the_reciprocal_of_l_under_random_back_pressure(
     check_busy(blocks, trace)
 
 
-@pytest.mark.parametrize("fmt", ["int8", "fp16", "bf16"])
+@pytest.mark.parametrize("fmt", list(FORMATS))
 def test_edge_values_of_l_and_o_and_the_nan_rows(rng, fmt):
     """l at one, N, the largest it holds and beside the powers of two; O at the rounding
     and saturation boundaries; a float row whose max is NaN or +inf, or whose l is 0,

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from amaranth_sim import run_clocked
-from attenio.formats import format_by_name
+from attenio.formats import FORMATS, format_by_name
 from attenio.hdl import softmax as softmax_module
 from attenio.hdl.formats import FloatArith, arith_of
 from attenio.hdl.softmax import SoftmaxLane
@@ -323,7 +323,7 @@ def check_passes(arith, lane, blocks, c, seen):
     assert seen["ends"] == ends
 
 
-@pytest.mark.parametrize("fmt", ["int8", "fp16", "bf16"])
+@pytest.mark.parametrize("fmt", list(FORMATS))
 def test_stage_table_agrees_with_the_published_stages(fmt):
     """The module docstring's steps, as `stage_table` numbers them, end where `e_stage`,
     `bus_stage`, `ready_stage` and `stages` say, and each step lasts its builder's latency."""

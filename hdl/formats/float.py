@@ -39,14 +39,15 @@ __all__ = ["FloatArith"]
 
 
 class FloatArith:
-    """The floating-point datapath of storage `spec` (`fp.FP16` or `fp.BF16`) for up to
+    """The floating-point datapath of storage `spec` (one of `fp.STORAGE`) for up to
     `max_seq_len` keys of `head_dim`, its fixed-point softmax from `fixed` (an
     `Int8Format`, defaults if None). Builders are methods, each with its twin
     ``np_<name>`` (encodings or fixed-point integers in, the same bits out)."""
 
     def __init__(self, spec, *, max_seq_len, head_dim, fixed=None):
-        if spec not in (fp.FP16, fp.BF16):
-            raise TypeError(f"FloatArith: storage must be FP16 or BF16, not {spec!r}")
+        if spec not in fp.STORAGE.values():
+            raise TypeError(f"FloatArith: storage must be one of {', '.join(fp.STORAGE)}, "
+                            f"not {spec!r}")
         self._spec = spec
         self._fixed = Int8Arith(fixed or Int8Format(), max_seq_len=max_seq_len,
                                 head_dim=head_dim)

@@ -54,13 +54,14 @@ targets nmigen), hence these builders.
 import functools
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
+
+from attenio.formats import FORMAT_TABLE
 from amaranth.hdl import Cat, Const, Mux, Signal, Value, signed
 
 from .dsp import Stages, partial_products, sum_partials
 
-__all__ = ["FloatSpec", "FP16", "BF16", "FP32", "SPECS", "mul", "add", "convert", "maximum",
+__all__ = ["FloatSpec", "FP16", "BF16", "FP32", "STORAGE", "SPECS", "mul", "add", "convert", "maximum",
            "to_fixed", "from_fixed", "staged_mul", "staged_add", "staged_convert",
            "staged_maximum", "staged_to_fixed", "staged_from_fixed", "mul_latency",
            "add_latency", "convert_latency", "maximum_latency", "to_fixed_latency",
@@ -71,13 +72,16 @@ __all__ = ["FloatSpec", "FP16", "BF16", "FP32", "SPECS", "mul", "add", "convert"
 
 @dataclass(frozen=True)
 class FloatSpec:
-    """An IEEE 754 binary interchange format: 1 sign bit, `exp_bits`, `man_bits`."""
+    """A binary floating-point format: 1 sign bit, `exp_bits`, `man_bits`; IEEE 754's
+    special values, or with `finite` (OCP FP8's E4M3, "fn") none of its infinities: the
+    all-ones exponent holds numbers but for the all-ones mantissa, its one NaN a sign."""
 
     name: str
     exp_bits: int
     man_bits: int
     np_dtype: object
     bits_dtype: object
+    finite: bool = False
 
     @property
     def width(self):
@@ -93,7 +97,9 @@ class FloatSpec:
 
     @property
     def inf(self):
-        """+inf's bits."""
+        """+inf's bits (ValueError for a `finite` format: it has none)."""
+        if self.finite:
+            raise ValueError(f"{self.name} has no infinities")
         return self.exp_all_ones << self.man_bits
 
     @property
@@ -113,8 +119,16 @@ class FloatSpec:
 
     @property
     def nan(self):
-        """The canonical quiet NaN's bits: sign 0, exponent all ones, the quiet bit."""
+        """The canonical quiet NaN's bits: sign 0, exponent all ones, the quiet bit (a
+        `finite` format's: sign 0, every other bit set)."""
+        if self.finite:
+            return self.sign_bit - 1
         return self.inf | (1 << (self.man_bits - 1))
+
+    @property
+    def max_finite(self):
+        """The largest finite number's bits."""
+        return self.nan - 1 if self.finite else self.inf - 1
 
     def encode(self, value):
         """The encoding (an int) of the real number `value`, rounded to nearest even."""
@@ -123,8 +137,24 @@ class FloatSpec:
     def is_nan(self, bits):
         """Which of `bits` (an array of encodings) are NaNs."""
         bits = np.asarray(bits, dtype=np.uint64)
-        return ((bits >> self.man_bits) & self.exp_all_ones == self.exp_all_ones) & (
-            bits & ((1 << self.man_bits) - 1) != 0)
+        mant = bits & ((1 << self.man_bits) - 1)
+        top = (bits >> self.man_bits) & self.exp_all_ones == self.exp_all_ones
+        return top & (mant == (1 << self.man_bits) - 1 if self.finite else mant != 0)
+
+    def decode(self, bits):
+        """The values of encodings `bits` as float64, from the format's definition (sign,
+        biased exponent, hidden bit, subnormals, its special values), not from a library's
+        conversion: the twins widen with it, the oracles with NumPy's and ml-dtypes'."""
+        bits = np.asarray(bits).astype(np.int64)
+        M = self.man_bits
+        mant, ef = bits & ((1 << M) - 1), (bits >> M) & self.exp_all_ones
+        sign = np.where((bits >> (self.width - 1)) & 1 == 1, -1.0, 1.0)
+        normal = ef != 0
+        value = sign * np.ldexp(np.where(normal, mant + (1 << M), mant).astype(np.float64),
+                                np.where(normal, ef, 1) - self.bias - M)
+        if not self.finite:
+            value = np.where((ef == self.exp_all_ones) & (mant == 0), sign * np.inf, value)
+        return np.where(self.is_nan(bits), np.nan, value)
 
     def to_float(self, bits):
         """The values of `bits` as this format's NumPy dtype."""
@@ -135,16 +165,20 @@ class FloatSpec:
         return np.asarray(values, dtype=self.np_dtype).view(self.bits_dtype)
 
 
-FP16 = FloatSpec("fp16", 5, 10, np.float16, np.uint16)
-BF16 = FloatSpec("bf16", 8, 7, ml_dtypes.bfloat16, np.uint16)
+#: the storage formats, one a float row of `attenio.formats.FORMAT_TABLE`
+STORAGE = {row.name: FloatSpec(row.name, row.exp_bits, row.man_bits, row.dtype.type,
+                               np.dtype(f"uint{row.element_bits}").type)
+           for row in FORMAT_TABLE if row.is_float}
+FP16, BF16 = STORAGE["fp16"], STORAGE["bf16"]
+#: the accumulation format: scores, running max, P, alpha and O
 FP32 = FloatSpec("fp32", 8, 23, np.float32, np.uint32)
-SPECS = {s.name: s for s in (FP16, BF16, FP32)}
+SPECS = {**STORAGE, FP32.name: FP32}
 
 
 def _check(op, **specs):
     for role, spec in specs.items():
         if spec not in SPECS.values():
-            raise TypeError(f"{op}: {role} must be one of FP16, BF16, FP32, not {spec!r}")
+            raise TypeError(f"{op}: {role} must be one of {', '.join(SPECS)}, not {spec!r}")
 
 
 # -- NumPy twins --------------------------------------------------------------------------------
@@ -161,10 +195,16 @@ def np_mul(a, b, src_a, src_b):
     Every source format is a subset of fp32, so NumPy's float32 product of the exact
     operands is the correctly rounded product."""
     _check("np_mul", src_a=src_a, src_b=src_b)
-    x = src_a.to_float(a).astype(np.float32)
-    y = src_b.to_float(b).astype(np.float32)
+    x, y = _np_widen(a, src_a), _np_widen(b, src_b)
     with np.errstate(all="ignore"):
         return np_canonical((x * y).view(np.uint32), FP32)
+
+
+def _np_widen(bits, spec):
+    """Encodings `bits` of `spec` as float32 values (exact: every format is a subset)."""
+    if spec is FP32:
+        return FP32.to_float(bits)
+    return spec.decode(bits).astype(np.float32)
 
 
 def np_add(a, b):
@@ -177,9 +217,9 @@ def np_convert(x, src, dst):
     """The twin of `convert`: encodings `x` of `src` rounded to `dst` (ties to even)."""
     _check("np_convert", src=src, dst=dst)
     if src is not FP32 and dst is not FP32 and src is not dst:
-        raise TypeError("np_convert: between fp16 and bf16 go through fp32 (two roundings)")
+        raise TypeError("np_convert: between two storage formats go through fp32 (two roundings)")
     with np.errstate(all="ignore"):
-        out = src.to_float(x).astype(np.float32).astype(dst.np_dtype)
+        out = _np_widen(x, src).astype(dst.np_dtype)
     return np_canonical(dst.from_float(out), dst)
 
 
@@ -233,6 +273,8 @@ def _unpack(m, x, spec, name):
     e = Signal(_EXP, name=f"{name}_e")
     m.d.comb += [sig.eq(Cat(mant, normal)),
                  e.eq(Mux(normal, ef, 1) - (spec.bias + M))]
+    if spec.finite:          # no infinities; NaN only with every mantissa bit set
+        return sign, sig, e, ~normal & (mant == 0), Const(0, 1), special & mant.all()
     return sign, sig, e, ~normal & (mant == 0), special & (mant == 0), special & (mant != 0)
 
 
@@ -258,11 +300,11 @@ def negative_magnitude(x, spec=FP32):
 
 
 def nan_of(x, spec=FP32):
-    """Whether encoding `x` of `spec` is a NaN: exponent all ones, mantissa not zero
-    (combinational)."""
+    """Whether encoding `x` of `spec` is a NaN: exponent all ones, mantissa not zero (all
+    ones in a `finite` format) (combinational)."""
     x = Value.cast(x)
     M, E = spec.man_bits, spec.exp_bits
-    return (x[M:M + E] == spec.exp_all_ones) & (x[:M] != 0)
+    return (x[M:M + E] == spec.exp_all_ones) & (x[:M].all() if spec.finite else x[:M] != 0)
 
 
 def _round_up(guard, rest, lsb):
@@ -434,6 +476,10 @@ def staged_convert(st, x, src, dst, name):
     """`convert` staged on `st` (a `dsp.Stages`), its registers named after `name`: the
     `dst` encoding `convert_latency(src, dst)` stages later."""
     _check("convert", src=src, dst=dst)
+    if dst.finite:
+        # no datapath result is stored in such a format (fp8 O is written in bf16), and its
+        # overflow (to NaN, or saturated as the FP8 recipes do) is the host's choice
+        raise TypeError(f"convert: no builder rounds to {dst.name} (a format without infinities)")
     m = st.m
     s, sig, e, _, inf, nan = _unpack(m, x, src, name)
     s1, inf1, nan1 = (Signal(name=f"{name}_{k}1") for k in ("sign", "inf", "nan"))

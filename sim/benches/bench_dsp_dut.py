@@ -45,7 +45,7 @@ def _cases():
                 lambda st, o, y, e: [a.staged_finalize(st, o, y, e)]),
         "rcp": ({"l": a.l_shape}, lambda st, l: list(a.staged_reciprocal(st, l))),
     }
-    for spec in ("fp16", "bf16", "fp32"):
+    for spec in fp.SPECS:
         cases[f"fmul_{spec}"] = _fmul(spec)
     return cases
 

@@ -19,14 +19,17 @@ exactly halfway between two results.
 import numpy as np
 import softfloatpy as sf
 
-from attenio.hdl.formats.fp import BF16, FP16, FP32, SPECS
+from attenio.formats import FORMAT_TABLE
+from attenio.hdl.formats.fp import FP32, SPECS
 
 __all__ = ["oracle_mul", "oracle_add", "oracle_convert", "oracle_maximum", "oracle_to_fixed",
            "same", "edge_values", "vectors"]
 
-_SF = {FP16: sf.Float16, BF16: sf.BFloat16, FP32: sf.Float32}
-_TO32 = {FP16: sf.f16_to_f32, BF16: sf.bf16_to_f32, FP32: lambda x: x}
-_FROM32 = {FP16: sf.f32_to_f16, BF16: sf.f32_to_bf16, FP32: lambda x: x}
+#: SoftFloat's type and functions of every storage format it has (`FormatRow.softfloat`)
+_SOFT = {SPECS[row.name]: row.softfloat for row in FORMAT_TABLE if row.softfloat}
+_SF = {FP32: sf.Float32} | {s: getattr(sf, t) for s, (t, _) in _SOFT.items()}
+_TO32 = {FP32: lambda x: x} | {s: getattr(sf, f"{n}_to_f32") for s, (_, n) in _SOFT.items()}
+_FROM32 = {FP32: lambda x: x} | {s: getattr(sf, f"f32_to_{n}") for s, (_, n) in _SOFT.items()}
 
 
 def _sf(bits, spec):
