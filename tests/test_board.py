@@ -189,8 +189,9 @@ def test_host_checks_the_hardware():
         asyncio.run(AttenIOHost(board, asked).check_hardware())
 
 
-def _host_script_run(config, name, seed, *, n, d, heads):
-    """The host code over the simulated UART into `attenio_board` of `config`; checks O."""
+def _host_script_run(config, name, seed, *, n, d, heads, quick_build=False):
+    """The host code over the simulated UART into `attenio_board` of `config`; checks O.
+    `quick_build`: a -O0 model, for a run short enough that its build dominates."""
     build = Path("build") / "tests" / name
     build.mkdir(parents=True, exist_ok=True)
     verilog = emit_board(resolve(**config), build, divisor=DIVISOR)
@@ -198,6 +199,7 @@ def _host_script_run(config, name, seed, *, n, d, heads):
     results.unlink(missing_ok=True)
     run_bench(simulator="verilator", verilog_sources=[verilog], toplevel="attenio_board",
               module="attenio.sim.benches.bench_board", build_dir=build / "verilator",
+              quick_build=quick_build,
               params={"config": config, "divisor": DIVISOR, "seed": seed % 1000,
                       "results": str(results)})
     r = json.loads(results.read_text())
@@ -211,7 +213,7 @@ def _host_script_run(config, name, seed, *, n, d, heads):
 
 @pytest.mark.skipif(not simulator_available("verilator"), reason="verilator is not installed")
 def test_host_script_through_simulated_board(seed):
-    _host_script_run(TINY, "board_tiny", seed, n=16, d=8, heads=2)
+    _host_script_run(TINY, "board_tiny", seed, n=16, d=8, heads=2, quick_build=True)
 
 
 @pytest.mark.slow
