@@ -61,7 +61,7 @@ class BaselinePlan:
 def _dims(config):
     w = config.workload
     m = config.budget.cache_bytes // config.format.element_bytes
-    return w.seq_len, w.head_dim, m, config.format.element_bytes
+    return w.seq_len, w.head_dim, m, config.format.element_bytes, config.format.out_bytes
 
 
 def standard_tiling(n, d, m):
@@ -72,7 +72,7 @@ def standard_tiling(n, d, m):
 
 
 def standard(config):
-    n, d, m, eb = _dims(config)
+    n, d, m, eb, ob = _dims(config)
     t = standard_tiling(n, d, m)
     sb, pb = spill_bytes(config.format, "S"), spill_bytes(config.format, "P")
     qk_reads = general_mmm_reads(n, n, d, t["x"], t["y"])
@@ -86,7 +86,7 @@ def standard(config):
         reads=(Transfer("Q", q_reads, eb), Transfer("K", k_reads, eb),
                Transfer("S", softmax_reads, sb), Transfer("P", p_reads, pb),
                Transfer("V", v_reads, eb)),
-        writes=(Transfer("S", n * n, sb), Transfer("P", n * n, pb), Transfer("O", n * d, eb)))
+        writes=(Transfer("S", n * n, sb), Transfer("P", n * n, pb), Transfer("O", n * d, ob)))
     footprint = max(t["x"] * t["y"] + t["x"] + t["y"],
                     min(n, m) if t["row_fits"] else 2,
                     t["x_pv"] * t["y_pv"] + t["x_pv"] + t["y_pv"])
@@ -101,7 +101,7 @@ def flat_rows(n, d, m):
 
 
 def flat(config):
-    n, d, m, eb = _dims(config)
+    n, d, m, eb, ob = _dims(config)
     r = flat_rows(n, d, m)
     nd = n * d
     if r >= 1:
@@ -110,7 +110,7 @@ def flat(config):
         per_head = Traffic(
             reads=(Transfer("Q", nd, eb), Transfer("K", nd * blocks, eb),
                    Transfer("V", nd * blocks, eb)),
-            writes=(Transfer("O", nd, eb),))
+            writes=(Transfer("O", nd, ob),))
         return BaselinePlan("flat", "FLAT (row-granular fusion)", {"R": r, "spill": False},
                             r * (2 * d + n + 2) + d, per_head.scaled(config.workload.heads))
     if 3 * d + 3 > m:
@@ -120,7 +120,7 @@ def flat(config):
     per_head = Traffic(
         reads=(Transfer("Q", nd, eb), Transfer("K", nd * n, eb), Transfer("V", nd * n, eb),
                Transfer("S", 2 * n * n, sb)),
-        writes=(Transfer("S", n * n, sb), Transfer("O", nd, eb)))
+        writes=(Transfer("S", n * n, sb), Transfer("O", nd, ob)))
     return BaselinePlan("flat", "FLAT (row-granular fusion)", {"R": 1, "spill": True},
                         3 * d + 3, per_head.scaled(config.workload.heads),
                         ("one row of S does not fit: S spills, written once and read twice",))
@@ -149,19 +149,19 @@ def fa2_footprint(d, br, bc):
 
 
 def _fa2_plan(config, name, title, tiling, notes=()):
-    n, d, m, eb = _dims(config)
+    n, d, m, eb, ob = _dims(config)
     br, bc = tiling["B_r"], tiling["B_c"]
     blocks = ceil(n / br)
     nd = n * d
     per_head = Traffic(
         reads=(Transfer("Q", nd, eb), Transfer("K", nd * blocks, eb), Transfer("V", nd * blocks, eb)),
-        writes=(Transfer("O", nd, eb),))
+        writes=(Transfer("O", nd, ob),))
     return BaselinePlan(name, title, tiling, fa2_footprint(d, br, bc),
                         per_head.scaled(config.workload.heads), notes)
 
 
 def flashattention2(config):
-    n, d, m, _ = _dims(config)
+    n, d, m, _, _ = _dims(config)
     t = fa2_tiling(n, d, m)
     notes = ()
     if fa2_footprint(d, t["B_r"], t["B_c"]) > m:
@@ -170,7 +170,7 @@ def flashattention2(config):
 
 
 def flashattention2_fair(config):
-    n, d, m, _ = _dims(config)
+    n, d, m, _, _ = _dims(config)
     return _fa2_plan(config, "flashattention2_fair", "FlashAttention-2 (B_r fills the cache)",
                      fa2_fair_tiling(n, d, m))
 

@@ -143,6 +143,11 @@ class Int8Format:
     def element_bytes(self):
         return self.element_bits // 8
 
+    @property
+    def out_bytes(self):
+        """Bytes of an element of O in memory: int8, on V's scale."""
+        return row_of(self.name).out_row.element_bits // 8
+
     def spill_bytes(self, kind):
         """Bytes of an intermediate (`kind` "S" or "P") a baseline stores off chip: S as the
         exact int32 score, P as 16-bit fixed point."""
@@ -263,6 +268,12 @@ class FloatFormat:
     def element_bytes(self):
         return self.element_bits // 8
 
+    @property
+    def out_bytes(self):
+        """Bytes of an element of O in memory: the storage format's, or for fp8 bf16's
+        (`FormatRow.out`)."""
+        return row_of(self.name).out_row.element_bits // 8
+
     def spill_bytes(self, kind):
         """Bytes of an intermediate (`kind` "S" or "P") a baseline stores off chip: in the
         storage format, as the baselines' papers count them."""
@@ -307,6 +318,16 @@ def BF16Format(**params):
     return FloatFormat(name="bf16", **params)
 
 
+def FP8E4M3Format(**params):
+    """OCP FP8 E4M3 storage of Q, K and V (`FloatFormat`), O in bf16."""
+    return FloatFormat(name="fp8_e4m3", **params)
+
+
+def FP8E5M2Format(**params):
+    """OCP FP8 E5M2 storage of Q, K and V (`FloatFormat`), O in bf16."""
+    return FloatFormat(name="fp8_e5m2", **params)
+
+
 @dataclass(frozen=True)
 class FormatRow:
     """One number format: what the project knows of it by its name.
@@ -327,7 +348,12 @@ class FormatRow:
                   conversion to and from the format
     softfloat     Berkeley SoftFloat's type and short name of the format (("Float16", "f16"):
                   softfloatpy.Float16, f16_to_f32 ...), the oracle of its IEEE arithmetic;
-                  None where SoftFloat has no such format
+                  None where SoftFloat has no such format (fp8: ml-dtypes is the oracle)
+    finite        a float format without infinities (OCP E4M3, "fn"): its all-ones exponent
+                  holds numbers, and its one NaN a sign has every other bit set
+    out           the format O is written in, when not this one: fp8's O is bf16, whose
+                  range holds O at any scale (an fp16 O overflows past 65504 once scale_v
+                  is applied) and whose 8 significant bits are finer than fp8's 4
     """
 
     name: str
@@ -338,16 +364,27 @@ class FormatRow:
     man_bits: int | None
     dtype: np.dtype
     softfloat: tuple[str, str] | None
+    finite: bool = False
+    out: str | None = None
 
     @property
     def is_float(self):
         return self.exp_bits is not None
+
+    @property
+    def out_row(self):
+        """The `FormatRow` of the format O is written in."""
+        return self if self.out is None else row_of(self.out)
 
 
 FORMAT_TABLE = (
     FormatRow("int8", 1, Int8Format, 8, None, None, np.dtype(np.int8), None),
     FormatRow("fp16", 2, FP16Format, 16, 5, 10, np.dtype(np.float16), ("Float16", "f16")),
     FormatRow("bf16", 3, BF16Format, 16, 8, 7, np.dtype(ml_dtypes.bfloat16), ("BFloat16", "bf16")),
+    FormatRow("fp8_e4m3", 4, FP8E4M3Format, 8, 4, 3, np.dtype(ml_dtypes.float8_e4m3fn), None,
+              finite=True, out="bf16"),
+    FormatRow("fp8_e5m2", 5, FP8E5M2Format, 8, 5, 2, np.dtype(ml_dtypes.float8_e5m2), None,
+              out="bf16"),
 )
 
 #: name -> the format's configuration (`FormatRow.make`), in the table's order

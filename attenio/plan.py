@@ -96,8 +96,10 @@ def split_problem(config, split):
         # EXP units that map onto no lanes: only a group of one MAC never straddles two
         lanes, lane_macs, no_lanes = None, 1, str(exc)
     beat = b.axi_data_bits // 8
+    # the feed's chunks of Q, K, V and the normalizer's of O (fp8's O is twice as wide)
+    widest = max(fmt.element_bytes, fmt.out_bytes)
     broken = validate.split_breaks(split, head_dim=d, lane_macs=lane_macs,
-                                   element_bytes=fmt.element_bytes, beat_bytes=beat)
+                                   element_bytes=widest, beat_bytes=beat)
     if broken == "head_dim":
         return f"mapping: split {split} must divide the head dimension d = {d}"
     if broken == "lane":
@@ -105,8 +107,9 @@ def split_problem(config, split):
             f"mapping: split {split} must divide the {lane_macs} MACs of one EXP lane "
             f"({q} MACs a line over {lanes} lane(s)), so no MAC group straddles two lanes")
     if broken == "beat":
-        return (f"mapping: split {split} feeds chunks of {split * fmt.element_bytes} bytes of "
-                f"{fmt.name} a cycle, which must divide the {b.axi_data_bits}-bit AXI beat "
+        what = fmt.name if widest == fmt.element_bytes else f"{fmt.name}'s O"
+        return (f"mapping: split {split} feeds chunks of {split * widest} bytes of "
+                f"{what} a cycle, which must divide the {b.axi_data_bits}-bit AXI beat "
                 f"({beat} bytes)")
     return None
 
@@ -224,14 +227,14 @@ def attenio_traffic(config, a, *, seq_len=None, heads=None, causal=None, kv_len=
     n_kv = run_kv_len(w, n, kv_len)
     causal = w.causal if causal is None else causal
     gb = (group or w.group) if grouped else 1
-    eb = config.format.element_bytes
+    eb, ob = config.format.element_bytes, config.format.out_bytes
     keys = key_rows(n, a // gb, causal=causal, n_kv=n_kv)
     nd, kd = n * w.head_dim, keys * w.head_dim
     passes = ceil(heads / gb)
     total = Traffic(
         reads=(Transfer("Q", nd * heads, eb), Transfer("K", kd * passes, eb),
                Transfer("V", kd * passes, eb)),
-        writes=(Transfer("O", nd * heads, eb),))
+        writes=(Transfer("O", nd * heads, ob),))
     reads, writes = attention_io(n, w.head_dim, a, causal=causal, n_kv=n_kv, heads=gb,
                                  grouped=grouped)
     reads, writes = reads * passes, writes * passes

@@ -139,9 +139,10 @@ def register_map(plan):
         regs.append(Register(f"{t}_BASE", offset, Access.RW, 32, f"byte address of {t}[0][0][0]"))
         regs.append(Register(f"{t}_HEAD_STRIDE", offset + 4, Access.RW, 32,
                              f"bytes from {t}[h][0][0] to {t}[h+1][0][0]"))
+        fmt = plan.config.format
         regs.append(Register(f"{t}_ROW_STRIDE", offset + 8, Access.RW, 32,
                              f"bytes from {t}[h][i][0] to {t}[h][i+1][0]",
-                             value=w.head_dim * plan.config.format.element_bytes))
+                             value=w.head_dim * (fmt.out_bytes if t == "O" else fmt.element_bytes)))
         offset += 0x10
     regs.append(Register("HEAD_GROUP", 0x060, Access.RW, 32,
                          "query heads g per K/V head, 1..255: query head h reads K and V of "

@@ -78,8 +78,8 @@ def _decoder_lines(plan):
     w = plan.workload
     if w.n_kv == w.seq_len and w.group == 1:
         return []
-    eb = plan.config.format.element_bytes
-    bound = (2 * w.heads * w.seq_len + 2 * w.n_kv_heads * w.n_kv) * w.head_dim * eb
+    eb, ob = plan.config.format.element_bytes, plan.config.format.out_bytes
+    bound = (w.heads * w.seq_len * (eb + ob) + 2 * w.n_kv_heads * w.n_kv * eb) * w.head_dim
     rows = w.heads * w.seq_len
     moved = plan.traffic.bytes
     return [f"  per query row (a generated token's, per head): {human_bytes(moved / rows)} "

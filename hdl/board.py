@@ -173,7 +173,8 @@ class UARTBridge(wiring.Component):
 def board_memory_bytes(plan):
     """Block RAM for Q, K, V and O of the Plan's largest run (all heads), a power of two."""
     w = plan.workload
-    need = 4 * w.heads * w.max_keys * w.head_dim * plan.config.format.element_bytes
+    fmt = plan.config.format
+    need = w.heads * w.max_keys * w.head_dim * (3 * fmt.element_bytes + fmt.out_bytes)
     return 1 << max(need - 1, 1).bit_length()
 
 

@@ -244,7 +244,7 @@ class AttentionCore(wiring.Component):
             "start": In(stream.Signature(start_layout(rows=self.rows, max_seq_len=max_seq_len))),
             "c": In(self._arith.c_shape),
             "feed": In(stream.Signature(feed_layout(split, self._arith.element_shape))),
-            "o_out": Out(stream.Signature(element_layout(split, self._arith.element_shape))),
+            "o_out": Out(stream.Signature(element_layout(split, self._arith.out_shape))),
             "busy": Out(1),
             "pe_active": Out(1),
             "exp_active": Out(1),

@@ -78,7 +78,7 @@ class Normalizer(wiring.Component):
             "array": Out(drain_signature(arith=arith, mac_lines=mac_lines,
                                          macs_per_line=macs_per_line, rows_per_mac=rows_per_mac,
                                          head_dim=head_dim, lanes=lanes, split=split)),
-            "o_out": Out(stream.Signature(element_layout(split, arith.element_shape))),
+            "o_out": Out(stream.Signature(element_layout(split, arith.out_shape))),
             "busy": Out(1),
         })
 
@@ -129,7 +129,7 @@ class Normalizer(wiring.Component):
         latency = self.latency(arith)
         depth = latency + self.CREDIT_SLACK
         credits = Signal(range(depth + 1), init=depth)
-        out_layout = element_layout(split, arith.element_shape)
+        out_layout = element_layout(split, arith.out_shape)
         m.submodules.out_fifo = out_fifo = fifo.SyncFIFOBuffered(width=out_layout.size,
                                                                  depth=depth)
         issue = draining & (credits != 0)
@@ -177,7 +177,7 @@ class Normalizer(wiring.Component):
             later = Signal.like(array.o, name=f"o_{k}")
             m.d.sync += later.eq(o)
             o = later
-        out = Signal(data.ArrayLayout(arith.element_shape, split))
+        out = Signal(data.ArrayLayout(arith.out_shape, split))
         values = [arith.finalize(m, o[g], y, e) for g in range(split)]
         if isinstance(arith, FloatArith):
             # the row's max (fp32) ends NaN or +inf, or its l is 0
@@ -187,7 +187,7 @@ class Normalizer(wiring.Component):
             nan_row = special & ((row_max[:man] != 0) | positive) | (array.l == 0)
             nan_row = Stages(m).delay(nan_row, arith.reciprocal_latency + arith.finalize_latency,
                                       "nan_row")
-            values = [Mux(nan_row, arith.spec.nan, x) for x in values]
+            values = [Mux(nan_row, arith.out.nan, x) for x in values]
         m.d.sync += [out[g].eq(x) for g, x in enumerate(values)]
         m.d.comb += [out_fifo.w_data.eq(Cat(out, flags[-1][1])), out_fifo.w_en.eq(flags[-1][0]),
                      self.o_out.valid.eq(out_fifo.r_rdy), self.o_out.payload.eq(out_fifo.r_data),

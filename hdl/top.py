@@ -98,20 +98,22 @@ def check_plan(plan):
         check_o_accumulator(fmt)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    row_bytes = plan.workload.head_dim * fmt.element_bytes
     b = plan.budget
     validate.lanes_per_line(exp_units=b.exp_units, mac_lines=b.mac_lines,
                             macs_per_line=b.macs_per_line, owner="budget", error=ConfigError)
     beat = plan.budget.axi_data_bits // 8
-    if row_bytes % beat:
-        raise ConfigError(f"a row of d = {plan.workload.head_dim} {fmt.name} elements "
-                          f"({row_bytes} bytes) "
-                          f"must be a whole number of {plan.budget.axi_data_bits}-bit AXI beats; "
-                          f"choose --axi-width <= {8 * row_bytes} or a larger d")
-    if validate.split_breaks(plan.split, head_dim=plan.workload.head_dim,
-                            element_bytes=fmt.element_bytes, beat_bytes=beat) == "beat":
-        raise ConfigError(f"a {plan.budget.axi_data_bits}-bit AXI beat must hold whole chunks of "
-                          f"split = {plan.split} {fmt.name} elements; choose a smaller --split")
+    # Q, K and V rows in the storage format, O rows in the format O is written in
+    for what, eb in ((f"{fmt.name} elements", fmt.element_bytes),
+                     (f"{fmt.name} O elements", fmt.out_bytes)):
+        row_bytes = plan.workload.head_dim * eb
+        if row_bytes % beat:
+            raise ConfigError(f"a row of d = {plan.workload.head_dim} {what} ({row_bytes} bytes) "
+                              f"must be a whole number of {plan.budget.axi_data_bits}-bit AXI "
+                              f"beats; choose --axi-width <= {8 * row_bytes} or a larger d")
+        if validate.split_breaks(plan.split, head_dim=plan.workload.head_dim,
+                                element_bytes=eb, beat_bytes=beat) == "beat":
+            raise ConfigError(f"a {plan.budget.axi_data_bits}-bit AXI beat must hold whole "
+                              f"chunks of split = {plan.split} {what}; choose a smaller --split")
 
 
 class AttenIOTop(wiring.Component):
@@ -139,6 +141,7 @@ class AttenIOTop(wiring.Component):
         width = plan.budget.axi_data_bits
         beat_bytes = width // 8
         row_bytes = plan.workload.head_dim * plan.config.format.element_bytes
+        o_row_bytes = plan.workload.head_dim * plan.config.format.out_bytes
         row_beats = row_bytes // beat_bytes
 
         m.submodules.csr = csr = CSRBlock(self._regmap)
@@ -149,7 +152,8 @@ class AttenIOTop(wiring.Component):
         # holds the Plan's K/V staging depth (rows enough to cover the link's latency),
         # which bounds the reads in flight to that many rows: that is the prefetch.
         m.submodules.dma = dma = DMA(addr_width=ADDR_WIDTH, data_width=width,
-                                     max_burst_beats=min(row_beats, AXI_4KB // beat_bytes,
+                                     max_burst_beats=min(max(row_bytes, o_row_bytes) // beat_bytes,
+                                                         AXI_4KB // beat_bytes,
                                                          AXI_MAX_BURST_BEATS),
                                      max_reads=plan.kv_depth,
                                      read_fifo_depth=plan.kv_depth * row_beats)
@@ -157,7 +161,7 @@ class AttenIOTop(wiring.Component):
                                                  row_bytes=row_bytes,
                                                  max_seq_len=plan.workload.max_keys,
                                                  banks=plan.banks)
-        m.submodules.wseq = wseq = WriteSequencer(addr_width=ADDR_WIDTH, row_bytes=row_bytes)
+        m.submodules.wseq = wseq = WriteSequencer(addr_width=ADDR_WIDTH, row_bytes=o_row_bytes)
         # the core takes and gives chunks of `split` elements, one per cycle
         m.submodules.core = core = AttentionCore.from_plan(plan)
         element = core.arith.element_shape
@@ -168,7 +172,7 @@ class AttenIOTop(wiring.Component):
         # the feed's handshake ends at a register slice on either side (see StreamSlice)
         m.submodules.feed_slice = feed_slice = StreamSlice(join.o.payload.shape())
         m.submodules.pack = pack = BeatPacker(data_width=width, width=plan.split,
-                                              element=element)
+                                              element=core.arith.out_shape)
 
         wiring.connect(m, wiring.flipped(self.s_axil), csr.s_axil)
         wiring.connect(m, wiring.flipped(self.m_axi), dma.m_axi)

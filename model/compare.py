@@ -561,8 +561,8 @@ def decoder_one(config):
     plan = _chosen(config)
     ours = simulate(plan)
     fa2 = simulate_baseline(config, all_baselines(config)["flashattention2"], causal=w.causal)
-    eb = config.format.element_bytes
-    bound = (2 * w.heads * w.seq_len + 2 * w.n_kv_heads * w.n_kv) * w.head_dim * eb
+    eb, ob = config.format.element_bytes, config.format.out_bytes
+    bound = (w.heads * w.seq_len * (eb + ob) + 2 * w.n_kv_heads * w.n_kv * eb) * w.head_dim
     entry = lambda r: {"cycles": r.cycles, "bytes": r.bytes_read + r.bytes_written,
                        "pe_util": r.pe_util}
     return {"seq_len": w.seq_len, "kv_len": w.n_kv, "heads": w.heads, "kv_heads": w.n_kv_heads,

@@ -511,7 +511,8 @@ def simulate(plan, *, seq_len=None, heads=None, causal=None, params=None, fast=T
     passes = h // gb
     blocks = _blocks(plan, n, causal, n_kv, gb)    # of one pass; every pass is the same
     per_head = sum((v + 2 * k) * count for v, k, count in blocks)
-    mc = _Machine(m, mem, params, m.d * eb, m.depth, per_head * passes, m.d * eb)
+    mc = _Machine(m, mem, params, m.d * eb, m.depth, per_head * passes,
+                  m.d * plan.config.format.out_bytes)
 
     def run_block(valid, kv):
         # S runs `lead` rows ahead of U (bank j mod B holds S_j until U_j): lead S rows,

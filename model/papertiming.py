@@ -182,7 +182,8 @@ def _dims(config):
 def _causal_bytes(config, block):
     """Q in and O out once, K and V for every row streamed: one head times the heads."""
     n, d, h, _, eb = _dims(config)
-    return h * eb * (2 * n * d + 2 * d * visited(n, block, True)[1])
+    ob = config.format.out_bytes
+    return h * ((eb + ob) * n * d + eb * 2 * d * visited(n, block, True)[1])
 
 
 def attenio_timing(config, timing, a, *, causal=False):

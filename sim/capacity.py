@@ -31,8 +31,9 @@ def need_bytes(plan, *, seq_len, heads, engine, memory, kv_len=None, kv_heads=No
     kv_heads = heads if kv_heads is None else kv_heads
     rows = -(-seq_len // plan.a) * plan.a
     q_tensor, kv_tensor = heads * seq_len * d, kv_heads * kv_len * d
+    fmt = plan.config.format
     tensors = 2 * q_tensor + 2 * kv_tensor                 # Q, O and K, V
-    image = tensors * plan.config.format.element_bytes
+    image = (q_tensor + 2 * kv_tensor) * fmt.element_bytes + q_tensor * fmt.out_bytes
     parts = {
         "golden model": golden.attention_peak_bytes(heads=heads, rows=rows, head_dim=d),
         "float64 reference": golden.reference_peak_bytes(heads=heads, rows=seq_len,

@@ -67,18 +67,19 @@ class Layout:
 
     @classmethod
     def packed(cls, *, seq_len, head_dim, heads, beat, rng=None, gap_rows=0, pad_bytes=0,
-               element_bytes=1, kv_len=None, kv_heads=None):
+               element_bytes=1, out_bytes=None, kv_len=None, kv_heads=None):
         """[head][row][d] row-major, each tensor 4 KB aligned (plus a random beat offset
         when `rng` is given); `pad_bytes` between rows, `gap_rows` rows between heads. Q and
         O have `heads` heads of `seq_len` rows, K and V `kv_heads` of `kv_len` (None: the
-        same as Q's)."""
-        row_stride = head_dim * element_bytes + pad_bytes
+        same as Q's); O's elements are `out_bytes` wide (None: `element_bytes`)."""
+        out_bytes = element_bytes if out_bytes is None else out_bytes
         kv = (heads if kv_heads is None else kv_heads, seq_len if kv_len is None else kv_len)
         shapes = {"Q": (heads, seq_len), "K": kv, "V": kv, "O": (heads, seq_len)}
         tensors, addr = {}, 0x1000
         for t in "QKVO":
             offset = int(rng.integers(0, 8)) * beat if rng is not None else 0
             h, rows = shapes[t]
+            row_stride = head_dim * (out_bytes if t == "O" else element_bytes) + pad_bytes
             head_stride = (rows + gap_rows) * row_stride
             tensors[t] = (addr + offset, head_stride, row_stride)
             addr = (addr + offset + h * head_stride + 0xFFF) // 0x1000 * 0x1000 + 0x1000
@@ -242,7 +243,8 @@ def model_depth(plan):
     w = plan.workload
     beat = plan.budget.axi_data_bits // 8
     size = Layout.packed(seq_len=w.max_keys, head_dim=w.head_dim, heads=w.heads, beat=beat,
-                         element_bytes=plan.config.format.element_bytes).size()
+                         element_bytes=plan.config.format.element_bytes,
+                         out_bytes=plan.config.format.out_bytes).size()
     return (size + 0x1000) // beat
 
 
@@ -365,7 +367,8 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
                            rng=rng if opts.random_layout and opts.memory == "axiram" else None,
                            gap_rows=int(rng.integers(0, 3)) if opts.random_layout else 0,
                            pad_bytes=beat * int(rng.integers(0, 2)) if opts.random_layout else 0,
-                           element_bytes=data.dtype.itemsize, kv_len=n_kv,
+                           element_bytes=data.dtype.itemsize,
+                           out_bytes=data.out_dtype.itemsize, kv_len=n_kv,
                            kv_heads=data.kv_heads)
     if opts.memory == "model" and layout.size() > model_depth(plan) * beat:
         raise ConfigError(f"the inputs need {layout.size()} bytes of the memory model, which "
@@ -492,7 +495,7 @@ def _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s,
         entry["error_name"] = ErrorCode(r["error"]).name
         entry["bad"] = i < len(opts.bad_runs)
         if not entry["bad"]:
-            o = _read_o(layout, r["o_bytes"], got["o_base"], heads, n, d, data.dtype)
+            o = _read_o(layout, r["o_bytes"], got["o_base"], heads, n, d, data.out_dtype)
             entry["bit_exact"] = bool(np.array_equal(o, expect))
             entry["mismatches"] = int(np.sum(o != expect))
             entry["bytes_match_plan"] = (r["counters"]["BYTES_READ"] == traffic.read_bytes

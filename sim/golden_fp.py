@@ -102,13 +102,15 @@ class FloatDatapath:
     of the MACs without the interleave, and of every r >= the accumulator's latency)."""
 
     def __init__(self, spec, *, max_seq_len, head_dim, split=1, rows_per_mac=None,
-                 fixed=None):
+                 fixed=None, out=None):
         if validate.split_breaks(split, head_dim=head_dim):
             raise ValueError(f"FloatDatapath: split {split} must divide d = {head_dim}")
         if rows_per_mac is not None:
             validate.positive("FloatDatapath", rows_per_mac=rows_per_mac)
         self.spec, self.split, self.head_dim = spec, split, head_dim
-        self.arith = FloatArith(spec, max_seq_len=max_seq_len, head_dim=head_dim, fixed=fixed)
+        self.arith = FloatArith(spec, max_seq_len=max_seq_len, head_dim=head_dim, fixed=fixed,
+                                out=out)
+        self.out = self.arith.out
         self.sums = 1 if rows_per_mac is None else score_sums(
             self.arith, rows_per_mac, head_dim=head_dim, split=split)
         self.fixed = self.arith.fixed
@@ -120,9 +122,13 @@ class FloatDatapath:
     def store(self, x):
         return store(self.spec, x)
 
+    def store_out(self, x):
+        """Float arrays rounded to the format O is written in, as encodings."""
+        return store(self.out, x)
+
     def widen(self, bits):
-        """Storage encodings as fp32 values (exact)."""
-        return self.spec.to_float(bits).astype(np.float32)
+        """Storage encodings as fp32 values (exact), decoded as `fp._np_widen` does."""
+        return self.spec.decode(bits).astype(np.float32)
 
 
 def _score_order(d, s, k):
@@ -187,9 +193,9 @@ def _finish(dp, o, l, m):
     y, e = dp.fixed.np_reciprocal(l)
     r = np.ldexp(y.astype(np.float64), -dp.recip_frac - e).astype(np.float32)
     with np.errstate(all="ignore"):
-        out = fp.np_convert((o * r[:, None]).view(np.uint32), FP32, dp.spec)
+        out = fp.np_convert((o * r[:, None]).view(np.uint32), FP32, dp.out)
         bad = np.isnan(m) | (m == np.inf) | (l == 0)
-    return np.where(bad[:, None], dp.spec.bits_dtype(dp.spec.nan), out).astype(dp.spec.bits_dtype)
+    return np.where(bad[:, None], dp.out.bits_dtype(dp.out.nan), out).astype(dp.out.bits_dtype)
 
 
 def _limits(rows, n, causal):
@@ -197,9 +203,11 @@ def _limits(rows, n, causal):
     return causal_limits(rows, n) if causal else np.full(rows, n, np.int64)
 
 
-def attention(dp, q, k, v, causal=False):
-    """Storage encodings of the output [rows, d] for storage encodings q [rows, d],
-    k, v [N, d] of one head; `causal` masks key j from row i when j >= causal_limit."""
+def attention(dp, q, k, v, causal=False, c=None):
+    """Encodings of the output [rows, d] (in `dp.out`) for storage encodings q [rows, d],
+    k, v [N, d] of one head; `causal` masks key j from row i when j >= causal_limit; `c` the
+    SCALE_C register's fp32 bits (None: the datapath's log2(e) / sqrt(d), unscaled inputs)."""
+    c = dp.c if c is None else np.uint32(c).view(np.float32)
     qf, kf, vf = dp.widen(q), dp.widen(k), dp.widen(v)
     rows, n = len(qf), len(kf)
     limits = _limits(rows, n, causal)
@@ -209,7 +217,7 @@ def attention(dp, q, k, v, causal=False):
     o = np.zeros((rows, dp.head_dim), np.float32)
     with np.errstate(all="ignore"):
         for j0 in range(0, n, _CHUNK):
-            x = _scores(dp, qf, kf[j0:j0 + _CHUNK]) * dp.c
+            x = _scores(dp, qf, kf[j0:j0 + _CHUNK]) * c
             for t in range(x.shape[1]):
                 m, alpha, p, up = _softmax_weights(dp, m, x[:, t], j0 + t < limits)
                 l = dp.fixed.np_update_l(alpha, l, p)

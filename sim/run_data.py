@@ -9,9 +9,12 @@ format: the output's values, with its encodings), so a user compares with their
 own framework directly.
 
 Inputs come from `golden.make_inputs` (its kinds; unquantized for a float format)
-or from a user's npz (`load_inputs`): float arrays run in a float format without
-quantization (rounded to the storage format through fp32), and are quantized per tensor
-for int8; int8 arrays with their scales are dequantized for a float format.
+or from a user's npz (`load_inputs`): float arrays run in a 16-bit float format without
+quantization (rounded to the storage format through fp32), are quantized per tensor for
+int8, and scaled per tensor for fp8 as the FP8 recipes do (scale = amax / the format's
+largest number, the scaled values rounded to nearest and saturated); int8 arrays with
+their scales are dequantized for a float format. A scaled format's SCALE_C carries
+scale_q * scale_k, and its O (in V's units) is returned times scale_v.
 """
 
 import zipfile
@@ -26,7 +29,7 @@ from attenio.formats import FloatFormat
 
 from . import golden, golden_fp
 
-__all__ = ["RunData", "load_inputs", "input_shapes"]
+__all__ = ["RunData", "load_inputs", "input_shapes", "fp8_quantize"]
 
 #: an int8 tensor of an npz without its scale is taken at this scale
 DEFAULT_INT8_SCALE = 1.0 / 16
@@ -164,6 +167,17 @@ def load_inputs(path, *, head_dim, max_keys=None):
     return out
 
 
+def fp8_quantize(spec, x):
+    """(encodings, scale) of float array `x` in fp8 `spec`, as the FP8 recipes scale a
+    tensor: scale = amax / the largest finite number (1 for an all-zero tensor), x / scale
+    rounded to nearest even and saturated to the largest finite number (ml-dtypes' cast)."""
+    x = np.asarray(x, np.float64)
+    top = float(spec.decode(spec.max_finite))
+    amax = float(np.abs(x).max()) if x.size else 0.0
+    scale = float(np.float32(amax / top)) if amax > 0 else 1.0
+    return spec.from_float(np.clip(x / scale, -top, top).astype(spec.np_dtype)), scale
+
+
 @dataclass
 class RunData:
     """Q [heads, N, d], K and V [kv_heads, N_kv, d] as stored (`dtype`, little-endian in
@@ -176,6 +190,11 @@ class RunData:
     v: np.ndarray
     c: int
     scales: dict
+
+    @staticmethod
+    def _scaled(fmt):
+        """Whether `fmt` stores scaled values (int8 and fp8: a scale a tensor)."""
+        return not isinstance(fmt, FloatFormat) or fmt.element_bits == 8
 
     @classmethod
     def make(cls, fmt, *, head_dim, inputs=None, kind="gaussian", seq_len=None, heads=1,
@@ -194,17 +213,23 @@ class RunData:
             # every g-th head's K and V: the K/V heads (each tensor's scale still holds)
             inputs = {**inputs, "k": inputs["k"][::group], "v": inputs["v"][::group]}
         if is_float:
-            stored = {}
+            spec, stored, scales = cls._spec(fmt), {}, {}
             for t in "qkv":
                 x = inputs[t]
                 if x.dtype == np.int8:
                     x = golden.dequantize(x, inputs[f"scale_{t}"])
-                stored[t] = golden_fp.store(cls._spec(fmt), x)
-                if not np.isfinite(cls._spec(fmt).to_float(stored[t])).all():
+                if cls._scaled(fmt):
+                    stored[t], scales[t] = fp8_quantize(spec, x)
+                else:
+                    stored[t] = golden_fp.store(spec, x)
+                if not np.isfinite(spec.to_float(stored[t])).all():
                     raise ConfigError(f"{fmt.name} inputs: {t} holds values that round to "
                                       f"infinity in {fmt.name}; scale them into its range")
-            return cls(fmt, stored["q"], stored["k"], stored["v"],
-                       fmt.softmax_constant(head_dim=head_dim), {})
+            c = fmt.softmax_constant(head_dim=head_dim)
+            if scales:
+                c = int(np.float32(np.uint32(c).view(np.float32) * np.float32(scales["q"])
+                                   * np.float32(scales["k"])).view(np.uint32))
+            return cls(fmt, stored["q"], stored["k"], stored["v"], c, scales)
         out, scales = {}, {}
         for t in "qkv":
             x = inputs[t]
@@ -223,9 +248,21 @@ class RunData:
         from attenio.hdl.formats import fp
         return fp.SPECS[fmt.name]
 
+    @staticmethod
+    def _out_spec(fmt):
+        from attenio.formats import row_of
+        from attenio.hdl.formats import fp
+        return fp.SPECS[row_of(fmt.name).out_row.name]
+
     @property
     def is_float(self):
         return isinstance(self.fmt, FloatFormat)
+
+    @property
+    def out_dtype(self):
+        """An element of O as memory holds it."""
+        bits = self.fmt.out_bytes * 8
+        return np.dtype(f"<u{bits // 8}") if self.is_float else np.dtype(f"<i{bits // 8}")
 
     @property
     def dtype(self):
@@ -269,15 +306,18 @@ class RunData:
         dp = golden_fp.FloatDatapath(self._spec(self.fmt), max_seq_len=w.max_keys,
                                      head_dim=w.head_dim, split=plan.split,
                                      rows_per_mac=plan.rows_per_mac,
-                                     fixed=self.fmt.fixed)
-        return np.stack([golden_fp.attention(dp, self.q[h], k[h], v[h], causal=causal)
+                                     fixed=self.fmt.fixed, out=self._out_spec(self.fmt))
+        return np.stack([golden_fp.attention(dp, self.q[h], k[h], v[h], causal=causal,
+                                             c=self.c)
                          for h in range(self.heads)])
 
     def real(self, t, x=None):
         """Tensor `t` ("q", "k", "v" or "o", given as `x`) in real units (float64)."""
         x = getattr(self, t) if x is None else x
         if self.is_float:
-            return self._spec(self.fmt).to_float(x).astype(np.float64)
+            spec = self._out_spec(self.fmt) if t == "o" else self._spec(self.fmt)
+            return spec.to_float(x).astype(np.float64) * self.scales.get(
+                "v" if t == "o" else t, 1.0)
         return golden.dequantize(x, self.scales["v" if t == "o" else t])
 
     def reference(self, *, causal=False):
@@ -298,7 +338,7 @@ class RunData:
         (`scale_o` = scale_v: O is in V's units)."""
         out = {"o": self.real("o", rtl), "rtl": rtl, "golden": expect, "reference": ref,
                "q": self.q, "k": self.k, "v": self.v, "format": self.fmt.name}
-        if not self.is_float:
+        if self.scales:
             out.update({f"scale_{t}": self.scales[t] for t in "qkv"})
             out["scale_o"] = self.scales["v"]
         return out

@@ -79,6 +79,14 @@ CONFIGS = [
     ("p1q8r1d8e1s4bf16", dict(mac_lines=1, macs_per_line=8, rows_per_mac=1, head_dim=8,
                               exp_units=1, max_seq_len=32, split=4, format="bf16"),
      [[2, 10], [2, 3], [1, 2]]),
+    # fp8 in, bf16 out: E4M3 (NaN, no infinity: the planted inf reads as NaN) over 2 MACs a
+    # row, E5M2 one MAC a row
+    ("p2q4r3d8e2s2e4m3", dict(mac_lines=2, macs_per_line=4, rows_per_mac=3, head_dim=8,
+                              exp_units=2, max_seq_len=64, split=2, format="fp8_e4m3"),
+     [[12, 10], [7, 4], [12, 2]]),
+    ("p2q4r2d8e4e5m2", dict(mac_lines=2, macs_per_line=4, rows_per_mac=2, head_dim=8,
+                            exp_units=4, max_seq_len=64, format="fp8_e5m2"),
+     [[16, 12], [11, 5], [16, 3]]),
 ]
 
 
@@ -88,7 +96,8 @@ CONFIGS = [
 #: line repeats the Icarus-run s = 2 with one
 _SLOW = {("p2q4r2d8e4bf16", "verilator"), ("p2q4r3d8e2s2fp16", "verilator"),
          ("p1q8r1d8e1s4bf16", "verilator"), ("p1q8r1d8e1s4bf16", "icarus"),
-         ("p2q4r2d8e4s2", "verilator")}
+         ("p2q4r2d8e4s2", "verilator"), ("p2q4r3d8e2s2e4m3", "verilator"),
+         ("p2q4r2d8e4e5m2", "verilator"), ("p2q4r2d8e4e5m2", "icarus")}
 #: int8 configurations the default suite runs on Icarus only (both simulators run the
 #: same Verilog; the slow suite runs every configuration on both): the suite must stay
 #: well under 20 minutes on CI's 2 cores, and an int8 core bench costs 15-35 s a run
@@ -201,7 +210,8 @@ def _random_blocks(rng, core, shapes):
     blocks, want = [], []
     if isinstance(arith, FloatArith):
         dp = golden_fp.FloatDatapath(arith.spec, max_seq_len=core.max_seq_len, head_dim=d,
-                                     split=core.split, rows_per_mac=core.rows_per_mac)
+                                     split=core.split, rows_per_mac=core.rows_per_mac,
+                                     out=arith.out)
         for rows, n in shapes:
             q, k, v = (dp.store(rng.normal(0, sd, shape))
                        for sd, shape in ((2.0, (rows, d)), (2.0, (n, d)), (1.0, (n, d))))

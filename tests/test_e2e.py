@@ -153,12 +153,18 @@ def test_memory_model_inside_the_design(tmp_path_factory, seed):
                  id="fp16-verilator-causal"),
     pytest.param("bf16", 1, "verilator", False, marks=pytest.mark.slow, id="bf16-verilator"),
     pytest.param("fp16", 2, "icarus", False, marks=pytest.mark.slow, id="fp16-icarus"),
+    # fp8: 8-bit Q, K, V in, 16-bit (bf16) O out through the same DMA
+    pytest.param("fp8_e4m3", 2, "icarus", True, marks=pytest.mark.slow, id="e4m3-icarus-causal"),
+    pytest.param("fp8_e5m2", 1, "icarus", False, marks=pytest.mark.slow, id="e5m2-icarus"),
+    pytest.param("fp8_e4m3", 1, "verilator", False, marks=pytest.mark.slow, id="e4m3-verilator"),
+    pytest.param("fp8_e5m2", 2, "verilator", True, marks=pytest.mark.slow,
+                 id="e5m2-verilator-causal"),
 ])
 def test_float_formats_two_heads_with_latency_and_backpressure(tmp_path_factory, fmt, split,
                                                                simulator, masked, seed):
-    """fp16 and bf16 through the DMA (16-bit elements in 64-bit beats), a partial block, two
-    heads, random latency and back-pressure, with and without the causal mask;
-    sim_outputs.npz holds O in real units."""
+    """Every float format through the DMA (8- and 16-bit elements in 64-bit beats, fp8's O
+    in bf16), a partial block, two heads, random latency and back-pressure, with and
+    without the causal mask; sim_outputs.npz holds O in real units (fp8's times scale_v)."""
     import numpy as np
 
     from attenio.formats import format_by_name
@@ -174,5 +180,6 @@ def test_float_formats_two_heads_with_latency_and_backpressure(tmp_path_factory,
     check_good(report, 37, 2, exact=False)
     saved = np.load(out / "sim_outputs.npz")
     assert str(saved["format"]) == fmt and saved["rtl"].dtype == np.uint16
+    assert saved["q"].dtype == (np.uint8 if fmt.startswith("fp8") else np.uint16)
     err = np.linalg.norm(saved["o"] - saved["reference"]) / np.linalg.norm(saved["reference"])
     assert err < (0.005 if fmt == "fp16" else 0.02), err

@@ -101,8 +101,8 @@ def test_builder_equals_twin(arith, rng, op):
                                f"{[int(x[bad[0]]) for x in inputs]}: {g[bad[0]]} != {w[bad[0]]}")
 
 
-def test_storage_must_be_a_16_bit_format():
-    with pytest.raises(TypeError, match="storage must be one of fp16, bf16, not"):
+def test_storage_must_be_a_storage_format():
+    with pytest.raises(TypeError, match="storage must be one of fp16, bf16, fp8_e4m3, fp8_e5m2, not"):
         FloatArith(FP32, max_seq_len=16, head_dim=8)
 
 

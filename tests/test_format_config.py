@@ -11,7 +11,8 @@ import pytest
 
 from attenio import BF16Format, ConfigError, FP16Format, Int8Format, preset, resolve
 from attenio.baselines import all_baselines
-from attenio.formats import FLOAT_FORMATS, FORMAT_TABLE, FORMATS, DatapathWidths, format_by_name
+from attenio.formats import (FLOAT_FORMATS, FORMAT_TABLE, FORMATS, DatapathWidths,
+                             format_by_name, row_of)
 from attenio.plan import make_plan, reservations
 from attenio.regmap import FORMAT_IDS, register_map
 
@@ -31,10 +32,10 @@ def paper(head_dim, fmt):
 @pytest.mark.parametrize("n, d, l", [(65536, 64, 24 + 17), (16384, 128, 24 + 15), (256, 16, 24 + 9),
                                      (65535, 64, 24 + 16)])
 def test_float_widths_are_the_rtls(fmt, n, d, l):
-    # 16-bit storage, fp32 scores (two banks) and m, l as int8's fixed point (p_frac
+    # the storage width, fp32 scores (two banks) and m, l as int8's fixed point (p_frac
     # fractional bits, l <= N), P and alpha as one (up, e) pair: e in fp32 and the up bit
     assert fmt.datapath(max_seq_len=n, head_dim=d) == DatapathWidths(
-        element=16, score=32, m=32, l=l, p=32, alpha=32, o_acc=32, up_e=33)
+        element=row_of(fmt.name).element_bits, score=32, m=32, l=l, p=32, alpha=32, o_acc=32, up_e=33)
     assert fmt.datapath(max_seq_len=n, head_dim=d).l == \
         fmt.fixed.datapath(max_seq_len=n, head_dim=d).l
 
@@ -240,7 +241,8 @@ def test_the_format_table_is_every_list_of_formats():
                 row.element_bits, row.exp_bits, row.man_bits)
             one = spec.encode(1.0)
             assert spec.to_float(np.array([one]))[0] == 1.0 and one == spec.bias << spec.man_bits
-    with pytest.raises(ConfigError, match=r"^unknown format 'fp4'; choose one of bf16, fp16, int8$"):
+    with pytest.raises(ConfigError, match=r"^unknown format 'fp4'; choose one of bf16, fp16, "
+                                          r"fp8_e4m3, fp8_e5m2, int8$"):
         format_by_name("fp4")
 
 

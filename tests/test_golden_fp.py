@@ -104,8 +104,8 @@ def test_specials_make_their_rows_nan_and_only_theirs(rng):
     assert fp.BF16.is_nan(out[:, 5]).all() and not fp.BF16.is_nan(np.delete(out, 5, 1)).any()
 
 
-def test_storage_must_be_a_16_bit_format():
-    with pytest.raises(TypeError, match="storage must be one of fp16, bf16, not"):
+def test_storage_must_be_a_storage_format():
+    with pytest.raises(TypeError, match="storage must be one of fp16, bf16, fp8_e4m3, fp8_e5m2, not"):
         G.FloatDatapath(fp.FP32, max_seq_len=16, head_dim=8)
     with pytest.raises(ValueError, match="split 3 must divide d = 8"):
         G.FloatDatapath(fp.FP16, max_seq_len=16, head_dim=8, split=3)

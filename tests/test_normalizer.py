@@ -98,7 +98,7 @@ def expected_chunks(arith, shape, block):
         out = arith.np_finalize(block.o[:rows].astype(np.uint32), y[:, None], e[:, None])
         m = block.m[:rows].astype(np.uint32)
         bad = FP32.is_nan(m) | (m == FP32.inf) | (block.l[:rows] == 0)
-        out = np.where(bad[:, None], arith.spec.nan, out)
+        out = np.where(bad[:, None], arith.out.nan, out)
     else:
         out = arith.np_finalize(block.o[:rows], y[:, None], e[:, None])
     out = np.asarray(out, np.int64)
@@ -309,7 +309,7 @@ def test_edge_values_of_l_and_o_and_the_nan_rows(rng, fmt):
     trace = run(arith, shape, blocks, rng, ready_chance=0.8, max_gap=2)
     check_outputs(arith, shape, blocks, trace)
     if isinstance(arith, FloatArith):
-        nans = sum(values == [arith.spec.nan] * shape.split for _, values, _ in trace.taken)
+        nans = sum(values == [arith.out.nan] * shape.split for _, values, _ in trace.taken)
         assert nans >= len(trace.taken) // 2        # the rule was exercised
 
 

@@ -19,7 +19,7 @@ A new family is a new module here, exported below.
 
 import functools
 
-from attenio.formats import FloatFormat, Int8Format
+from attenio.formats import FloatFormat, Int8Format, row_of
 
 from .float import FloatArith
 from .fp import FP32, SPECS
@@ -54,5 +54,5 @@ def arith_of(fmt, *, max_seq_len, head_dim):
     if isinstance(fmt, FloatFormat):
         check_o_accumulator(fmt)
         return FloatArith(SPECS[fmt.name], max_seq_len=max_seq_len, head_dim=head_dim,
-                          fixed=fmt.fixed)
+                          fixed=fmt.fixed, out=SPECS[row_of(fmt.name).out_row.name])
     raise TypeError(f"not a format object: {fmt!r}")

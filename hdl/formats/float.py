@@ -44,11 +44,15 @@ class FloatArith:
     `Int8Format`, defaults if None). Builders are methods, each with its twin
     ``np_<name>`` (encodings or fixed-point integers in, the same bits out)."""
 
-    def __init__(self, spec, *, max_seq_len, head_dim, fixed=None):
-        if spec not in fp.STORAGE.values():
-            raise TypeError(f"FloatArith: storage must be one of {', '.join(fp.STORAGE)}, "
-                            f"not {spec!r}")
-        self._spec = spec
+    def __init__(self, spec, *, max_seq_len, head_dim, fixed=None, out=None):
+        for role, s in (("storage", spec), ("out", out or spec)):
+            if s not in fp.STORAGE.values():
+                raise TypeError(f"FloatArith: {role} must be one of {', '.join(fp.STORAGE)}, "
+                                f"not {s!r}")
+        if (out or spec) not in fp.OUTPUTS.values():
+            raise TypeError(f"FloatArith: O cannot be written in {(out or spec).name}; give "
+                            f"out, one of {', '.join(fp.OUTPUTS)} (fp8's is bf16)")
+        self._spec, self._out = spec, out or spec
         self._fixed = Int8Arith(fixed or Int8Format(), max_seq_len=max_seq_len,
                                 head_dim=head_dim)
         self._head_dim = head_dim
@@ -58,7 +62,13 @@ class FloatArith:
 
     @property
     def spec(self):
+        """The storage format of Q, K and V."""
         return self._spec
+
+    @property
+    def out(self):
+        """The format O is written in: the storage format, or fp8's 16-bit one."""
+        return self._out
 
     @property
     def fixed(self):
@@ -72,6 +82,11 @@ class FloatArith:
     @property
     def element_shape(self):
         return unsigned(self._spec.width)
+
+    @property
+    def out_shape(self):
+        """An element of O as written."""
+        return unsigned(self._out.width)
 
     @property
     def score_shape(self):
@@ -254,7 +269,7 @@ class FloatArith:
         r = fp.staged_from_fixed(st, y, exp, "ffin_r")
         o1 = st.delay(o, fp.from_fixed_latency(len(Value.cast(y))), "ffin_o")
         prod = fp.staged_mul(st, o1, r, FP32, FP32, "ffin_mul")
-        return fp.staged_convert(st, prod, FP32, self._spec, "ffin_out")
+        return fp.staged_convert(st, prod, FP32, self._out, "ffin_out")
 
     # -- twins --------------------------------------------------------------------------
 
@@ -299,4 +314,4 @@ class FloatArith:
 
     def np_finalize(self, o, y, ey):
         r = fp.np_from_fixed(y, -self._fixed.cfg.recip_frac - np.asarray(ey, np.int64))
-        return fp.np_convert(fp.np_mul(o, r, FP32, FP32), FP32, self._spec)
+        return fp.np_convert(fp.np_mul(o, r, FP32, FP32), FP32, self._out)

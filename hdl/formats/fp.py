@@ -61,7 +61,7 @@ from amaranth.hdl import Cat, Const, Mux, Signal, Value, signed
 
 from .dsp import Stages, partial_products, sum_partials
 
-__all__ = ["FloatSpec", "FP16", "BF16", "FP32", "STORAGE", "SPECS", "mul", "add", "convert", "maximum",
+__all__ = ["FloatSpec", "FP16", "BF16", "FP32", "STORAGE", "OUTPUTS", "SPECS", "mul", "add", "convert", "maximum",
            "to_fixed", "from_fixed", "staged_mul", "staged_add", "staged_convert",
            "staged_maximum", "staged_to_fixed", "staged_from_fixed", "mul_latency",
            "add_latency", "convert_latency", "maximum_latency", "to_fixed_latency",
@@ -167,9 +167,11 @@ class FloatSpec:
 
 #: the storage formats, one a float row of `attenio.formats.FORMAT_TABLE`
 STORAGE = {row.name: FloatSpec(row.name, row.exp_bits, row.man_bits, row.dtype.type,
-                               np.dtype(f"uint{row.element_bits}").type)
+                               np.dtype(f"uint{row.element_bits}").type, finite=row.finite)
            for row in FORMAT_TABLE if row.is_float}
 FP16, BF16 = STORAGE["fp16"], STORAGE["bf16"]
+#: the formats O is written in (`FormatRow.out`: fp8's O is bf16)
+OUTPUTS = {row.out_row.name: STORAGE[row.out_row.name] for row in FORMAT_TABLE if row.is_float}
 #: the accumulation format: scores, running max, P, alpha and O
 FP32 = FloatSpec("fp32", 8, 23, np.float32, np.uint32)
 SPECS = {**STORAGE, FP32.name: FP32}

@@ -53,10 +53,10 @@ PERIOD = CoreTiming.of(ARITH, macs_per_line=QM, rows_per_mac=R, lanes=E // LINES
                        split=S, head_dim=D).score_period
 FEED = feed_layout(S, ARITH.element_shape)
 START = start_layout(rows=ROWS, max_seq_len=NMAX)
-OUT = element_layout(S, ARITH.element_shape)
+OUT = element_layout(S, ARITH.out_shape)
 DATAPATH = (golden_fp.FloatDatapath(ARITH.spec, max_seq_len=NMAX, head_dim=D, split=S,
-                                    rows_per_mac=R,
-                                    fixed=FMT.fixed) if FLOAT else None)
+                                    rows_per_mac=R, fixed=FMT.fixed,
+                                    out=ARITH.out) if FLOAT else None)
 
 
 def test_rng(name):

@@ -14,7 +14,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.hdl.formats import fp
-from attenio.hdl.formats.fp import FP32, STORAGE
+from attenio.hdl.formats.fp import FP32, OUTPUTS, STORAGE
 from attenio.sim.tb import ieee
 
 __all__ = ["OPS", "FloatHarness", "expected", "oracle", "latency", "out_bits", "decode",
@@ -36,13 +36,14 @@ def _cvt(src, dst):
 
 
 #: op name (as `attenio.sim.tb.ieee.vectors` knows it) -> what it is: for every storage
-#: format S the products the datapath makes (S x S for the scores, fp32 x S for P x V), its
-#: conversions to and from fp32; and fp32's own product, sum, max and fixed point
+#: format S the products the datapath makes (S x S for the scores, fp32 x S for P x V) and
+#: its conversion to fp32, the conversion of fp32 to every format O is written in; and
+#: fp32's own product, sum, max and fixed point
 OPS = {
     **{f"mul_{n}_{n}": _mul(s, s) for n, s in STORAGE.items()},
     **{f"mul_fp32_{n}": _mul(FP32, s) for n, s in STORAGE.items()},
     "mul_fp32_fp32": _mul(FP32, FP32),
-    **{f"cvt_fp32_{n}": _cvt(FP32, s) for n, s in STORAGE.items()},
+    **{f"cvt_fp32_{n}": _cvt(FP32, s) for n, s in OUTPUTS.items()},
     **{f"cvt_{n}_fp32": _cvt(s, FP32) for n, s in STORAGE.items()},
     "add": dict(ins=(FP32, FP32), out=FP32, build=lambda m, a, b, name: fp.add(m, a, b, name=name),
                 twin=fp.np_add, oracle=ieee.oracle_add, latency=fp.add_latency),

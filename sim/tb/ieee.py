@@ -1,7 +1,9 @@
 """Berkeley SoftFloat as the oracle of the floating-point builders, and the vectors they face.
 
 The builders of `attenio.hdl.formats.fp` and their NumPy twins are checked against
-SoftFloat (`softfloatpy`, round to nearest even), never only against each other.
+SoftFloat (`softfloatpy`, round to nearest even), never only against each other. SoftFloat
+has no fp8: an fp8 operand reaches it through ml-dtypes' conversion to float32 (exact),
+the twins' through the format's own definition (`FloatSpec.decode`).
 `oracle_mul`, `oracle_add`, `oracle_convert` take and return encodings (arrays of
 unsigned integers); `same` compares results the way the semantics define them: bit
 for bit, except that any NaN equals any NaN (SoftFloat propagates payloads and its
@@ -36,6 +38,15 @@ def _sf(bits, spec):
     return _SF[spec].from_bytes(int(bits).to_bytes(spec.width // 8, "big"))
 
 
+def _to_f32(bits, spec):
+    """SoftFloat's Float32 of encoding `bits` of `spec` (exact): SoftFloat's own conversion,
+    or for a format it lacks, ml-dtypes' (`spec.to_float`)."""
+    if spec in _TO32:
+        return _TO32[spec](_sf(bits, spec))
+    f32 = spec.to_float(np.array([bits])).astype(np.float32).view(np.uint32)[0]
+    return _sf(int(f32), FP32)
+
+
 def _bits(x):
     return int.from_bytes(x.to_bytes(), "big")
 
@@ -48,7 +59,7 @@ def _map(fn, *arrays, dtype):
 def oracle_mul(a, b, src_a, src_b):
     """fp32 bits of a * b (every source widens to fp32 exactly, then one rounding)."""
     def one(x, y):
-        return _bits(sf.f32_mul(_TO32[src_a](_sf(x, src_a)), _TO32[src_b](_sf(y, src_b))))
+        return _bits(sf.f32_mul(_to_f32(x, src_a), _to_f32(y, src_b)))
     return _map(one, a, b, dtype=np.uint32)
 
 
@@ -60,8 +71,7 @@ def oracle_add(a, b):
 
 def oracle_convert(x, src, dst):
     """`dst` bits of x, through fp32 (exact for fp16 and bf16 sources)."""
-    return _map(lambda v: _bits(_FROM32[dst](_TO32[src](_sf(v, src)))), x,
-                dtype=dst.bits_dtype)
+    return _map(lambda v: _bits(_FROM32[dst](_to_f32(v, src))), x, dtype=dst.bits_dtype)
 
 
 def oracle_maximum(a, b):
@@ -108,9 +118,9 @@ def edge_values(spec):
     """Encodings of `spec` at every boundary, both signs."""
     M = spec.man_bits
     one = spec.bias << M
+    special = [spec.nan] if spec.finite else [spec.inf, spec.nan, spec.inf | 1, spec.nan | 1]
     pos = [0, 1, 2, (1 << M) - 1, 1 << M, (1 << M) + 1, one - 1, one, one + 1,
-           one | (1 << (M - 1)), spec.inf - 2, spec.inf - 1, spec.inf,
-           spec.nan, spec.inf | 1, spec.nan | 1]
+           one | (1 << (M - 1)), spec.max_finite - 1, spec.max_finite, *special]
     return np.array(pos + [v | (1 << (spec.width - 1)) for v in pos], dtype=np.uint64)
 
 
@@ -123,6 +133,14 @@ def _pairs(x, y):
 
 
 def _mul_vectors(sa, sb, rng, count, exhaustive):
+    if sa.width + sb.width <= 16:                # fp8 x fp8: every pair (or `count` of them)
+        a, b = _pairs(np.arange(1 << sa.width, dtype=np.uint64),
+                      np.arange(1 << sb.width, dtype=np.uint64))
+        if exhaustive:
+            return a, b
+        ea, eb = _pairs(edge_values(sa), edge_values(sb))
+        pick = rng.choice(len(a), size=min(count, len(a)), replace=False)
+        return np.concatenate([ea, a[pick]]), np.concatenate([eb, b[pick]])
     a, b = _pairs(edge_values(sa), edge_values(sb))
     out_a, out_b = [a, _random_bits(rng, sa, count)], [b, _random_bits(rng, sb, count)]
     # exponents that put the product near fp32's underflow or overflow threshold
@@ -181,7 +199,8 @@ def _cvt_vectors(src, dst, rng, count, exhaustive):
         every = np.arange(1 << src.width, dtype=np.uint64)
         if exhaustive:
             return every
-        return np.concatenate([edge_values(src), rng.choice(every, size=count, replace=False)])
+        return np.concatenate([edge_values(src),
+                               rng.choice(every, size=min(count, len(every)), replace=False)])
     x = [edge_values(src), _random_bits(rng, src, count)]
     # exactly halfway between two dst values, and a src ulp either side
     drop = np.uint64(src.man_bits - dst.man_bits)
@@ -220,12 +239,21 @@ def _fix_vectors(rng, count, frac, width):
 FIX_FRAC, FIX_WIDTH = 18, 24
 
 
+def _spec_names(rest):
+    """The two format names of "<src>_<dst>" (names may hold "_", as fp8_e4m3 does)."""
+    for i, ch in enumerate(rest):
+        if ch == "_" and rest[:i] in SPECS and rest[i + 1:] in SPECS:
+            return rest[:i], rest[i + 1:]
+    return ()
+
+
 def vectors(op, rng, count, exhaustive=True):
     """Input arrays (a, b) of op "mul_<src_a>_<src_b>", "add" or "max", (x, None) of
     "cvt_<src>_<dst>" or "fix" (fp32 to fixed point): every edge value against every edge value, `count` random
     cases, and the op's hard ones. `exhaustive`: every significand pair of products
     of two bf16 numbers and every encoding of a 16-bit source, else `count` of each."""
-    kind, *names = op.split("_")
+    kind, _, rest = op.partition("_")
+    names = _spec_names(rest)
     if kind == "mul":
         return _mul_vectors(SPECS[names[0]], SPECS[names[1]], rng, count, exhaustive)
     if kind == "add":
