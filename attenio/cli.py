@@ -63,15 +63,22 @@ def _show(args, data, render, paths):
 
 
 def cmd_plan(args):
-    from .report import plan_json, plan_report
+    from .model.compare import formats_one, formats_table
+    from .report import plan_json, plan_report, table
 
     config = config_from_args(args)
     out = _out_dir(args, config)
     plan = choose_plan(config)
     data = plan_json(plan)
+    # the same workload and budget in every format of the table, each as the planner maps it
+    data["formats"] = formats_one(config)
     out.mkdir(parents=True, exist_ok=True)
     (out / "plan.json").write_text(json.dumps(data, indent=2) + "\n")
-    _show(args, data, lambda: plan_report(plan), [out / "plan.json"])
+    headers, cells = formats_table(data["formats"])
+    _show(args, data, lambda: (
+        plan_report(plan) + f"\n\nEvery number format on this budget, each as the planner maps "
+        f"it (traffic against {config.format.name}'s)\n" + table(headers, cells)),
+        [out / "plan.json"])
     return 0
 
 
@@ -247,7 +254,8 @@ def cmd_synth(args):
                               pnr=not args.no_pnr, lut_mul_width=args.lut_mul_width, log=log,
                               dsp_primitives=True,   # ecp5: config elaborated with MULT18X18D
                               pnr_timeout=args.pnr_timeout * 60 or None,   # 0: no limit
-                              forced_dsps=not args.no_forced_dsps)
+                              forced_dsps=not args.no_forced_dsps,
+                              modules=args.modules != "none")
         except RuntimeError as exc:     # a tool failed: its log (named in the message) says why
             raise ConfigError(str(exc).splitlines()[0]) from None
 
@@ -255,6 +263,8 @@ def cmd_synth(args):
         reports = list(pool.map(one, targets))
     print(render_table(reports))
     for r in reports:
+        if r.get("modules"):
+            _print_modules(r, every=args.modules == "all")
         if r.get("why_not_placed"):
             print(f"{r['target']}: {r['why_not_placed']}")
         if r.get("nextpnr"):
@@ -274,6 +284,19 @@ def cmd_synth(args):
         (out / "synth_report.json").write_text(json.dumps(reports, indent=2) + "\n")
     print(f"wrote {out / 'synth_report.json'} and {out}/attenio_top.{{sdc,xdc,lpf}}")
     return 0
+
+
+def _print_modules(report, *, every):
+    """The per-unit breakdown of `report` (`attenio.gen.module_stat`): the units, largest
+    first, the rest summed; `every`: every instance's own cells instead."""
+    from .gen.module_stat import render_units
+
+    target = report["target"]
+    what = "; LUT = LUT4 + 2 x CCU2C, a carry cell holding two LUT4s" if target == "ecp5" else ""
+    print(f"\n{target}: where the cells go, {'every instance (its own cells)' if every else 'by unit'}"
+          f"{what} (how: docs/synthesis.md, \"Where the LUTs go\")")
+    rows = report["module_instances"] if every else report["modules"]
+    print(render_units(rows, target=target, limit=None if every else 12))
 
 
 def cmd_sweep(args):
@@ -360,6 +383,9 @@ def build_parser():
                    help="ecp5: stop a seed's nextpnr after MIN minutes and report it as not "
                         "routed (router2 can diverge and run on; default 0: no limit)")
     add_lut_mul_width(p)
+    p.add_argument("--modules", choices=("top", "all", "none"), default="top",
+                   help="the cells per unit after the totals: top (default) the largest units, "
+                        "the rest summed; all: every instance's own cells; none: no breakdown")
     p.add_argument("--no-forced-dsps", action="store_true",
                    help="ecp5: leave the pieces the design puts in DSPs whatever the LUT width "
                         "(the lanes' scale, the reciprocal's) to --lut-mul-width: for an array "

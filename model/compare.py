@@ -36,6 +36,7 @@ import time
 
 from attenio.baselines import all_baselines
 from attenio.errors import ConfigError
+from attenio.formats import FORMATS, format_by_name
 from attenio.plan import make_plan
 from attenio.report import human_bytes, table
 
@@ -45,7 +46,8 @@ from .papertiming import PAPER_REPORTED, RULES, paper_one
 from .planner import choose_plan
 
 __all__ = ["compare", "sweep", "geomeans", "timing_line", "render_text", "render_markdown",
-           "is_decoder", "decoder_one", "render_decoder", "METRICS", "TITLES",
+           "is_decoder", "decoder_one", "render_decoder", "formats_one", "formats_table",
+           "METRICS", "TITLES",
            "SWEEP_AXES"]
 
 TITLES = {"attenio": "AttenIO", "standard": "Standard", "flat": "FLAT",
@@ -98,6 +100,48 @@ def _chosen(config):
     return choose_plan(config)
 
 
+def formats_one(config):
+    """Every format of the table on `config`'s workload and budget, side by side: its element
+    and O widths, the largest a its cache holds and the planner's a, cycles and traffic, the
+    traffic against `config`'s format (`config`'s own format object; the others at their
+    defaults). A format the budget cannot plan is a row with its `error`."""
+    own = config.format
+    rows = []
+    for name in FORMATS:
+        fmt = own if name == own.name else format_by_name(name)
+        try:
+            plan = _chosen(dataclasses.replace(config, format=fmt))
+        except ConfigError as exc:
+            rows.append({"format": name, "error": str(exc)})
+            continue
+        res = simulate(plan)
+        rows.append({"format": name, "element_bytes": fmt.element_bytes,
+                     "out_bytes": fmt.out_bytes, "a_fit": plan.a_fit, "a": plan.a,
+                     "split": plan.split, "rows_per_mac": plan.rows_per_mac,
+                     "banks": plan.banks, "cycles": res.cycles, "pe_util": res.pe_util,
+                     "offchip_bytes": plan.traffic.bytes})
+    ours = next(r for r in rows if r["format"] == own.name)
+    for r in rows:
+        if "error" not in r and "error" not in ours:
+            r["traffic_ratio"] = r["offchip_bytes"] / ours["offchip_bytes"]
+    return rows
+
+
+def formats_table(rows):
+    """(headers, cells) of `formats_one`'s rows."""
+    cells = []
+    for r in rows:
+        if "error" in r:
+            cells.append((r["format"], *["-"] * 8, r["error"]))
+            continue
+        cells.append((r["format"], f"{r['element_bytes']} / {r['out_bytes']}", r["a_fit"],
+                      r["a"], f"{r['split']},{r['rows_per_mac']},{r['banks']}",
+                      f"{r['cycles'] / 1e6:.2f}", _pct(r["pe_util"]),
+                      human_bytes(r["offchip_bytes"]), f"{r['traffic_ratio']:.2f}x", ""))
+    return (["format", "bytes Q,K,V / O", "a fits", "a", "s,r,B", "Mcycles", "PE time",
+             "traffic", "traffic / this format's", "why not"], cells)
+
+
 def compare_one(config):
     """One (N, d): AttenIO as planned, the same array at s = 1, causal AttenIO, the baselines.
 
@@ -135,6 +179,7 @@ def compare_one(config):
     causal_e["fa2_causal_bytes"] = fc.bytes_read + fc.bytes_written
     causal_e["speedup_over_fa2_causal"] = fc.cycles / causal_e["cycles"]
     return {"seq_len": config.workload.seq_len, "head_dim": config.workload.head_dim,
+            "formats": formats_one(config),
             "attenio": ours, "attenio_unsplit": unsplit, "attenio_causal": causal_e,
             "mapping": choice.to_dict(), "rtl_params": dataclasses.asdict(RtlParams.of(plan)),
             "baselines": baselines}
@@ -384,6 +429,13 @@ def _tables(data):
                      "s=1 Mcycles", "s=1 spatial", "split gain", "split traffic cost",
                      "causal Mcycles", "causal gain", "causal traffic", "causal vs FA-2 causal"],
                     ext))
+        fmts = [r for r in rows if "formats" in r]
+        if fmts:
+            headers, _ = formats_table([])
+            out.append((f"d = {d}: every number format on this budget, each as the planner maps "
+                        f"it (traffic against {data['format']}'s)", ["N", *headers],
+                        [[r["seq_len"], *cells] for r in fmts
+                         for cells in formats_table(r["formats"])[1]]))
     return out
 
 

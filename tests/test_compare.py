@@ -84,3 +84,28 @@ def test_compare_default_directory_is_build_name_compare(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(["compare", "--preset", "small", "--name", "x"]) == 0
     assert FILES <= {p.name for p in (tmp_path / "build" / "x" / "compare").iterdir()}
+
+
+def test_every_format_side_by_side_in_compare_and_plan(capsys, tmp_path):
+    """fp8 halves every K/V byte but keeps O at 16 bits: its a fits more rows than fp16's,
+    its traffic is about half fp16's and a little above int8's (whose O is 8-bit)."""
+    from attenio.formats import FORMATS
+    assert main(["compare", "--preset", "paper", "--format", "fp8_e4m3", "--seq-lens", "32K",
+                 "--head-dims", "64", "--json", "-o", str(tmp_path / "c")]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["rows"]
+    fmts = {r["format"]: r for r in row["formats"]}
+    assert list(fmts) == list(FORMATS)
+    fp8, fp16, int8 = fmts["fp8_e4m3"], fmts["fp16"], fmts["int8"]
+    assert fp8["traffic_ratio"] == 1.0 and (fp8["element_bytes"], fp8["out_bytes"]) == (1, 2)
+    assert fp8["a_fit"] > fp16["a_fit"] > 0
+    assert 1.9 < fp16["traffic_ratio"] < 2.0 and int8["traffic_ratio"] < 1.0
+    assert fmts["fp8_e5m2"]["offchip_bytes"] == fp8["offchip_bytes"]
+    assert fmts["bf16"]["offchip_bytes"] == fp16["offchip_bytes"]
+    for r in fmts.values():
+        assert r["pe_util"] > 0.95       # every format keeps the paper array computing
+    assert main(["plan", "--preset", "paper", "--format", "fp8_e4m3", "-o",
+                 str(tmp_path / "p")]) == 0
+    out = capsys.readouterr().out
+    assert "Every number format on this budget" in out and "traffic against fp8_e4m3's" in out
+    saved = json.loads((tmp_path / "p" / "plan.json").read_text())
+    assert [r["format"] for r in saved["formats"]] == list(FORMATS)
