@@ -1,13 +1,15 @@
-"""Properties shared by the proofs: the stream handshake rules, past values, a cycle count.
+"""Properties shared by the proofs: the stream handshake rules, past values, a cycle count;
+and `Skipping`, the broken copy that the stream-rule proofs must reject.
 
 A stream's rules (those of `amaranth.lib.stream`, and AXI's for each channel): once
 `valid` is up it stays up, and the payload stays put, until `ready` takes it. A
 component is proved to keep them on its outputs while its inputs are assumed to.
 """
 
-from amaranth.hdl import Assert, Assume, ResetSignal, Signal, Value
+from amaranth.hdl import Assert, Assume, Module, ResetSignal, Signal, Value
+from amaranth.lib import wiring
 
-__all__ = ["past", "held_until_ready", "keeps_stream_rules", "obeys_stream_rules"]
+__all__ = ["past", "held_until_ready", "keeps_stream_rules", "obeys_stream_rules", "Skipping"]
 
 
 def past(m, value, *, name=None, reset_less=False):
@@ -55,3 +57,28 @@ def obeys_stream_rules(m, port, *, name, valid=None, ready=None, payload=None):
     stalled, before = held_until_ready(m, valid, ready, payload, name=name)
     with m.If(stalled & ~ResetSignal()):
         m.d.comb += Assume(valid & (payload == before))
+
+
+class Skipping(wiring.Component):
+    """A broken copy of `inner` (a `wiring.Component`), port for port, but for the `ready`
+    of its output stream `port` (a name): `inner` is told that every offer on it is taken,
+    so behind a stalled consumer it moves on, and the offer changes or vanishes."""
+
+    def __init__(self, inner, port):
+        self._inner, self._port = inner, port
+        super().__init__(dict(inner.signature.members))
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.inner = inner = self._inner
+        for path, member, ours in self.signature.flatten(self):
+            theirs = inner
+            for step in path:
+                theirs = getattr(theirs, step) if isinstance(step, str) else theirs[step]
+            if path == (self._port, "ready"):
+                m.d.comb += theirs.eq(1)
+            elif member.flow == wiring.Out:
+                m.d.comb += ours.eq(theirs)
+            else:
+                m.d.comb += theirs.eq(ours)
+        return m
