@@ -36,7 +36,8 @@ from attenio import validate
 from attenio.errors import ConfigError
 from attenio.hdl.formats import dsp
 
-__all__ = ["TARGETS", "GENERIC_LEVELS", "DEVICE", "PLACER_OPTIONS", "PNR_OPTIONS", "ToolMissing", "tool_path",
+__all__ = ["TARGETS", "GENERIC_LEVELS", "DEVICE", "PLACER_OPTIONS", "PNR_OPTIONS", "HARNESS_INSTANCE",
+           "ToolMissing", "tool_path",
            "run_tool", "harness_verilog", "synthesize", "render_table", "resources_of",
            "yosys_cells", "pnr_summary", "place_and_route", "fmax_cell"]
 
@@ -186,6 +187,10 @@ def top_ports(verilog_text, top):
     return ports
 
 
+#: The instance name of `attenio_top` inside the harness (the breakdown's path prefix).
+HARNESS_INSTANCE = "dut"
+
+
 def harness_verilog(ports, *, top, name="attenio_fmax", clock="clk", reset="rst"):
     """Verilog of the harness module `name` around `top` (see the module docstring)."""
     ins = [(n, w) for d, n, w in ports if d == "input" and n not in (clock, reset)]
@@ -216,7 +221,7 @@ def harness_verilog(ports, *, top, name="attenio_fmax", clock="clk", reset="rst"
     for n, w in outs:
         conns.append(f".{n}(outs[{pos + w - 1}:{pos}])")
         pos += w
-    lines.append(f"  {top} dut(\n    " + ",\n    ".join(conns) + ");")
+    lines.append(f"  {top} {HARNESS_INSTANCE}(\n    " + ",\n    ".join(conns) + ");")
     lines.append("endmodule")
     return "\n".join(lines) + "\n"
 
@@ -336,7 +341,7 @@ def prepare_script(top, bits, *, check=True):
 
 def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1, log=print,
                yosys_extra=None, pnr=True, generic_level="gate", lut_mul_width=LUT_MUL_WIDTH,
-               dsp_primitives=None, pnr_timeout=None, forced_dsps=True):
+               dsp_primitives=None, pnr_timeout=None, forced_dsps=True, modules=None):
     """Synthesize `config` for `target` into `out_dir`; returns the report dict.
 
     `verilog`: an existing attenio_top.v to use (else it is generated into out_dir).
@@ -363,6 +368,12 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
     cycle deep in LUTs) to the LUT width: for an array whose DSPs are nearly all taken.
     `generic_level`: "gate" (synth -flatten -noabc: Yosys gates) or "word" (the coarse
     part of synth only: word-level $mul/$alu/$dff cells, fast enough for large arrays).
+    `modules`: the per-unit breakdown of the cells (`attenio.gen.module_stat`) as the
+    report's ``modules`` (units), ``module_instances`` (every instance's own cells) and
+    ``module_attribution``, read from the netlist Yosys writes. The generic target then
+    also writes ``netlist.json`` (after ``stat``: the netlist is the same), whose gate-level
+    JSON of a large array takes gigabytes to read, so None (the default) is True for ECP5
+    only, whose netlist place and route needs anyway; `attenio synth` asks for both.
     The report is also written as ``synth_report.json`` (``synth_<target>.json``
     keeps one per target side by side).
     """
@@ -372,6 +383,8 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
     if target not in TARGETS:
         raise ConfigError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
     validate.integer("synth", "lut_mul_width", lut_mul_width, lo=0, error=ConfigError)
+    if modules is None:
+        modules = target == "ecp5"
     seeds = [seed] if isinstance(seed, int) else list(seed)
     if not seeds or len(set(seeds)) != len(seeds):
         raise ConfigError(f"seed must be a seed or a list of distinct seeds, not {seed!r}")
@@ -425,7 +438,7 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
                         error=ConfigError)
         run = "-noabc" if generic_level == "gate" else "-run begin:fine"
         script = (f"read_verilog -sv attenio_top.v\nsynth -flatten {run} -top {TOP_NAME}\n{extra}\n"
-                  f"tee -q -o {stat} stat -json\n")
+                  f"tee -q -o {stat} stat -json\n" + ("write_json netlist.json\n" if modules else ""))
         report["generic_level"] = generic_level
     else:
         ports = top_ports((work / "attenio_top.v").read_text(), TOP_NAME)
@@ -454,6 +467,10 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
         report["yosys_retry"] = "synth_ecp5 -dff (ABC9 died on the first run)"
     top = "attenio_fmax" if target == "ecp5" else TOP_NAME
     report["yosys"] = {"seconds": round(secs, 1), **yosys_cells(work / stat, top)}
+    if modules:
+        from .module_stat import module_report
+        report.update(module_report(work / "netlist.json", top,
+                                    design=HARNESS_INSTANCE if target == "ecp5" else ""))
     if target == "ecp5":
         res = resources_of(report["yosys"]["cells_by_type"])
         report["resources"] = res

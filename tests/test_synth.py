@@ -10,6 +10,7 @@ import json
 import re
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -98,6 +99,16 @@ def test_synth_tiny_both_targets(tmp_path, capsys):
     assert ("CLK0", "CLK0", "CLK0") in regs
     assert set(regs) <= {("CLK0", "CLK0", "CLK0"), ("NONE", "NONE", "NONE")}
     assert all(p.get("RESETMODE", "SYNC") == "SYNC" for p in dsps)
+
+    # the cells per unit (attenio.gen.module_stat) add up to Yosys's stat, type by type
+    assert "where the cells go" in out and "core.array.line*.mac*" in out
+    for report in (generic, ecp5):
+        for rows in (report["modules"], report["module_instances"]):
+            assert sum((Counter(r["cells_by_type"]) for r in rows), Counter()) == \
+                report["yosys"]["cells_by_type"]
+        macs = next(r for r in report["modules"] if r["unit"] == "core.array.line*.mac*")
+        assert macs["instances"] == 2 and sum(macs["cells_by_type"].values()) > 500
+        assert "unattributed" not in report["module_attribution"]
 
 
 _FOUR_PRODUCTS = """module attenio_top(clk, rst, a8, b8, a4, b16, b18, c18, d18, p88, p416, p418, p1818);
@@ -235,6 +246,7 @@ def test_synth_pnr_timeout_reaches_the_flow(argv, seconds, tmp_path, monkeypatch
     monkeypatch.setattr(attenio.gen.synth, "synthesize", fake_synthesize)
     assert main(["synth", *TINY, "--target", "ecp5", "-o", str(tmp_path), *argv]) == 0
     assert seen["pnr_timeout"] == seconds
+    assert seen["modules"] is True                     # the per-unit breakdown by default
     with pytest.raises(ConfigError, match="pnr_timeout must be None"):
         real_synthesize(preset("small"), tmp_path, target="ecp5", pnr_timeout=0)
 
