@@ -118,8 +118,10 @@ class RowReplay(wiring.Component):
         m.d.comb += [left.init.eq(Mux(nxt.is_q, d, Mux(nxt.is_s, k_words, r * d))),
                      left.step.eq(active)]
         last_word = active & left.last
+        # a block's K_0 waits for an idle normalizer: not one whose command the previous
+        # block offers this very cycle (one-word rows can meet it there)
         schedule_ok = Mux(nxt.is_u, self.lanes_ready.bit_select(nxt.bank, 1),
-                          Mux(nxt.is_s & nxt.first, self.drain.ready, 1))
+                          Mux(nxt.is_s & nxt.first, self.drain.ready & ~self.drain.valid, 1))
         free = ~active | last_word               # the replay may take the next row
         launch = free & row.valid & schedule_ok
         m.d.comb += [row.ready.eq(launch), self.release.eq(last_word), left.load.eq(launch)]

@@ -292,10 +292,15 @@ class _ReadWalk:
         self.issued = Signal()
         gb_one = Signal()           # setup.gb == 1, registered: q_heads' verdict on its init
         m.d.sync += gb_one.eq(setup.gb == 1)
+        # A command offered and not taken stays offered (the stream rules), even when
+        # `tag_room`, a cycle late, falls behind the command taken the cycle before: the
+        # kinds' FIFO has the slot for it (tests/formal/test_sequencer.py).
+        held = Signal()
+        m.d.sync += held.eq(seq.cmd.valid & ~seq.cmd.ready)
         m.d.comb += [
             seq.cmd.payload.addr.eq(self.issue_addr),
             seq.cmd.payload.length.eq(seq._row_bytes),
-            seq.cmd.valid.eq(self.issuing & self.tag_room),
+            seq.cmd.valid.eq(self.issuing & (self.tag_room | held)),
             self.tags.w_data.eq(self.issue_kind),
             self.tags.w_en.eq(seq.cmd.valid & seq.cmd.ready),
             self.issued.eq(seq.cmd.valid & seq.cmd.ready),

@@ -108,8 +108,8 @@ def test_a_replay_that_ignores_the_normalizers_idle_fails_the_proof():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="rows of one word: a block's K_0 launches beside its "
-                   "predecessor's command, before the normalizer shows busy")
 def test_the_block_command_with_rows_of_one_word():
+    """Rows of one word: a block's K_0 could launch beside its predecessor's command, before
+    the normalizer shows busy; the replay now waits out a command offered that cycle."""
     result = check(replay(head_dim=1), "replay_one_word", "bmc", REACH)
     assert result.passed, result.explain()
