@@ -156,6 +156,7 @@ def run_tool(name, args, *, cwd, log_path, log=print, heartbeat=30.0, quiet=10.0
             done.set()
             if proc.poll() is None:
                 proc.kill()
+            proc.stdout.close()
     seconds = time.monotonic() - t0
     if state["timed_out"]:
         raise RuntimeError(f"{name} stopped after {seconds:.0f} s, its time limit of "
