@@ -37,10 +37,22 @@ from bisect import bisect_right
 from collections import Counter, deque
 from pathlib import Path
 
-from .synth import resources_of
-
 __all__ = ["EXPAND", "GROUPS", "HARNESS", "TOP", "UNATTRIBUTED", "tally", "tally_file", "signals",
-           "units", "module_report", "render_units"]
+           "units", "module_report", "render_units", "resources_of"]
+
+
+def resources_of(cells):
+    """LUT/FF/DSP/BRAM from ECP5 cell counts (a CCU2C carry cell holds two LUT4s)."""
+    c = cells
+    return {
+        "LUT": c.get("LUT4", 0) + 2 * c.get("CCU2C", 0),
+        "LUT4": c.get("LUT4", 0), "CCU2C": c.get("CCU2C", 0),
+        "FF": c.get("TRELLIS_FF", 0),
+        "DSP": c.get("MULT18X18D", 0) + c.get("ALU54B", 0),
+        "BRAM": c.get("DP16KD", 0),
+        "LUTRAM": c.get("TRELLIS_DPR16X4", 0),
+    }
+
 
 #: Instances that are containers: their children are rows of their own, and the
 #: container's own cells (wiring, skid registers) a row marked ``own``.

@@ -36,6 +36,8 @@ from attenio import validate
 from attenio.errors import ConfigError
 from attenio.hdl.formats import dsp
 
+from .module_stat import module_report, resources_of
+
 __all__ = ["TARGETS", "GENERIC_LEVELS", "DEVICE", "PLACER_OPTIONS", "PNR_OPTIONS", "HARNESS_INSTANCE",
            "ToolMissing", "tool_path",
            "run_tool", "harness_verilog", "synthesize", "render_table", "resources_of",
@@ -242,19 +244,6 @@ def yosys_cells(stat_path, top):
     cells = {k: v for k, v in design.get("num_cells_by_type", {}).items() if not k.startswith("$scope")}
     return {"num_cells": sum(cells.values()), "cells_by_type": cells,
             "num_wire_bits": design.get("num_wire_bits")}
-
-
-def resources_of(cells):
-    """LUT/FF/DSP/BRAM from ECP5 cell counts (a CCU2C carry cell holds two LUT4s)."""
-    c = cells
-    return {
-        "LUT": c.get("LUT4", 0) + 2 * c.get("CCU2C", 0),
-        "LUT4": c.get("LUT4", 0), "CCU2C": c.get("CCU2C", 0),
-        "FF": c.get("TRELLIS_FF", 0),
-        "DSP": c.get("MULT18X18D", 0) + c.get("ALU54B", 0),
-        "BRAM": c.get("DP16KD", 0),
-        "LUTRAM": c.get("TRELLIS_DPR16X4", 0),
-    }
 
 
 def _critical_paths(report, limit=3, steps=12):
@@ -469,7 +458,6 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
     top = "attenio_fmax" if target == "ecp5" else TOP_NAME
     report["yosys"] = {"seconds": round(secs, 1), **yosys_cells(work / stat, top)}
     if modules:
-        from .module_stat import module_report
         report.update(module_report(work / "netlist.json", top,
                                     design=HARNESS_INSTANCE if target == "ecp5" else ""))
     if target == "ecp5":
