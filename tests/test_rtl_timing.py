@@ -93,8 +93,10 @@ CONFIGS = {
 SEQ_LEN, HEADS = 45, 2          # at a = 32 (16) two (three) blocks a head, the last partial
 
 #: the default suite's configurations (each a build of its own; the others are slow): the
-#: small preset's in int8 and in fp16 as the planner maps them, and two interlock-bound ones
-_DEFAULT = ("4x4_e4_d16_it2", "2x8_e2_d8_s4", "4x4_e4_d16_fp16_s4_b4", "2x8_e2_d8_s4_b4")
+#: small preset's in int8 and in fp16 as the planner maps them, and an interlock-bound one
+#: at B = 4 (its B = 2 twin, 2x8_e2_d8_s4, is slow: tests/test_e2e.py's s = 4 runs hold B = 2
+#: exact to the model)
+_DEFAULT = ("4x4_e4_d16_it2", "4x4_e4_d16_fp16_s4_b4", "2x8_e2_d8_s4_b4")
 #: configurations that also run with the causal mask: the small preset's, an interlock-bound
 #: one, float ones
 _CAUSAL = ("4x4_e4_d16_it2", "2x8_e2_d8_s4", "4x4_e4_d16_fp16_s2", "4x4_e4_d16_fp16_s4_b4",
