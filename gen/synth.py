@@ -331,7 +331,8 @@ def prepare_script(top, bits, *, check=True):
 
 def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1, log=print,
                yosys_extra=None, pnr=True, generic_level="gate", lut_mul_width=LUT_MUL_WIDTH,
-               dsp_primitives=None, pnr_timeout=None, forced_dsps=True, modules=None):
+               dsp_primitives=None, pnr_timeout=None, forced_dsps=True, modules=None,
+               yosys_timeout=None):
     """Synthesize `config` for `target` into `out_dir`; returns the report dict.
 
     `verilog`: an existing attenio_top.v to use (else it is generated into out_dir).
@@ -347,7 +348,8 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
     `seeds` lists every seed's Fmax, so the spread between placements shows. A seed
     whose nextpnr fails or runs past `pnr_timeout` seconds (router2 can diverge and run
     on without end) is listed with its `error` and counts as 0 MHz in `fmax_worst_mhz`;
-    only when every seed fails does synthesize raise.
+    only when every seed fails does synthesize raise. `yosys_timeout`: seconds after which
+    Yosys is stopped and synthesize raises (None: no limit).
     `lut_mul_width` (ecp5): the multipliers `attenio.hdl.formats.dsp.lut_built` under
     this width (one operand of at most this many bits, the other of at most twice that)
     are built from LUTs (Yosys ``booth``: one partial-product row per two bits of the
@@ -443,7 +445,8 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
     (work / "synth.ys").write_text(script)
     log(f"yosys ({target}) on {verilog.name} ...")
     try:
-        secs = run_tool("yosys", ["-s", "synth.ys"], cwd=work, log_path=work / "yosys.log", log=log)
+        secs = run_tool("yosys", ["-s", "synth.ys"], cwd=work, log_path=work / "yosys.log", log=log,
+                        timeout=yosys_timeout)
     except RuntimeError as exc:
         if target != "ecp5" or not _abc_died(work / "yosys.log"):
             raise
@@ -453,7 +456,8 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
         (work / "yosys_abc_failed.log").write_text((work / "yosys.log").read_text())
         script = script.replace("synth_ecp5 -top", "synth_ecp5 -dff -top")
         (work / "synth.ys").write_text(script)
-        secs = run_tool("yosys", ["-s", "synth.ys"], cwd=work, log_path=work / "yosys.log", log=log)
+        secs = run_tool("yosys", ["-s", "synth.ys"], cwd=work, log_path=work / "yosys.log", log=log,
+                        timeout=yosys_timeout)
         report["yosys_retry"] = "synth_ecp5 -dff (ABC9 died on the first run)"
     top = "attenio_fmax" if target == "ecp5" else TOP_NAME
     report["yosys"] = {"seconds": round(secs, 1), **yosys_cells(work / stat, top)}
