@@ -20,7 +20,7 @@ The loop nests these closed forms describe are walked element by element in
   cache allows once S (B_r x B_c), m and l are counted too.
 
 Intermediates that go off chip (S and P in Standard, S in spilled FLAT) are
-stored at `spill_bytes`: the element width for fp16 and bf16, int32 scores and 16-bit
+stored at `spill_bytes`: the element width for the float formats, int32 scores and 16-bit
 probabilities for int8 (narrower would change the result).
 """
 

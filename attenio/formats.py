@@ -206,7 +206,8 @@ _FIXED_FIELDS = ("x_frac", "p_frac", "exp_lut_bits", "exp_interp", "exp_guard",
 
 @dataclass(frozen=True)
 class FloatFormat:
-    """fp16 or bf16 storage (Q, K, V and O), fp32 scores, running max and O accumulators,
+    """fp16, bf16 or fp8 storage of Q, K and V (O in the row's `out` format: the storage
+    format, bf16 for fp8), fp32 scores, running max and O accumulators,
     a fixed-point softmax (exp2, P, alpha, l and the reciprocal: the int8 format's, with
     the same fields and defaults; `fixed` is that `Int8Format`).
 
@@ -406,7 +407,8 @@ def format_by_name(name, **params):
     naming an unknown name or field."""
     make = row_of(name).make
     # int8's o_acc_bits is accepted only to be refused with its reason: not listed
-    fields = [k for k in inspect.signature(Int8Format if make is Int8Format else FloatFormat).parameters
+    cls = Int8Format if make is Int8Format else FloatFormat
+    fields = [k for k in inspect.signature(cls).parameters
               if k != "name" and (make, k) != (Int8Format, "o_acc_bits")]
     unknown = sorted(set(params) - set(fields) - {"o_acc_bits"})
     if unknown:

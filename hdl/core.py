@@ -2,7 +2,7 @@
 
 This is the compute core of the AttenIO schedule (docs/microarchitecture.md):
 it holds a Q block in the MACs, takes K and V rows one at a time, and streams
-out the block's normalized O in the storage format (int8, fp16 or bf16).
+out the block's normalized O in the format O is written in (int8, fp16 or bf16; bf16 for fp8).
 Everything it computes is bit for bit the golden model's (`attenio.sim.golden`
 and `attenio.sim.golden_fp`, the twins of `attenio.hdl.formats`).
 

@@ -239,7 +239,7 @@ def simulated_memory(plan, memory):
 def model_depth(plan):
     """Words of the in-design memory model: the packed layout of the Plan's heads, every
     tensor at the hardware's max_keys rows (a run may read up to that many K/V rows), each
-    element at the width the format stores (two bytes for fp16 and bf16)."""
+    element at the width the format stores (O at its `out_bytes`)."""
     w = plan.workload
     beat = plan.budget.axi_data_bits // 8
     size = Layout.packed(seq_len=w.max_keys, head_dim=w.head_dim, heads=w.heads, beat=beat,

@@ -1,4 +1,4 @@
-"""The golden model of the floating-point formats: fp16 or bf16 storage, fp32 accumulation.
+"""The golden model of the floating-point formats: fp16, bf16 or fp8 storage, fp32 accumulation.
 
 Every rounding sits where the floating-point datapath has it (its builders and
 twins are `attenio.hdl.formats.float.FloatArith`'s); per query row and K/V row j:
@@ -24,7 +24,7 @@ twins are `attenio.hdl.formats.float.FloatArith`'s); per query row and K/V row j
     (y, ey) = reciprocal(l)             1/l = y * 2**(-recip_frac - ey)
     out   = convert(fmul(O, r))         r that factor in fp32 (exact), out in storage
 
-Why these widths: the products of two fp16 or bf16 numbers are exact in fp32, so a
+Why these widths: the products of two fp16, bf16 or fp8 numbers are exact in fp32, so a
 score rounds only in its d additions, as it would on a GPU; P and alpha lie in
 [0, 1] and feed one multiply each, where fixed point with p_frac bits (the int8
 format's exp2, 2**-p_frac absolute) costs less than a float exp2 and is below the
@@ -93,7 +93,8 @@ def store(spec, x):
 
 
 class FloatDatapath:
-    """The floating-point datapath: storage `spec` (fp16 or bf16), s = `split`, and the
+    """The floating-point datapath: storage `spec` (one of `fp.STORAGE`), O in `out` (None:
+    the storage format), s = `split`, and the
     fixed-point softmax of `fixed` (an `Int8Format`: x_frac, p_frac, the exp2 table and
     the reciprocal) for up to `max_seq_len` keys at `head_dim`; `arith` is its
     `attenio.hdl.formats.float.FloatArith`. With `rows_per_mac` (r rows a group) the

@@ -20,7 +20,8 @@ import pytest
 def seed(request):
     # crc32, not hash(): str hashes change from process to process, so a failure
     # would not come back on the next run without the printed seed
-    value = int(os.environ.get("ATTENIO_SEED", "0")) or zlib.crc32(_plain_id(request.node.nodeid).encode())
+    value = (int(os.environ.get("ATTENIO_SEED", "0"))
+             or zlib.crc32(_plain_id(request.node.nodeid).encode()))
     print(f"seed = {value} (replay with ATTENIO_SEED={value})")
     return value
 

@@ -4,7 +4,7 @@ their bit-exact NumPy twins side by side, so that the golden models
 the RTL's bits.
 
 * `int8`: `Int8Arith`, the int8 datapath (exact scores, base-2 fixed-point softmax).
-* `float`: `FloatArith`, the fp16 and bf16 datapath (fp32 scores and O, the int8
+* `float`: `FloatArith`, the fp16, bf16 and fp8 datapath (fp32 scores and O, the int8
   format's fixed-point softmax).
 * `fp`: IEEE 754 binary floating point (fp16, bf16, fp32): multiply, add, convert,
   maximum and the conversions to and from fixed point, round to nearest even with

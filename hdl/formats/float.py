@@ -1,4 +1,4 @@
-"""The floating-point formats (fp16 or bf16 storage, fp32 accumulation): the datapath's
+"""The floating-point formats (fp16, bf16 or fp8 storage, fp32 accumulation): the datapath's
 builders and their bit-exact NumPy twins.
 
 `FloatArith` is to the floating-point formats what `Int8Arith` is to int8: every
@@ -7,7 +7,7 @@ builder beside its twin. The arithmetic (its reasons, and what it costs in
 accuracy: docs/accuracy_fp.md) is `attenio.sim.golden_fp`'s, per query row and K/V
 row j:
 
-    prod  = product(q_c, k_c)           fp32, exact (fp16 and bf16 products fit fp32)
+    prod  = product(q_c, k_c)           fp32, exact (fp16, bf16 and fp8 products fit fp32)
     S     = accumulate(S, prod)         fp32 in the MACs' order, then the group's chain
     x     = scale(S, c)                 fp32, c = fp32(log2(e) / sqrt(d))
     m_new = maximum(m, x)

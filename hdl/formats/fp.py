@@ -1,6 +1,6 @@
 """IEEE 754 binary floating point: the encodings, pipelined builders and their NumPy twins.
 
-The floating-point formats (fp16 or bf16 storage, fp32 accumulation) are built
+The floating-point formats (fp16, bf16 or fp8 storage, fp32 accumulation) are built
 from these operations, each an Amaranth builder beside a NumPy twin that
 computes the same bits:
 
@@ -61,8 +61,8 @@ from amaranth.hdl import Cat, Const, Mux, Signal, Value, signed
 
 from .dsp import Stages, partial_products, sum_partials
 
-__all__ = ["FloatSpec", "FP16", "BF16", "FP32", "STORAGE", "OUTPUTS", "SPECS", "mul", "add", "convert", "maximum",
-           "to_fixed", "from_fixed", "staged_mul", "staged_add", "staged_convert",
+__all__ = ["FloatSpec", "FP16", "BF16", "FP32", "STORAGE", "OUTPUTS", "SPECS", "mul", "add",
+           "convert", "maximum", "to_fixed", "from_fixed", "staged_mul", "staged_add", "staged_convert",
            "staged_maximum", "staged_to_fixed", "staged_from_fixed", "mul_latency",
            "add_latency", "convert_latency", "maximum_latency", "to_fixed_latency",
            "from_fixed_latency", "sign_of", "magnitude_of", "negated", "negative_magnitude",

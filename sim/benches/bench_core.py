@@ -3,9 +3,9 @@
 Parameters (from the launcher, `attenio.sim.runner.bench_params`): the core's
 `mac_lines`, `macs_per_line`, `rows_per_mac`, `head_dim`, `exp_units`,
 `max_seq_len`, `split` (s: the feed and the output move chunks of s elements),
-`format` (int8, fp16 or bf16); `blocks`, a list of [rows_valid, n_keys] run back to back in
-`test_stream` (several blocks, so the drain of one overlaps the Q load of the
-next); `random_blocks` for `test_backpressure`; `seed`; `report`, a JSON file
+`format` (a name of `attenio.formats.FORMATS`); `blocks`, a list of [rows_valid,
+n_keys] run back to back in `test_stream` (several blocks, so the drain of one overlaps
+the Q load of the next); `random_blocks` for `test_backpressure`; `seed`; `report`, a JSON file
 `test_stream` writes its cycle figures to.
 
 The pieces are kept apart: `Block` (random Q/K/V in the format, a softmax constant,

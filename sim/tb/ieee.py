@@ -70,7 +70,7 @@ def oracle_add(a, b):
 
 
 def oracle_convert(x, src, dst):
-    """`dst` bits of x, through fp32 (exact for fp16 and bf16 sources)."""
+    """`dst` bits of x, through fp32 (exact for every storage source)."""
     return _map(lambda v: _bits(_FROM32[dst](_to_f32(v, src))), x, dtype=dst.bits_dtype)
 
 
