@@ -355,6 +355,8 @@ class FormatRow:
     out           the format O is written in, when not this one: fp8's O is bf16, whose
                   range holds O at any scale (an fp16 O overflows past 65504 once scale_v
                   is applied) and whose 8 significant bits are finer than fp8's 4
+    scaled        each tensor is stored with a scale (int8's quantization, fp8's amax
+                  scaling): SCALE_C then carries scale_q * scale_k, and O is in V's units
     """
 
     name: str
@@ -367,6 +369,7 @@ class FormatRow:
     softfloat: tuple[str, str] | None
     finite: bool = False
     out: str | None = None
+    scaled: bool = False
 
     @property
     def is_float(self):
@@ -379,13 +382,13 @@ class FormatRow:
 
 
 FORMAT_TABLE = (
-    FormatRow("int8", 1, Int8Format, 8, None, None, np.dtype(np.int8), None),
+    FormatRow("int8", 1, Int8Format, 8, None, None, np.dtype(np.int8), None, scaled=True),
     FormatRow("fp16", 2, FP16Format, 16, 5, 10, np.dtype(np.float16), ("Float16", "f16")),
     FormatRow("bf16", 3, BF16Format, 16, 8, 7, np.dtype(ml_dtypes.bfloat16), ("BFloat16", "bf16")),
     FormatRow("fp8_e4m3", 4, FP8E4M3Format, 8, 4, 3, np.dtype(ml_dtypes.float8_e4m3fn), None,
-              finite=True, out="bf16"),
+              finite=True, out="bf16", scaled=True),
     FormatRow("fp8_e5m2", 5, FP8E5M2Format, 8, 5, 2, np.dtype(ml_dtypes.float8_e5m2), None,
-              out="bf16"),
+              out="bf16", scaled=True),
 )
 
 #: name -> the format's configuration (`FormatRow.make`), in the table's order

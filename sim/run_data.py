@@ -25,7 +25,7 @@ import numpy as np
 
 from attenio.config import Workload
 from attenio.errors import ConfigError
-from attenio.formats import FloatFormat
+from attenio.formats import FloatFormat, row_of
 
 from . import golden, golden_fp
 
@@ -191,11 +191,6 @@ class RunData:
     c: int
     scales: dict
 
-    @staticmethod
-    def _scaled(fmt):
-        """Whether `fmt` stores scaled values (int8 and fp8: a scale a tensor)."""
-        return not isinstance(fmt, FloatFormat) or fmt.element_bits == 8
-
     @classmethod
     def make(cls, fmt, *, head_dim, inputs=None, kind="gaussian", seq_len=None, heads=1,
              seed=0, kv_len=None, group=1):
@@ -218,7 +213,7 @@ class RunData:
                 x = inputs[t]
                 if x.dtype == np.int8:
                     x = golden.dequantize(x, inputs[f"scale_{t}"])
-                if cls._scaled(fmt):
+                if row_of(fmt.name).scaled:
                     stored[t], scales[t] = fp8_quantize(spec, x)
                 else:
                     stored[t] = golden_fp.store(spec, x)
@@ -250,7 +245,6 @@ class RunData:
 
     @staticmethod
     def _out_spec(fmt):
-        from attenio.formats import row_of
         from attenio.hdl.formats import fp
         return fp.SPECS[row_of(fmt.name).out_row.name]
 
