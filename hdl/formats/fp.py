@@ -39,13 +39,16 @@ builder that chains several of them on one pipeline and counts their stages as o
 (`attenio.hdl.formats.float.FloatArith`). Each latency function (`mul_latency`, ...)
 is the stage count of the staged form.
 
-Every builder ends in the same normalize-round-pack pipeline (`_round_pack`): a
-value sig * 2**e with an unsigned integer significand is normalized (leading-zero
-count, shift), placed at the destination's exponent (subnormal results shifted
-right, the bits shifted out kept as a sticky bit), rounded by one increment of
-the packed exponent and mantissa (a carry out of the mantissa steps the exponent,
-and out of the largest finite number gives inf), and the special cases selected.
-Each stage holds at most one carry chain or comparison.
+Every builder but the widening conversions ends in the same normalize-round-pack
+pipeline (`_round_pack`): a value sig * 2**e with an unsigned integer significand is
+normalized (leading-zero count, shift, clamped at the subnormals' scale), cut to its
+significand, a guard and a sticky bit, shifted right if it starts below the normal
+range, rounded by one increment of the packed exponent and mantissa (a carry out of
+the mantissa steps the exponent, and out of the largest finite number gives inf), and
+the special cases selected. Each builder tells it the range of e its numbers can have,
+so it builds only the pieces that range needs: an fp32 sum never shifts right, an
+fp16 product is never rounded. A storage format widened to fp32 is exact and takes
+one stage (`_widen`). Each stage holds at most one carry chain or comparison.
 
 No floating-point library is maintained for Amaranth 0.5 (libre-soc's ieee754fpu
 targets nmigen), hence these builders.
@@ -314,16 +317,58 @@ def _round_up(guard, rest, lsb):
     return guard & (rest | lsb)
 
 
-def _round_pack(st, *, sign, zero_sign, sig, e, dst, nan, inf, name):
+def _e_range(spec):
+    """(lowest, highest) exponent `_unpack` gives a number (not an infinity or NaN) of
+    `spec`: what `_round_pack` is told, so it builds only the cases that can occur."""
+    top = spec.exp_all_ones if spec.finite else spec.exp_all_ones - 1
+    return 1 - spec.bias - spec.man_bits, top - spec.bias - spec.man_bits
+
+
+def _leading_zeros(x):
+    """(count, any) of `x` (combinational, a tree of halves): `count` the zeros above its
+    highest one (meaningless if `any` is 0), `any` whether it has a one."""
+    x = Value.cast(x)
+    n = len(x)
+    if n == 1:
+        return Const(0, 1), x[0]
+    half = 1 << ((n - 1).bit_length() - 1)          # the largest power of two below n
+    lo, hi = x[:n - half], x[n - half:]             # hi: the top `half` bits
+    c_hi, a_hi = _leading_zeros(hi)
+    c_lo, a_lo = _leading_zeros(lo)
+    width = max(len(c_hi), len(c_lo)) + 1
+    return Mux(a_hi, c_hi, Const(half, width) + c_lo)[:width], a_hi | a_lo
+
+
+def _round_pack(st, *, sign, zero_sign, sig, e, e_range, dst, nan, inf, name):
     """The fp `dst` encoding of (-1)**sign * sig * 2**e, rounded to nearest even; NaN if
-    `nan`, (-1)**sign inf if `inf`, and (-1)**zero_sign 0 if sig is 0: one stage per
-    numbered step below."""
+    `nan`, (-1)**sign inf if `inf`, and (-1)**zero_sign 0 if sig is 0: five stages.
+
+    `e_range` is (lowest, highest) e of the values that are not `nan` or `inf`; from it
+    the pieces no such value needs are left out: the right shift of a result below the
+    normal range, the overflow test, and the rounding when every result is exact.
+
+    1. the leading zeros (a tree), the biased exponent the value has with its top bit
+       leading;
+    2. the left shift that normalizes it, clamped where the exponent would fall below the
+       normal range (a subnormal result is then already in place), and the right shift
+       of a value that starts below it;
+    3. the left shift; the significand cut to its M + 1 bits, a guard bit and a sticky bit;
+    4. the right shift (its bits shifted out folded into the sticky bit), the exponent
+       field (0 for a subnormal), overflow, the rounding decision;
+    5. the increment (a carry out of the mantissa steps the exponent, and out of the
+       largest finite number gives inf), the special cases."""
     m = st.m
     M, E = dst.man_bits, dst.exp_bits
     sig = Value.cast(sig)
+    exact = len(sig) <= M + 1                 # every value fits the significand...
     pad = max(0, M + 3 - len(sig))            # room for the mantissa, guard and round bits
     W = len(sig) + pad
     sig = Cat(Const(0, pad), sig) if pad else sig       # value = sig * 2**(e - pad)
+    bias_top = W - 1 + dst.bias - pad         # the biased exponent is e + this, top bit leading
+    eb_lo, eb_hi = e_range[0] + bias_top, e_range[1] + bias_top
+    below = eb_lo < 1                         # ...unless it can start below the normal range
+    over_possible = eb_hi >= dst.exp_all_ones
+    exact = exact and not below
 
     def reg(shape, stage, what):
         return Signal(shape, name=f"{name}_{what}{stage}")
@@ -333,44 +378,57 @@ def _round_pack(st, *, sign, zero_sign, sig, e, dst, nan, inf, name):
         out = {k: reg(1, stage, k) for k in flags}
         return out, [out[k].eq(v) for k, v in flags.items()]
 
-    # 1: leading-zero count; the biased exponent the normalized value would have, plus it
-    lead = Signal(range(W), name=f"{name}_lead")
-    for i in range(W):
-        with m.If(sig[i]):
-            m.d.comb += lead.eq(i)
+    # 1: leading zeros; the biased exponent with the top bit leading
+    count, nonzero = _leading_zeros(sig)
     sig1, lz1, eb1 = reg(W, 1, "sig"), reg(range(W), 1, "lz"), reg(_EXP, 1, "eb")
-    f1, s1 = carry(1, sign=sign, zsign=zero_sign, nan=nan, inf=inf, zero=sig == 0)
-    st.stage(s1, sig1.eq(sig), lz1.eq(W - 1 - lead), eb1.eq(e + (W - 1 + dst.bias - pad)))
+    f1, s1 = carry(1, sign=sign, zsign=zero_sign, nan=nan, inf=inf, zero=~nonzero)
+    st.stage(s1, sig1.eq(sig), lz1.eq(count), eb1.eq(e + bias_top))
 
-    # 2: normalize (the leading one to bit W - 1) and its biased exponent
-    sig2, be2 = reg(W, 2, "sig"), reg(_EXP, 2, "be")
+    # 2: the left shift, at most down to the exponent 1 (the subnormals' scale); the right
+    # shift of a value whose top bit is already below it (at most M + 3: all sticky)
+    sh2 = reg(range(W), 2, "sh")
+    sig2, eb2 = reg(W, 2, "sig"), reg(_EXP, 2, "eb")
+    room = eb1 - 1
+    if eb_lo - 1 >= W - 1:
+        shift = lz1
+    else:
+        shift = Mux(room < lz1, Mux(room < 0, 0, room[:len(sh2)]), lz1)
     f2, s2 = carry(2, **f1)
-    st.stage(s2, sig2.eq((sig1 << lz1)[:W]), be2.eq(eb1 - lz1))
+    stage2 = [s2, sh2.eq(shift), sig2.eq(sig1), eb2.eq(eb1)]
+    if below:
+        k2 = reg(range(M + 4), 2, "k")
+        stage2.append(k2.eq(Mux(eb1 < 1, Mux(eb1 < -(M + 1), M + 3, 1 - eb1), 0)))
+    st.stage(*stage2)
 
-    # 3: how far a subnormal result shifts right (at most W + 1: everything sticky),
-    # the exponent field, overflow
-    k3 = reg(range(W + 2), 3, "k")
-    ef3 = reg(E, 3, "ef")
-    sig3 = reg(W, 3, "sig")
-    f3, s3 = carry(3, over=be2 >= dst.exp_all_ones, **f2)
-    st.stage(s3, sig3.eq(sig2),
-             k3.eq(Mux(be2 < -W, W + 1, Mux(be2 < 1, 1 - be2, 0))),
-             ef3.eq(Mux(be2 < 1, 0, be2)))
+    # 3: shifted; the significand, a guard bit, a sticky bit (M + 3 bits)
+    shifted = (sig2 << sh2)[:W]
+    cut = Cat(shifted[:W - M - 2] != 0, shifted[W - M - 2:])
+    sig3, be3 = reg(M + 3, 3, "sig"), reg(_EXP, 3, "be")
+    f3, s3 = carry(3, **f2)
+    stage3 = [s3, sig3.eq(cut), be3.eq(eb2 - sh2)]
+    if below:
+        k3 = reg(range(M + 4), 3, "k")
+        stage3.append(k3.eq(k2))
+    st.stage(*stage3)
 
-    # 4: the shift, the fields, the rounding decision
-    shifted = (Cat(Const(0, W + 1), sig3) >> k3)
-    kept, lost = shifted[W + 1:], shifted[:W + 1] != 0
-    mant = kept[W - 1 - M:W - 1]
-    guard = kept[W - 2 - M]
-    rest = (kept[:W - 2 - M] != 0) | lost if W - 2 - M > 0 else lost
+    # 4: the right shift, the fields, overflow, the rounding decision
+    if below:
+        lost = Cat(*(sig3[i] & (k3 > i) for i in range(M + 3))) != 0
+        kept = sig3 >> k3
+        kept = Cat(kept[0] | lost, kept[1:])
+    else:
+        kept = sig3
+    mant, hidden, guard, sticky = kept[2:M + 2], kept[M + 2], kept[1], kept[0]
     base4 = reg(E + M, 4, "base")
     up4 = reg(1, 4, "up")
-    f4, s4 = carry(4, **f3)
-    st.stage(s4, base4.eq(Cat(mant, ef3)), up4.eq(_round_up(guard, rest, mant[0])))
+    over = (be3 >= dst.exp_all_ones) if over_possible else Const(0, 1)
+    f4, s4 = carry(4, over=over, **f3)
+    st.stage(s4, base4.eq(Cat(mant, Mux(hidden, be3[:E], 0))),
+             up4.eq(0 if exact else _round_up(guard, sticky, mant[0])))
 
     # 5: the increment (its carry steps the exponent) and the special cases
     out = reg(dst.width, 5, "out")
-    rounded = (base4 + up4)[:E + M]
+    rounded = base4 if exact else (base4 + up4)[:E + M]
     inf_bits = Const(dst.inf, E + M)
     zero = f4["zero"] & ~f4["inf"]          # a zero significand overflows nothing
     st.stage(out.eq(Mux(f4["nan"], dst.nan,
@@ -410,8 +468,9 @@ def staged_mul(st, a, b, src_a, src_b, name):
     s3, nan3, inf3 = (Signal(name=f"{name}_{k}3") for k in ("sign", "nan", "inf"))
     st.stage(prod.eq(sum_partials(parts)), e3.eq(e2r), s3.eq(s2r), nan3.eq(nan2r),
              inf3.eq(inf2r))
-    return _round_pack(st, sign=s3, zero_sign=s3, sig=prod, e=e3, dst=FP32, nan=nan3,
-                       inf=inf3, name=name)
+    (alo, ahi), (blo, bhi) = _e_range(src_a), _e_range(src_b)
+    return _round_pack(st, sign=s3, zero_sign=s3, sig=prod, e=e3, e_range=(alo + blo, ahi + bhi),
+                       dst=FP32, nan=nan3, inf=inf3, name=name)
 
 
 def add(m, a, b, *, domain="sync", en=None, name="fadd"):
@@ -435,43 +494,81 @@ def staged_add(st, a, b, name):
         return out, [out[k].eq(v) for k, v in values.items()]
 
     # 1: unpacked, and which magnitude is larger (the encodings compare as integers)
+    fa, fb = (Mux(x[M:M + 8] != 0, x[M:M + 8], 1) for x in (a, b))   # ea, eb + bias + M
     r1, s1 = regs(1, sa=sa, sb=sb, siga=siga, sigb=sigb, ea=ea, eb=eb,
+                  dab=(fa - fb)[:9], dba=(fb - fa)[:9],
                   a_ge=magnitude_of(a) >= magnitude_of(b),
                   nan=na | nb | (ia & ib & (sa != sb)), inf=ia | ib, inf_sign=Mux(ia, sa, sb))
     st.stage(s1)
     # 2: the larger first, the exponents' difference (never negative)
     a_ge = r1["a_ge"]
-    big_e, small_e = Mux(a_ge, r1["ea"], r1["eb"]), Mux(a_ge, r1["eb"], r1["ea"])
+    big_e = Mux(a_ge, r1["ea"], r1["eb"])
+    small = Mux(a_ge, r1["sigb"], r1["siga"])
+    tz, _ = _leading_zeros(small[::-1])             # trailing zeros (any: small is not 0)
     r2, s2 = regs(2, sign=Mux(a_ge, r1["sa"], r1["sb"]), sub=r1["sa"] ^ r1["sb"],
                   zsign=r1["sa"] & r1["sb"],
-                  big=Mux(a_ge, r1["siga"], r1["sigb"]), small=Mux(a_ge, r1["sigb"], r1["siga"]),
+                  big=Mux(a_ge, r1["siga"], r1["sigb"]), small=small,
+                  tz=Mux(small != 0, tz[:5], M + 1),
                   nan=r1["nan"], inf=r1["inf"], inf_sign=r1["inf_sign"])
-    e2, d2 = Signal(_EXP, name=f"{name}_e2"), Signal(_EXP, name=f"{name}_d2")
-    st.stage(s2, e2.eq(big_e - 3), d2.eq(big_e - small_e))
+    # the exponents' difference (never negative), beyond M + 4 places all of it is sticky
+    limit = M + 4
+    d = Mux(a_ge, r1["dab"], r1["dba"])
+    e2, dist = Signal(_EXP, name=f"{name}_e2"), Signal(range(limit + 1), name=f"{name}_dist2")
+    st.stage(s2, e2.eq(big_e - 3), dist.eq(Mux(d > limit, limit, d[:len(dist)])))
     # 3: the smaller aligned: three bits below the significand, the lowest sticky (the OR
-    # of everything shifted past it); beyond M + 5 places all of it is sticky
-    limit = M + 5
-    dist = Mux(d2 > limit, limit, d2[:8])
-    ext = Cat(Const(0, limit), r2["small"]) >> dist
+    # of everything shifted past it: some bit is, if it has fewer trailing zeros than the
+    # places shifted past it)
+    kept = Cat(Const(0, 3), r2["small"]) >> dist
     small3 = Signal(M + 4, name=f"{name}_small3")
     big3 = Signal(M + 4, name=f"{name}_big3")
     r3, s3 = regs(3, sign=r2["sign"], sub=r2["sub"], zsign=r2["zsign"], e=e2,
                   nan=r2["nan"], inf=r2["inf"], inf_sign=r2["inf_sign"])
     st.stage(s3, big3.eq(Cat(Const(0, 3), r2["big"])),
-             small3.eq(Cat((ext[:limit - 3] != 0) | ext[limit - 3], ext[limit - 2:limit + M + 1])))
-    # 4: the sum or difference (never negative: the larger magnitude comes first)
+             small3.eq(Cat(kept[0] | (r2["tz"] + 3 < dist), kept[1:])))
+    # 4: the sum or difference (never negative: the larger magnitude comes first), one
+    # adder: the smaller inverted and a carry in to subtract
     total = Signal(M + 5, name=f"{name}_sum4")
     r4, s4 = regs(4, sign=Mux(r3["inf"], r3["inf_sign"], r3["sign"]), zsign=r3["zsign"],
                   e=r3["e"], nan=r3["nan"], inf=r3["inf"])
-    st.stage(s4, total.eq(Mux(r3["sub"], big3 - small3, big3 + small3)))
+    addend = small3 ^ r3["sub"].replicate(M + 4)
+    raw = big3 + addend + r3["sub"]
+    st.stage(s4, total.eq(Cat(raw[:M + 4], raw[M + 4] & ~r3["sub"])))
+    lo, hi = _e_range(FP32)
     return _round_pack(st, sign=r4["sign"], zero_sign=r4["zsign"], sig=total, e=r4["e"],
-                       dst=FP32, nan=r4["nan"], inf=r4["inf"], name=name)
+                       e_range=(lo - 3, hi - 3), dst=FP32, nan=r4["nan"], inf=r4["inf"],
+                       name=name)
 
 
 def convert(m, x, src, dst, *, domain="sync", en=None, name="fcvt"):
     """`dst` bits of encoding x of `src`, rounded to nearest even, `convert_latency`
-    cycles later: unpack, then `_round_pack`."""
+    cycles later: unpack, then `_round_pack`; a storage format to fp32 (exact) in one
+    stage (`_widen`)."""
     return staged_convert(Stages(m, domain, en), x, src, dst, name)
+
+
+def _widen(st, x, src, name):
+    """fp32 bits of encoding `x` of a storage format `src`, one stage: exact, since every
+    number of `src` is an fp32 number. The exponent is rebiased and the mantissa placed
+    at the top; a subnormal of a format with fewer exponent bits becomes a normal fp32
+    number (its leading zeros shifted out, the exponent lowered by as many); bf16's
+    subnormals are fp32's; NaN is the canonical one."""
+    M, E = src.man_bits, src.exp_bits
+    x = Value.cast(x)
+    mant, ef, sign = x[:M], x[M:M + E], x[M + E]
+    pad = Const(0, FP32.man_bits - M)
+    nan = nan_of(x, src)
+    inf = Const(0, 1) if src.finite else (ef == src.exp_all_ones) & (mant == 0)
+    rebias = FP32.bias - src.bias
+    if E == FP32.exp_bits:                      # the same exponents: bits placed, no more
+        number = Cat(pad, mant, ef)
+    else:
+        lz, _ = _leading_zeros(mant)
+        lz = lz[:max(1, (M - 1).bit_length())]
+        sub = Cat(pad, ((mant << (lz + 1))[:M]), (rebias - lz)[:8])   # 1.f * 2**(-bias - lz)
+        number = Mux(ef == 0, Mux(mant == 0, 0, sub), Cat(pad, mant, (ef + rebias)[:8]))
+    out = Signal(FP32.width, name=f"{name}_out")
+    st.stage(out.eq(Mux(nan, FP32.nan, Cat(Mux(inf, FP32.inf, number), sign))))
+    return out
 
 
 def staged_convert(st, x, src, dst, name):
@@ -482,13 +579,15 @@ def staged_convert(st, x, src, dst, name):
         # no datapath result is stored in such a format (fp8 O is written in bf16), and its
         # overflow (to NaN, or saturated as the FP8 recipes do) is the host's choice
         raise TypeError(f"convert: no builder rounds to {dst.name} (a format without infinities)")
+    if dst is FP32 and src is not FP32:
+        return _widen(st, x, src, name)
     m = st.m
     s, sig, e, _, inf, nan = _unpack(m, x, src, name)
     s1, inf1, nan1 = (Signal(name=f"{name}_{k}1") for k in ("sign", "inf", "nan"))
     sig1, e1 = Signal.like(sig, name=f"{name}_sig1"), Signal(_EXP, name=f"{name}_e1")
     st.stage(s1.eq(s), inf1.eq(inf), nan1.eq(nan), sig1.eq(sig), e1.eq(e))
-    return _round_pack(st, sign=s1, zero_sign=s1, sig=sig1, e=e1, dst=dst, nan=nan1,
-                       inf=inf1, name=name)
+    return _round_pack(st, sign=s1, zero_sign=s1, sig=sig1, e=e1, e_range=_e_range(src),
+                       dst=dst, nan=nan1, inf=inf1, name=name)
 
 
 def maximum(m, a, b, *, domain="sync", en=None, name="fmax"):
@@ -540,21 +639,22 @@ def staged_to_fixed(st, x, frac, width, name):
     st.stage(s1.eq(s), nan1.eq(nan), inf1.eq(inf), sig1.eq(sig), sh1.eq(e + frac))
     # 2: too large for `width` bits (a left shift past W), or how far right it shifts
     big2, s2, nan2 = (Signal(name=f"{name}_{k}2") for k in ("big", "sign", "nan"))
-    left2 = Signal(range(W + 1), name=f"{name}_left2")
+    left2 = Signal(range(max(0, W - 24) + 1), name=f"{name}_left2")   # more is too large
     right2 = Signal(range(27), name=f"{name}_right2")
     sig2 = Signal(24, name=f"{name}_sig2")
     st.stage(s2.eq(s1), nan2.eq(nan1), sig2.eq(sig1),
              big2.eq(inf1 | (sh1 > W - 24)),
              left2.eq(Mux(sh1 > 0, sh1[:len(left2)], 0)),
              right2.eq(Mux(sh1 < -25, 26, Mux(sh1 < 0, -sh1, 0))))
-    # 3: the shift: the integer part, and below it the guard bit and the sticky rest
-    ext = Cat(Const(0, 26), sig2)                           # sig * 2**26
-    shifted = (ext >> right2) << left2
+    # 3: the shift: the integer part, and below it the guard bit and the sticky rest (the
+    # bits below the guard's place: i < right - 1)
+    shifted = Cat(Const(0, 1), sig2) >> right2              # the guard bit, the integer part
     mag3 = Signal(W + 1, name=f"{name}_mag3")
     guard3, sticky3 = Signal(name=f"{name}_guard3"), Signal(name=f"{name}_sticky3")
     s3, nan3, big3 = (Signal(name=f"{name}_{k}3") for k in ("sign", "nan", "big"))
     st.stage(s3.eq(s2), nan3.eq(nan2), big3.eq(big2),
-             mag3.eq(shifted[26:26 + W + 1]), guard3.eq(shifted[25]), sticky3.eq(shifted[:25] != 0))
+             mag3.eq(shifted[1:] << left2), guard3.eq(shifted[0]),
+             sticky3.eq(Cat(*(sig2[i] & (right2 > i + 1) for i in range(24))) != 0))
     # 4: round to nearest even
     mag4 = Signal(W + 1, name=f"{name}_mag4")
     s4, nan4, big4 = (Signal(name=f"{name}_{k}4") for k in ("sign", "nan", "big"))
@@ -584,8 +684,13 @@ def staged_from_fixed(st, value, exp, name):
     sig1 = Signal(len(value), name=f"{name}_sig1")
     e1 = Signal(_EXP, name=f"{name}_e1")
     st.stage(sig1.eq(value), e1.eq(exp))
-    return _round_pack(st, sign=Const(0, 1), zero_sign=Const(0, 1), sig=sig1, e=e1, dst=FP32,
-                       nan=Const(0, 1), inf=Const(0, 1), name=name)
+    if isinstance(exp, Const):
+        e_range = (exp.value, exp.value)
+    else:
+        n = len(exp)
+        e_range = (-(1 << (n - 1)), (1 << (n - 1)) - 1) if exp.shape().signed else (0, (1 << n) - 1)
+    return _round_pack(st, sign=Const(0, 1), zero_sign=Const(0, 1), sig=sig1, e=e1,
+                       e_range=e_range, dst=FP32, nan=Const(0, 1), inf=Const(0, 1), name=name)
 
 
 @functools.cache
