@@ -28,7 +28,8 @@ acts on it c cycles after MAC 0 and nothing in the array ever stalls:
 * ``is_u``: a V chunk; O[addr] = rescale(alpha, O[addr]) + P * value with the
   (P, alpha) of (``bank``, ``slot``); ``first`` (the block's V_0) reads O as 0,
   so O needs no clearing between blocks. ``last`` marks the block's final V row.
-  One multiplier serves both alpha * O and P * V (the format's ``update``).
+  One multiplier serves both alpha * O and P * V (the format's ``update``); in a
+  float MAC the scores' fp32 adder also makes O's sum (`MAC.adder_waits`).
 
 With s > 1 each MAC's score is a partial sum over its d/s columns. The partial
 sums meet in an adder chain along the group, which the systolic skew makes
@@ -41,7 +42,11 @@ log2 s stages and reach across s MACs).
 
 The floating-point formats (`FloatArith`) keep the same storage and word, with
 scores and O in fp32, and accumulate a score in an fp32 adder whose result
-comes back `accumulate_latency` (L) cycles later. So a K row is replayed chunk
+comes back `accumulate_latency` (L) cycles later. The same adder makes the O
+update's sum: a MAC holds a word that is a K chunk or a V chunk, never both, so with
+the product and the update's operands delayed to reach the adder equally many cycles
+after their word (`MAC.adder_waits`), it takes at most one sum a cycle and needs no
+arbiter. So a K row is replayed chunk
 by chunk (`score_period`: chunk c goes to slots 0 .. r-1 in P >= r cycles, P - r
 of them idle), and the adder's loop holds k P sums (`score_sums`: L of them in
 the adder, k P - L in a delay line), so that each slot's sum comes back exactly
@@ -68,7 +73,7 @@ costs one adder per group, and k - 1 rounds of 1 + L cycles of latency less the
 order.
 """
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Shape, Signal, Value, signed
+from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, Value, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -234,8 +239,22 @@ class MAC(wiring.Component):
     @staticmethod
     def update_latency(arith):
         """Cycles from a V word at this MAC to its O element written: the operands'
-        register, then the update pipeline of the format (its ``update``)."""
-        return 1 + arith.update_latency
+        register, then the update pipeline of the format (its ``update``), its operands
+        held `adder_waits` cycles in a float MAC."""
+        return 1 + arith.update_latency + MAC.adder_waits(arith)[1]
+
+    @staticmethod
+    def adder_waits(arith):
+        """(score, update): the cycles a float MAC holds its q * k product and its update's
+        operands (`FloatArith.update_operands`) so that both reach its one fp32 adder the
+        same number of cycles after their word. A word is a K chunk or a V chunk, never
+        both, so the adder takes at most one sum a cycle: the scores' and O's sums share
+        it. (0, 0) for int8."""
+        if not isinstance(arith, FloatArith):
+            return 0, 0
+        score, update = arith.product_latency, 1 + arith.update_operands_latency
+        issue = max(score, update)
+        return issue - score, issue - update
 
     #: cycles from a K word at an int8 MAC to its q * k: the operand registers, then the
     #: product's two (`_qk`'s, or in a DSP its product register and the relay)
@@ -254,7 +273,8 @@ class MAC(wiring.Component):
         P = `score_period`). Then the score's own register before the banks
         (`_write_score`)."""
         if isinstance(arith, FloatArith):
-            product, accumulate = arith.product_latency, arith.accumulate_latency
+            product = arith.product_latency + MAC.adder_waits(arith)[0]
+            accumulate = arith.accumulate_latency
             if split == 1:
                 score = 1 + product + accumulate
             else:
@@ -331,9 +351,7 @@ class MAC(wiring.Component):
             q_rd.addr.eq(w.addr),
         ]
 
-        if isinstance(arith, FloatArith):
-            self._float_scores(m, w, q_rd.data, value)
-        else:
+        if not isinstance(arith, FloatArith):
             self._int8_scores(m, w, q_rd.data, value, dsp_lut_width(platform))
 
         # The (up, e) pairs, written by the lane over its line-local bus (to the whole
@@ -387,7 +405,16 @@ class MAC(wiring.Component):
                               addr[-1], o_new, en[-1])
         m.d.sync += [up_u.eq(up_w), e_u.eq(e_w), o_u.eq(force(o_rd, w.first, 0)),
                      v_u.eq(value)]
-        m.d.comb += [o_new.eq(arith.update(m, up_u, e_u, o_u, v_u)), self.o_rd.eq(o_rd)]
+        m.d.comb += self.o_rd.eq(o_rd)
+        if isinstance(arith, FloatArith):
+            # O's sum on the scores' adder (`adder_waits`), in its operands' cycle
+            wait = self.adder_waits(arith)[1]
+            ops = arith.update_operands(m, up_u, e_u, o_u, v_u)
+            ops = [Stages(m).delay(x, wait, f"fupd_wait{i}") for i, x in enumerate(ops)]
+            issue = en[arith.update_operands_latency + wait]
+            m.d.comb += o_new.eq(self._float_scores(m, w, q_rd.data, value, (issue, *ops)))
+        else:
+            m.d.comb += o_new.eq(arith.update(m, up_u, e_u, o_u, v_u))
         return m
 
     #: the widest slice of O that shares one read-address register
@@ -520,15 +547,18 @@ class MAC(wiring.Component):
                 with m.If(p_en):
                     m.d.sync += self.chain_out.value.eq(total)
 
-    def _float_scores(self, m, w, q, value):
+    def _float_scores(self, m, w, q, value, update):
         """fp32 scores, chunk-major (see the module docstring): the product, then the
         accumulator whose sum comes back k P cycles after it left (k = `score_sums`
         sub-sums a slot, P = `score_period`); with s > 1 the partial sums wait in their
-        bank for the chain; with k > 1 the group's last MAC folds the k sums."""
+        bank for the chain; with k > 1 the group's last MAC folds the k sums.
+        The accumulator is also O's adder: `update` is (issue, product, addend), O's sum
+        taken where `issue` is set (`adder_waits`). Returns the adder's sum."""
         arith, r, s, k = self._arith, self._r, self._s, self._sums
-        product_latency, accumulate_latency = arith.product_latency, arith.accumulate_latency
-        prod = arith.product(m, q, value)
+        wait, accumulate_latency = self.adder_waits(arith)[0], arith.accumulate_latency
+        product_latency = arith.product_latency + wait
         st = Stages(m)
+        prod = st.delay(arith.product(m, q, value), wait, "fprod_wait")
         ctrl = Signal(data.StructLayout({"en": 1, "first": 1, "last": 1,
                                          "bank": range(self._banks), "slot": range(r)}),
                       name="s_ctrl")
@@ -539,7 +569,9 @@ class MAC(wiring.Component):
         start = Const(FP32.neg_zero, FP32.width)              # -0 + x is x: a slot's first sum
         # a sub-sum's first chunk: the row's first k chunks
         first = ctrl_p.first if k == 1 else self._chunk(m, ctrl_p, "chunk_p") < k
-        acc = arith.accumulate(m, Mux(first, start, loop), prod)
+        issue, u_prod, u_addend = update
+        acc = arith.accumulate(m, Mux(issue, u_prod, Mux(first, start, loop)),
+                               Mux(issue, u_addend, prod))
         m.d.comb += loop.eq(st.delay(acc, k * self._period - accumulate_latency, "acc_back"))
         done = data.View(ctrl.shape(), st.delay(ctrl_p, accumulate_latency, "s_ctrl_a"))
         if k == 1:
@@ -553,34 +585,25 @@ class MAC(wiring.Component):
 
         if s == 1:
             self._score_out(m, part_en, sub, done.bank, done.slot, acc)
-            return
+            return acc
         if self.position == 0:                             # the chain starts here
             m.d.sync += [self.chain_out.valid.eq(part_en), self.chain_out.bank.eq(done.bank),
                          self.chain_out.slot.eq(done.slot), self.chain_out.value.eq(acc)]
             if k > 1:
                 m.d.sync += self.chain_out.sub.eq(sub)
-            return
-        if k == 1:
-            banks = self._banks
-            parts = [Signal(arith.score_shape, name=f"part_{b}_{t}")
-                     for b in range(banks) for t in range(r)]
-            self._write_regs(m, parts, part_en, done.bank, done.slot, acc)
-            cin = Signal.like(self.chain_in, name="chain_in_r")
-            m.d.sync += cin.eq(self.chain_in)
-            mine = Array([Array(parts[b * r:(b + 1) * r])
-                          for b in range(banks)])[cin.bank][cin.slot]
-        else:
-            cin = Signal.like(self.chain_in, name="chain_in_r")
-            m.d.sync += cin.eq(self.chain_in)
-            # B k r partial sums: a LUT RAM read at the registered chain's (bank, sub, slot)
-            m.submodules.parts = parts = Memory(
-                shape=arith.score_shape, depth=2 ** len(self._part_addr(done.bank, sub, done.slot)),
-                init=[])
-            part_wr, part_rd = parts.write_port(), parts.read_port(domain="comb")
-            m.d.comb += [part_wr.addr.eq(self._part_addr(done.bank, sub, done.slot)),
-                         part_wr.data.eq(acc), part_wr.en.eq(part_en),
-                         part_rd.addr.eq(self._part_addr(cin.bank, cin.sub, cin.slot))]
-            mine = part_rd.data
+            return acc
+        cin = Signal.like(self.chain_in, name="chain_in_r")
+        m.d.sync += cin.eq(self.chain_in)
+        # B k r partial sums: a LUT RAM read at the registered chain's (bank, sub, slot)
+        cin_sub = cin.sub if k > 1 else None
+        m.submodules.parts = parts = Memory(
+            shape=arith.score_shape, depth=2 ** len(self._part_addr(done.bank, sub, done.slot)),
+            init=[])
+        part_wr, part_rd = parts.write_port(), parts.read_port(domain="comb")
+        m.d.comb += [part_wr.addr.eq(self._part_addr(done.bank, sub, done.slot)),
+                     part_wr.data.eq(acc), part_wr.en.eq(part_en),
+                     part_rd.addr.eq(self._part_addr(cin.bank, cin_sub, cin.slot))]
+        mine = part_rd.data
         total = arith.accumulate(m, mine, cin.value)
         out = data.View(cin.shape(), st.delay(cin.as_value(), accumulate_latency, "chain_ctrl"))
         if self.position == s - 1:
@@ -590,6 +613,7 @@ class MAC(wiring.Component):
                          self.chain_out.slot.eq(out.slot), self.chain_out.value.eq(total)]
             if k > 1:
                 m.d.comb += self.chain_out.sub.eq(out.sub)
+        return acc
 
     def _chunk(self, m, ctrl, name):
         """The chunk of a K row that `ctrl` (a word's control, valid at `en`) belongs to:
@@ -608,6 +632,8 @@ class MAC(wiring.Component):
 
     def _sub_addr(self, sub, slot):
         """The address of a (sub-sum, slot) sum: the slot's bits, then the sub-sum's."""
+        if sub is None:                          # k = 1: one sum a slot
+            return Value.cast(slot)[:_slot_bits(self._r)]
         return Cat(Value.cast(slot)[:_slot_bits(self._r)], Value.cast(sub)[:_slot_bits(self._sums)])
 
     def _score_out(self, m, en, sub, bank, slot, value):

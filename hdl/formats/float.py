@@ -239,6 +239,22 @@ class FloatArith:
 
     def staged_update(self, st, up, e32, o, v):
         """`update` on the caller's `dsp.Stages` `st`."""
+        prod, addend = self.staged_update_operands(st, up, e32, o, v)
+        return fp.staged_add(st, prod, addend, "fupd_add")
+
+    def update_operands(self, m, up, e32, o, v, *, domain="sync", en=None):
+        """(product, addend): the two fp32 operands of `update`'s sum, `update_operands_latency`
+        cycles later, for a caller whose adder also does other sums (`attenio.hdl.mac.MAC`
+        shares one with the scores)."""
+        return self.staged_update_operands(Stages(m, domain, en), up, e32, o, v)
+
+    @property
+    def update_operands_latency(self):
+        """`update_latency` less the sum's: cycles to `update_operands`' operands."""
+        return self.update_latency - self.accumulate_latency
+
+    def staged_update_operands(self, st, up, e32, o, v):
+        """`update_operands` on the caller's `dsp.Stages` `st`."""
         v32 = fp.staged_convert(st, v, self._spec, FP32, "fupd_v")
         wait = fp.convert_latency(self._spec, FP32)
         up1, e1, o1 = (st.delay(x, wait, f"fupd_{n}") for x, n in ((up, "up"), (e32, "e"),
@@ -247,8 +263,7 @@ class FloatArith:
                              for n in ("b", "addend", "e2"))
         st.stage(other.eq(Mux(up1, o1, v32)), addend.eq(Mux(up1, v32, o1)), e2.eq(e1))
         prod = fp.staged_mul(st, e2, other, FP32, FP32, "fupd_mul")
-        addend_late = st.delay(addend, fp.mul_latency(FP32, FP32), "fupd_addend")
-        return fp.staged_add(st, prod, addend_late, "fupd_add")
+        return prod, st.delay(addend, fp.mul_latency(FP32, FP32), "fupd_addend")
 
     def update_l(self, m, up, e, l, *, domain="sync"):
         """l' = rescale(e, l) + 1 if up, else l + e (fixed point: `Int8Arith.update`)."""
