@@ -40,7 +40,7 @@ from .module_stat import module_report, resources_of
 
 __all__ = ["TARGETS", "GENERIC_LEVELS", "DEVICE", "PLACER_OPTIONS", "PNR_OPTIONS", "HARNESS_INSTANCE",
            "ToolMissing", "tool_path",
-           "run_tool", "harness_verilog", "synthesize", "render_table", "resources_of",
+           "run_tool", "harness_verilog", "ecp5_script", "synthesize", "render_table", "resources_of",
            "yosys_cells", "pnr_summary", "place_and_route", "fmax_cell"]
 
 TARGETS = ("generic", "ecp5")
@@ -329,6 +329,21 @@ def prepare_script(top, bits, *, check=True):
     return "\n".join(steps) + "\n"
 
 
+def ecp5_script(work, top, lut_mul_width, *, check, extra="", stat="stat.json"):
+    """The Yosys script that maps `top` (in work/attenio_top.v) for the ECP5 inside the
+    place-and-route harness (written to work/harness.v): `prepare_script`, synth_ecp5,
+    the stat in `stat` and the count of unregistered DSPs."""
+    ports = top_ports((work / "attenio_top.v").read_text(), top)
+    (work / "harness.v").write_text(harness_verilog(ports, top=top))
+    script = "read_verilog -sv attenio_top.v\nread_verilog harness.v\n"
+    # The narrow products in LUTs: fewer DSPs also route better, the fabric next to
+    # the DSP rows being where router2 fails to converge (docs/synthesis.md).
+    script += prepare_script("attenio_fmax", lut_mul_width, check=check)
+    return script + (f"synth_ecp5 -top attenio_fmax -json netlist.json\n{extra}\n"
+                     f"tee -q -o {stat} stat -json\n"
+                     f"tee -q -o unregistered_dsps.txt select -count {UNREGISTERED_DSPS}\n")
+
+
 def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1, log=print,
                yosys_extra=None, pnr=True, generic_level="gate", lut_mul_width=LUT_MUL_WIDTH,
                dsp_primitives=None, pnr_timeout=None, forced_dsps=True, modules=None,
@@ -433,15 +448,8 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
                   f"tee -q -o {stat} stat -json\n" + ("write_json netlist.json\n" if modules else ""))
         report["generic_level"] = generic_level
     else:
-        ports = top_ports((work / "attenio_top.v").read_text(), TOP_NAME)
-        (work / "harness.v").write_text(harness_verilog(ports, top=TOP_NAME))
-        script = "read_verilog -sv attenio_top.v\nread_verilog harness.v\n"
-        # The narrow products in LUTs: fewer DSPs also route better, the fabric next to
-        # the DSP rows being where router2 fails to converge (docs/synthesis.md).
-        script += prepare_script("attenio_fmax", lut_mul_width, check=not dsp_primitives)
-        script += (f"synth_ecp5 -top attenio_fmax -json netlist.json\n{extra}\n"
-                   f"tee -q -o {stat} stat -json\n"
-                   f"tee -q -o unregistered_dsps.txt select -count {UNREGISTERED_DSPS}\n")
+        script = ecp5_script(work, TOP_NAME, lut_mul_width, check=not dsp_primitives,
+                             extra=extra, stat=stat)
     (work / "synth.ys").write_text(script)
     log(f"yosys ({target}) on {verilog.name} ...")
     try:

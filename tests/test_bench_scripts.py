@@ -36,3 +36,14 @@ def test_the_float_accuracy_bench_measures_at_a_small_n(spec_name):
     got = bench.measure(getattr(fp, spec_name), "gaussian_float", 256)
     assert 0 < got["floor"] < got["rel_l2"] < bench.TARGET_REL_L2, got
     assert 0 < got["datapath"] < got["rel_l2"], got
+
+
+def test_the_fp_cost_bench_counts_an_op_without_its_harness(tmp_path, monkeypatch):
+    bench = _load(ROOT / "bench" / "bench_fp_cost.py")
+    monkeypatch.setattr(bench, "OUT", tmp_path)
+    row = bench.measure("cvt_fp8_e4m3_fp32", pnr=False, timeout=300)
+    # the one-stage widening: its output register (fp32 bits that are never constant: at
+    # most 32) and its LUTs; the harness's 8-bit input shift register and its output
+    # registers and fold (about 50 FF) are not counted
+    assert row["latency"] == 1
+    assert 0 < row["FF"] <= 32 and 0 < row["LUT"] < 100 and row["DSP"] == 0, row
