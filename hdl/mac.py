@@ -29,7 +29,8 @@ acts on it c cycles after MAC 0 and nothing in the array ever stalls:
   (P, alpha) of (``bank``, ``slot``); ``first`` (the block's V_0) reads O as 0,
   so O needs no clearing between blocks. ``last`` marks the block's final V row.
   One multiplier serves both alpha * O and P * V (the format's ``update``); in a
-  float MAC the scores' fp32 adder also makes O's sum (`MAC.adder_waits`).
+  float MAC it also makes q * k, and one fp32 adder makes the scores' and O's sums
+  (`FloatArith.mac_operands`).
 
 With s > 1 each MAC's score is a partial sum over its d/s columns. The partial
 sums meet in an adder chain along the group, which the systolic skew makes
@@ -42,11 +43,11 @@ log2 s stages and reach across s MACs).
 
 The floating-point formats (`FloatArith`) keep the same storage and word, with
 scores and O in fp32, and accumulate a score in an fp32 adder whose result
-comes back `accumulate_latency` (L) cycles later. The same adder makes the O
-update's sum: a MAC holds a word that is a K chunk or a V chunk, never both, so with
-the product and the update's operands delayed to reach the adder equally many cycles
-after their word (`MAC.adder_waits`), it takes at most one sum a cycle and needs no
-arbiter. So a K row is replayed chunk
+comes back `accumulate_latency` (L) cycles later. A MAC holds a word that is a K chunk
+or a V chunk, never both, so one fp32 multiplier and one fp32 adder serve both: q * k
+and the score's sum for a K chunk, the O update's product and sum for a V chunk, each
+in the same cycles after its word (`FloatArith.mac_operands`), one operation a cycle
+and no arbiter. So a K row is replayed chunk
 by chunk (`score_period`: chunk c goes to slots 0 .. r-1 in P >= r cycles, P - r
 of them idle), and the adder's loop holds k P sums (`score_sums`: L of them in
 the adder, k P - L in a delay line), so that each slot's sum comes back exactly
@@ -239,22 +240,8 @@ class MAC(wiring.Component):
     @staticmethod
     def update_latency(arith):
         """Cycles from a V word at this MAC to its O element written: the operands'
-        register, then the update pipeline of the format (its ``update``), its operands
-        held `adder_waits` cycles in a float MAC."""
-        return 1 + arith.update_latency + MAC.adder_waits(arith)[1]
-
-    @staticmethod
-    def adder_waits(arith):
-        """(score, update): the cycles a float MAC holds its q * k product and its update's
-        operands (`FloatArith.update_operands`) so that both reach its one fp32 adder the
-        same number of cycles after their word. A word is a K chunk or a V chunk, never
-        both, so the adder takes at most one sum a cycle: the scores' and O's sums share
-        it. (0, 0) for int8."""
-        if not isinstance(arith, FloatArith):
-            return 0, 0
-        score, update = arith.product_latency, 1 + arith.update_operands_latency
-        issue = max(score, update)
-        return issue - score, issue - update
+        register, then the update pipeline of the format (its ``update``)."""
+        return 1 + arith.update_latency
 
     #: cycles from a K word at an int8 MAC to its q * k: the operand registers, then the
     #: product's two (`_qk`'s, or in a DSP its product register and the relay)
@@ -273,7 +260,8 @@ class MAC(wiring.Component):
         P = `score_period`). Then the score's own register before the banks
         (`_write_score`)."""
         if isinstance(arith, FloatArith):
-            product = arith.product_latency + MAC.adder_waits(arith)[0]
+            # the operands' register, then the multiplier O's update shares
+            product = 1 + arith.mac_operands_latency
             accumulate = arith.accumulate_latency
             if split == 1:
                 score = 1 + product + accumulate
@@ -407,12 +395,13 @@ class MAC(wiring.Component):
                      v_u.eq(value)]
         m.d.comb += self.o_rd.eq(o_rd)
         if isinstance(arith, FloatArith):
-            # O's sum on the scores' adder (`adder_waits`), in its operands' cycle
-            wait = self.adder_waits(arith)[1]
-            ops = arith.update_operands(m, up_u, e_u, o_u, v_u)
-            ops = [Stages(m).delay(x, wait, f"fupd_wait{i}") for i, x in enumerate(ops)]
-            issue = en[arith.update_operands_latency + wait]
-            m.d.comb += o_new.eq(self._float_scores(m, w, q_rd.data, value, (issue, *ops)))
+            # q * k on the update's multiplier, its sum on the update's adder
+            score_u = Signal(name="score_u")
+            q_u = Signal.like(q_rd.data, name="q_u")
+            m.d.sync += [score_u.eq(w.is_s), q_u.eq(q_rd.data)]
+            prod, addend = arith.mac_operands(m, up_u, e_u, o_u, v_u, score=score_u, q=q_u)
+            update = en[arith.mac_operands_latency]
+            m.d.comb += o_new.eq(self._float_scores(m, w, update, prod, addend))
         else:
             m.d.comb += o_new.eq(arith.update(m, up_u, e_u, o_u, v_u))
         return m
@@ -547,18 +536,18 @@ class MAC(wiring.Component):
                 with m.If(p_en):
                     m.d.sync += self.chain_out.value.eq(total)
 
-    def _float_scores(self, m, w, q, value, update):
+    def _float_scores(self, m, w, update, prod, addend):
         """fp32 scores, chunk-major (see the module docstring): the product, then the
         accumulator whose sum comes back k P cycles after it left (k = `score_sums`
         sub-sums a slot, P = `score_period`); with s > 1 the partial sums wait in their
         bank for the chain; with k > 1 the group's last MAC folds the k sums.
-        The accumulator is also O's adder: `update` is (issue, product, addend), O's sum
-        taken where `issue` is set (`adder_waits`). Returns the adder's sum."""
+        The product and the accumulator are O's update's (`FloatArith.mac_operands`):
+        `prod` is q * k for a K word, the update's product for a V word, whose sum
+        (`update` set) adds `addend`. Returns the adder's sum."""
         arith, r, s, k = self._arith, self._r, self._s, self._sums
-        wait, accumulate_latency = self.adder_waits(arith)[0], arith.accumulate_latency
-        product_latency = arith.product_latency + wait
+        product_latency = 1 + arith.mac_operands_latency
+        accumulate_latency = arith.accumulate_latency
         st = Stages(m)
-        prod = st.delay(arith.product(m, q, value), wait, "fprod_wait")
         ctrl = Signal(data.StructLayout({"en": 1, "first": 1, "last": 1,
                                          "bank": range(self._banks), "slot": range(r)}),
                       name="s_ctrl")
@@ -569,9 +558,7 @@ class MAC(wiring.Component):
         start = Const(FP32.neg_zero, FP32.width)              # -0 + x is x: a slot's first sum
         # a sub-sum's first chunk: the row's first k chunks
         first = ctrl_p.first if k == 1 else self._chunk(m, ctrl_p, "chunk_p") < k
-        issue, u_prod, u_addend = update
-        acc = arith.accumulate(m, Mux(issue, u_prod, Mux(first, start, loop)),
-                               Mux(issue, u_addend, prod))
+        acc = arith.accumulate(m, Mux(update, addend, Mux(first, start, loop)), prod)
         m.d.comb += loop.eq(st.delay(acc, k * self._period - accumulate_latency, "acc_back"))
         done = data.View(ctrl.shape(), st.delay(ctrl_p, accumulate_latency, "s_ctrl_a"))
         if k == 1:

@@ -239,29 +239,41 @@ class FloatArith:
 
     def staged_update(self, st, up, e32, o, v):
         """`update` on the caller's `dsp.Stages` `st`."""
-        prod, addend = self.staged_update_operands(st, up, e32, o, v)
+        prod, addend = self.staged_mac_operands(st, up, e32, o, v)
         return fp.staged_add(st, prod, addend, "fupd_add")
 
-    def update_operands(self, m, up, e32, o, v, *, domain="sync", en=None):
-        """(product, addend): the two fp32 operands of `update`'s sum, `update_operands_latency`
-        cycles later, for a caller whose adder also does other sums (`attenio.hdl.mac.MAC`
-        shares one with the scores)."""
-        return self.staged_update_operands(Stages(m, domain, en), up, e32, o, v)
+    def mac_operands(self, m, up, e32, o, v, *, score=None, q=None, domain="sync", en=None):
+        """(product, addend): the operands of a MAC's one fp32 multiplier and one fp32
+        adder for its word, `mac_operands_latency` cycles later, the product made. A V
+        chunk gets `update`'s: e32 * O and v (if up), or e32 * v and O. With `score` set
+        (a K chunk; `v` is then k) the product is q * k, as `product` makes it (the
+        exact product, rounded to fp32 by the same multiplier: the same bits), and the
+        caller adds it to its score (`attenio.hdl.mac.MAC`: a word is a K or a V chunk,
+        so the scores and O share the multiplier and the adder)."""
+        return self.staged_mac_operands(Stages(m, domain, en), up, e32, o, v, score=score, q=q)
 
     @property
-    def update_operands_latency(self):
-        """`update_latency` less the sum's: cycles to `update_operands`' operands."""
+    def mac_operands_latency(self):
+        """`update_latency` less the sum's: cycles to `mac_operands`' operands."""
         return self.update_latency - self.accumulate_latency
 
-    def staged_update_operands(self, st, up, e32, o, v):
-        """`update_operands` on the caller's `dsp.Stages` `st`."""
+    def staged_mac_operands(self, st, up, e32, o, v, *, score=None, q=None):
+        """`mac_operands` on the caller's `dsp.Stages` `st`: V (K) and Q widened to fp32,
+        the multiplier's operands selected, the product."""
         v32 = fp.staged_convert(st, v, self._spec, FP32, "fupd_v")
         wait = fp.convert_latency(self._spec, FP32)
         up1, e1, o1 = (st.delay(x, wait, f"fupd_{n}") for x, n in ((up, "up"), (e32, "e"),
                                                                       (o, "o")))
         other, addend, e2 = (Signal(FP32.width, name=f"fupd_{n}")
                              for n in ("b", "addend", "e2"))
-        st.stage(other.eq(Mux(up1, o1, v32)), addend.eq(Mux(up1, v32, o1)), e2.eq(e1))
+        if score is None:
+            st.stage(other.eq(Mux(up1, o1, v32)), addend.eq(Mux(up1, v32, o1)), e2.eq(e1))
+        else:       # Q widened beside V, in the same stage
+            q32 = fp.convert(st.m, q, self._spec, FP32, domain=st.domain, en=st.en,
+                             name="fupd_q")
+            score1 = st.delay(score, wait, "fupd_score")
+            st.stage(other.eq(Mux(up1 & ~score1, o1, v32)), addend.eq(Mux(up1, v32, o1)),
+                     e2.eq(Mux(score1, q32, e1)))
         prod = fp.staged_mul(st, e2, other, FP32, FP32, "fupd_mul")
         return prod, st.delay(addend, fp.mul_latency(FP32, FP32), "fupd_addend")
 
