@@ -9,11 +9,13 @@ serves both and is tested without hardware.
 
 On the board:
 
-    python -m attenio.sim.host --port /dev/ttyUSB0 --preset small --seed 3
+    python -m attenio.sim.host --port /dev/ttyUSB0 --preset small --format fp16 --seed 3
 
 (the options the bitstream was built with, `BOARD_OPTS` of the Makefile but
 the clock; the script plans them as the build did and checks every read-only
-hardware parameter it reads back against that plan).
+hardware parameter it reads back against that plan, the FORMAT register among them).
+The inputs and the expected O are those of `attenio sim` in the Plan's format
+(`attenio.sim.run_data.RunData`).
 """
 
 import asyncio
@@ -24,7 +26,7 @@ import numpy as np
 from attenio.hdl.board import CMD, STATUS
 from attenio.regmap import Access, ErrorCode
 
-from . import golden
+from .run_data import RunData
 from .tb.counters import counter_names
 
 __all__ = ["HostError", "AttenIOHost", "SerialLink", "Layout", "main"]
@@ -37,14 +39,21 @@ class HostError(RuntimeError):
 
 
 class Layout:
-    """Q, K, V, O packed one after the other, [head][row][d] each, from address 0."""
+    """Q, K, V, O packed one after the other, [head][row][d] each, from address 0 (the
+    board's block RAM holds no more, `attenio.hdl.board.board_memory_bytes`). Q, K and V
+    elements are `element_bytes` wide, O's `out_bytes` (None: the same; fp8 writes O in
+    bf16); `row_stride`, `head_stride`, `tensor_bytes` and `base` are by tensor name."""
 
-    def __init__(self, *, heads, seq_len, head_dim):
-        self.tensor_bytes = heads * seq_len * head_dim
-        self.head_stride = seq_len * head_dim
-        self.row_stride = head_dim
-        self.base = {t: i * self.tensor_bytes for i, t in enumerate("QKVO")}
-        self.total = 4 * self.tensor_bytes
+    def __init__(self, *, heads, seq_len, head_dim, element_bytes=1, out_bytes=None):
+        out_bytes = element_bytes if out_bytes is None else out_bytes
+        self.row_stride = {t: head_dim * (out_bytes if t == "O" else element_bytes)
+                           for t in "QKVO"}
+        self.head_stride = {t: seq_len * rs for t, rs in self.row_stride.items()}
+        self.tensor_bytes = {t: heads * hs for t, hs in self.head_stride.items()}
+        self.base, addr = {}, 0
+        for t in "QKVO":
+            self.base[t], addr = addr, addr + self.tensor_bytes[t]
+        self.total = addr
 
 
 class AttenIOHost:
@@ -118,17 +127,23 @@ class AttenIOHost:
             raise HostError("the board was built for another configuration: " + ", ".join(bad))
         return hw
 
-    async def run(self, q, k, v, *, c, poll_limit=100000):
-        """Load int8 q, k, v ([heads, N, d]), run, and return (o, counters)."""
-        q, k, v = (np.ascontiguousarray(x, dtype=np.int8) for x in (q, k, v))
-        heads, n, d = q.shape
-        lay = Layout(heads=heads, seq_len=n, head_dim=d)
-        for name, x in (("Q", q), ("K", k), ("V", v)):
-            await self.mem_write(lay.base[name], x.tobytes())
-        regs = {"SEQ_LEN": n, "HEADS": heads, "SCALE_C": int(c)}
+    async def run(self, data, *, poll_limit=100000):
+        """Load the Q, K, V of `data` (a `RunData`: the elements as its format stores them,
+        its SCALE_C), run, and return (o, counters), o [heads, N, d] as memory holds it
+        (`RunData.out_dtype`), to compare with `data.golden`."""
+        if data.k.shape != data.q.shape:
+            raise ValueError(f"the board's runs have K and V of Q's shape {list(data.q.shape)}, "
+                             f"not {list(data.k.shape)} (no N_kv or head group)")
+        heads, n, d = data.q.shape
+        lay = Layout(heads=heads, seq_len=n, head_dim=d, element_bytes=data.dtype.itemsize,
+                     out_bytes=data.out_dtype.itemsize)
+        for name in "QKV":
+            x = getattr(data, name.lower())
+            await self.mem_write(lay.base[name], np.ascontiguousarray(x, data.dtype).tobytes())
+        regs = {"SEQ_LEN": n, "HEADS": heads, "SCALE_C": int(data.c)}
         for t in "QKVO":
-            regs.update({f"{t}_BASE": lay.base[t], f"{t}_HEAD_STRIDE": lay.head_stride,
-                         f"{t}_ROW_STRIDE": lay.row_stride})
+            regs.update({f"{t}_BASE": lay.base[t], f"{t}_HEAD_STRIDE": lay.head_stride[t],
+                         f"{t}_ROW_STRIDE": lay.row_stride[t]})
         for name, value in regs.items():
             await self.csr_write(name, value)
         await self.csr_write("CTRL", 1)
@@ -141,8 +156,8 @@ class AttenIOHost:
         error = await self.csr_read("ERROR")
         if error:
             raise HostError(f"the run ended with error {ErrorCode(error).name}")
-        raw = await self.mem_read(lay.base["O"], lay.tensor_bytes)
-        o = np.frombuffer(raw, dtype=np.int8).reshape(heads, n, d)
+        raw = await self.mem_read(lay.base["O"], lay.tensor_bytes["O"])
+        o = np.frombuffer(raw, dtype=data.out_dtype).reshape(heads, n, d)
         counters = {name: await self.read64(name) for name in counter_names(self.regmap)}
         return o, counters
 
@@ -168,7 +183,7 @@ class SerialLink:
 
 
 def main(argv=None):
-    """Run one attention on the board and check it against the golden model."""
+    """Run one attention on the board and check it against the golden model of its format."""
     from attenio.options import Parser, add_shared_options, config_from_args, planned_config
     from attenio.errors import ConfigError
     from attenio.plan import make_plan
@@ -187,23 +202,22 @@ def main(argv=None):
         p.exit(2, f"{p.prog}: error: {exc}\n")
     w = plan.workload
     host = AttenIOHost(SerialLink(args.port, args.baud), register_map(plan))
-    data = golden.make_inputs("gaussian", seq_len=w.seq_len, head_dim=w.head_dim, heads=w.heads,
-                              seed=args.seed)
-    c = golden.softmax_constant(data["scale_q"], data["scale_k"], w.head_dim, plan.config.format)
+    data = RunData.make(plan.config.format, head_dim=w.head_dim, seq_len=w.seq_len,
+                        heads=w.heads, seed=args.seed)
 
     async def go():
         await host.ping()
         await host.check_hardware()
-        return await host.run(data["q"], data["k"], data["v"], c=c)
+        return await host.run(data)
 
     try:
         o, counters = asyncio.run(go())
     except HostError as exc:
         p.exit(2, f"{p.prog}: error: {exc}\n")
-    expect = golden.attention(data["q"], data["k"], data["v"], c=c, a=plan.a,
-                              fmt=plan.config.format, max_seq_len=w.seq_len)
+    expect = data.golden(plan)
     bad = int(np.count_nonzero(o != expect))
-    print(f"seed {args.seed}: output {'bit-exact' if bad == 0 else f'{bad} elements differ'}")
+    print(f"seed {args.seed}, {plan.config.format.name}: output "
+          f"{'bit-exact' if bad == 0 else f'{bad} elements differ'}")
     for name, value in counters.items():
         print(f"  {name:14s} {value}")
     return 0 if bad == 0 else 1

@@ -18,6 +18,7 @@ from amaranth.sim import Simulator
 
 from amaranth_sim import run_clocked
 from attenio.errors import ConfigError
+from attenio.formats import FLOAT_FORMATS, FORMAT_TABLE
 from attenio.gen.board import emit_board, prepare_board
 from attenio.hdl.axi_ram import AXIRam
 from attenio.hdl.board import CMD, OSC_HZ, STATUS, UARTBridge, board_memory_bytes
@@ -26,6 +27,7 @@ from attenio.hdl.uart import UART
 from attenio.plan import make_plan
 from attenio.regmap import Access
 from attenio.config import resolve
+from attenio.sim.host import Layout
 from attenio.sim.runner import run_bench, simulator_available
 
 TINY = dict(name="board_tiny", workload={"seq_len": 16, "head_dim": 8, "heads": 2},
@@ -189,31 +191,69 @@ def test_host_checks_the_hardware():
         asyncio.run(AttenIOHost(board, asked).check_hardware())
 
 
-def _host_script_run(config, name, seed, *, n, d, heads, quick_build=False):
-    """The host code over the simulated UART into `attenio_board` of `config`; checks O.
-    `quick_build`: a -O0 model, for a run short enough that its build dominates."""
+def _host_script_run(config, name, seed, *, n, d, heads, format_name="int8", divisor=DIVISOR,
+                     quick_build=False):
+    """The host code over the simulated UART (`divisor` cycles a bit) into `attenio_board`
+    of `config` in format `format_name`; checks O bit for bit and the bytes moved, at the
+    format's widths. `quick_build`: a -O0 model, for a run short enough that its build
+    dominates."""
+    config = {**config, "format_name": format_name}
+    resolved = resolve(**config)
+    fmt = resolved.format
     build = Path("build") / "tests" / name
     build.mkdir(parents=True, exist_ok=True)
-    verilog = emit_board(resolve(**config), build, divisor=DIVISOR)
+    verilog = emit_board(resolved, build, divisor=divisor)
     results = (build / "results.json").resolve()
     results.unlink(missing_ok=True)
     run_bench(simulator="verilator", verilog_sources=[verilog], toplevel="attenio_board",
               module="attenio.sim.benches.bench_board", build_dir=build / "verilator",
               quick_build=quick_build,
-              params={"config": config, "divisor": DIVISOR, "seed": seed % 1000,
+              params={"config": config, "divisor": divisor, "seed": seed % 1000,
                       "results": str(results)})
     r = json.loads(results.read_text())
+    o_bytes = heads * n * d * fmt.out_bytes
+    assert r["format"] == format_name
     assert r["mismatches"] == 0 and r["o_hex"] == r["expect_hex"]
+    assert len(r["o_hex"]) == 2 * o_bytes
     assert r["counters"]["BYTES_READ"] == r["plan_read_bytes"] > 0
-    assert r["counters"]["BYTES_WRITTEN"] == r["plan_write_bytes"] == heads * n * d
+    assert r["counters"]["BYTES_WRITTEN"] == r["plan_write_bytes"] == o_bytes
     assert r["counters"]["CYCLES"] > 0
-    assert r["bytes_sent"] > 3 * heads * n * d and r["bytes_received"] >= heads * n * d
+    assert r["bytes_sent"] > 3 * heads * n * d * fmt.element_bytes
+    assert r["bytes_received"] >= o_bytes
     return r
 
 
 @pytest.mark.skipif(not simulator_available("verilator"), reason="verilator is not installed")
 def test_host_script_through_simulated_board(seed):
     _host_script_run(TINY, "board_tiny", seed, n=16, d=8, heads=2, quick_build=True)
+
+
+@pytest.mark.skipif(not simulator_available("verilator"), reason="verilator is not installed")
+@pytest.mark.parametrize("format_name", [pytest.param(name, marks=() if name == "fp16" else
+                                                     pytest.mark.slow)
+                                         for name in FLOAT_FORMATS])
+def test_host_script_through_simulated_float_board(format_name, seed):
+    """The same tiny board in a float format (fp16 in the default suite): Q, K, V in its
+    encoding, SCALE_C an fp32, O in its `out` format (fp8's bf16), bit for bit equal to the
+    float golden model. The UART at its shortest bit (4 cycles): the simulated cycles are
+    nearly all UART bits, twice int8's bytes in fp16."""
+    _host_script_run(TINY, f"board_tiny_{format_name}", seed, n=16, d=8, heads=2,
+                     format_name=format_name, divisor=4, quick_build=True)
+
+
+@pytest.mark.parametrize("row", FORMAT_TABLE, ids=lambda row: row.name)
+def test_host_layout_counts_each_tensor_at_its_width(row):
+    """The host's memory layout: Q, K and V at the format's element width, O at its `out`
+    format's (fp8's bf16), packed from 0 into the board's block RAM."""
+    plan = make_plan(resolve(**TINY, format_name=row.name))
+    fmt = plan.config.format
+    lay = Layout(heads=2, seq_len=16, head_dim=8, element_bytes=fmt.element_bytes,
+                 out_bytes=fmt.out_bytes)
+    e, o = row.element_bits // 8, row.out_row.element_bits // 8
+    assert lay.row_stride == {"Q": 8 * e, "K": 8 * e, "V": 8 * e, "O": 8 * o}
+    assert lay.head_stride == {t: 16 * rs for t, rs in lay.row_stride.items()}
+    assert lay.base == {"Q": 0, "K": 256 * e, "V": 512 * e, "O": 768 * e}
+    assert lay.total == 256 * (3 * e + o) <= board_memory_bytes(plan)
 
 
 @pytest.mark.slow

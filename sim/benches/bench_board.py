@@ -8,7 +8,8 @@ board (`attenio.sim.host.AttenIOHost`) runs over it: it loads Q, K and V, starts
 the run, polls, and reads back O and the counters.
 
 Parameters (`bench_params`): `config` (keyword arguments of
-`attenio.config.resolve`), `divisor`, `seed`, `results` (JSON written here).
+`attenio.config.resolve`, its `format_name` the run's format), `divisor`, `seed`,
+`input_kind` (of `golden.make_inputs`, default gaussian), `results` (JSON written here).
 """
 
 import json
@@ -20,8 +21,8 @@ from cocotb.simtime import get_sim_time
 from attenio.config import resolve
 from attenio.plan import make_plan
 from attenio.regmap import register_map
-from attenio.sim import golden
 from attenio.sim.host import AttenIOHost, HostError
+from attenio.sim.run_data import RunData
 from attenio.sim.runner import bench_params
 from attenio.sim.tb.clock import PERIOD_NS, reset, start_clock
 from attenio.sim.tb.rng import seeded
@@ -61,23 +62,24 @@ async def protocol(dut):
 
 @cocotb.test(timeout_time=60, timeout_unit="sec")
 async def attention_run(dut):
-    """Q, K, V in over the UART, a run, O and the counters out; O bit-exact to the golden model."""
+    """Q, K, V in over the UART, a run, O and the counters out; O bit-exact to the golden
+    model of the Plan's format."""
     plan, link, host = await setup(dut)
     w = plan.workload
-    data = golden.make_inputs(P.get("input_kind", "gaussian"), seq_len=w.seq_len,
-                              head_dim=w.head_dim, heads=w.heads, seed=P["seed"])
-    c = golden.softmax_constant(data["scale_q"], data["scale_k"], w.head_dim, plan.config.format)
+    data = RunData.make(plan.config.format, head_dim=w.head_dim,
+                        kind=P.get("input_kind", "gaussian"), seq_len=w.seq_len, heads=w.heads,
+                        seed=P["seed"])
     start = get_sim_time("ns")
-    o, counters = await host.run(data["q"], data["k"], data["v"], c=c)
-    expect = golden.attention(data["q"], data["k"], data["v"], c=c, a=plan.a,
-                              fmt=plan.config.format, max_seq_len=w.seq_len)
+    o, counters = await host.run(data)
+    expect = data.golden(plan)
     mismatches = int(np.count_nonzero(o != expect))
     traffic = plan.traffic_at(seq_len=w.seq_len, heads=w.heads)
     result = {"mismatches": mismatches, "counters": counters, "bytes_sent": link.bytes_sent,
               "bytes_received": link.bytes_received,
               "sim_cycles": int((get_sim_time("ns") - start) // PERIOD_NS),
               "plan_read_bytes": traffic.read_bytes, "plan_write_bytes": traffic.write_bytes,
-              "o_hex": o.tobytes().hex(), "expect_hex": expect.tobytes().hex()}
+              "format": plan.config.format.name, "o_hex": o.tobytes().hex(),
+              "expect_hex": expect.tobytes().hex()}
     with open(P["results"], "w") as f:
         json.dump(result, f)
     assert mismatches == 0, f"{mismatches} output elements differ from the golden model"
