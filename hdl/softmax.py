@@ -551,27 +551,32 @@ class SoftmaxLane(wiring.Component):
                           "mask_e")
         names = ["m_old", "l_old", "u", "mac", "slot", "bank"]
         x = arith.scale(m, x1, self.c)
-        m_old, l_old, *ctrl = (pipe.delay(value, arith.scale_latency, name)
-                               for value, name in zip([m_old, l_old, *ctrl], names))
+        # the wide data (m, l) in memories where it waits long (`Stages.delay`'s ram)
+        m_old, l_old = (pipe.delay(value, arith.scale_latency, name, ram=True)
+                        for value, name in ((m_old, "m_old"), (l_old, "l_old")))
+        ctrl = [pipe.delay(value, arith.scale_latency, name)
+                for value, name in zip(ctrl, names[2:])]
         z, up = arith.exp_arg(m, x, m_old)
         m_new = pipe.delay(arith.maximum(m, m_old, x),
-                           arith.exp_arg_latency - arith.maximum_latency, "m_new")
-        l_old, *ctrl = (pipe.delay(value, arith.exp_arg_latency, name)
-                        for value, name in zip([l_old, *ctrl], names[1:]))
+                           arith.exp_arg_latency - arith.maximum_latency, "m_new", ram=True)
+        l_old = pipe.delay(l_old, arith.exp_arg_latency, "l_old", ram=True)
+        ctrl = [pipe.delay(value, arith.exp_arg_latency, name)
+                for value, name in zip(ctrl, names[2:])]
         e = Mux(mask, 0, arith.exp2(m, z))
         e_stage = self.e_stage(arith)
-        up, m_new, l_old, *ctrl = (pipe.delay(value, arith.exp2_latency, name)
-                                   for value, name in zip([up, m_new, l_old, *ctrl],
-                                                          ["up_e", "m_new_e", *names[1:]]))
+        m_new, l_old = (pipe.delay(value, arith.exp2_latency, name, ram=True)
+                        for value, name in ((m_new, "m_new_e"), (l_old, "l_old")))
+        up, *ctrl = (pipe.delay(value, arith.exp2_latency, name)
+                     for value, name in zip([up, *ctrl], ["up_e", *names[2:]]))
         e32 = arith.to_float(m, e)
         ctrl_b = [pipe.delay(value, arith.to_float_latency, f"{name}_b")
                   for value, name in zip(ctrl, names[2:])]
         bus = self._bus(m, valid[e_stage + arith.to_float_latency - 1], ctrl_b,
                         pipe.delay(up, arith.to_float_latency, "up_b"), e32)
         l_new = pipe.delay(arith.update_l(m, up, e, l_old),
-                           stages - e_stage - arith.update_l_latency, "l_new")
-        u_w, m_new_w = (pipe.delay(value, stages - e_stage, name)
-                        for value, name in ((ctrl[0], "u_w"), (m_new, "m_new_w")))
+                           stages - e_stage - arith.update_l_latency, "l_new", ram=True)
+        u_w = pipe.delay(ctrl[0], stages - e_stage, "u_w")
+        m_new_w = pipe.delay(m_new, stages - e_stage, "m_new_w", ram=True)
         return (*bus, u_w, m_new_w, l_new)
 
 

@@ -18,7 +18,7 @@
   one-hot register is `or_all` of the guarded values).
 """
 
-from amaranth.hdl import (Cat, ClockSignal, Const, Elaboratable, Fragment, Instance, Module,
+from amaranth.hdl import (Cat, ClockSignal, Const, Elaboratable, Fragment, Instance, Module, Mux,
                           ResetSignal, Signal, Value, signed, unsigned)
 import numpy as np
 
@@ -104,18 +104,48 @@ class Stages:
             with m.If(self._en):
                 m.d[self._domain] += statements
 
-    def delay(self, value, cycles, name, *, keep=False):
+    #: the fewest cycles a `delay` with ``ram`` builds from a memory
+    RAM_DELAY_MIN = 4
+
+    def delay(self, value, cycles, name, *, keep=False, ram=False):
         """`value` `cycles` later, held while the pipeline stalls, counting no stage: what
         rides alongside stages a nested builder counts on this same `Stages`. `keep`: the
         registers are kept (`attenio.gen.synth.KEPT_REGISTERS`), never merged with an equal
-        register elsewhere."""
+        register elsewhere. `ram` (at `RAM_DELAY_MIN` cycles or more): a memory of cycles - 1
+        words written and read at one rotating address, then its read register, instead of
+        a chain of registers: on an FPGA a LUT RAM or a block RAM and one word of flip-flops
+        for a long, wide delay. Data only: a memory is not reset, so a flag in it could
+        rise after a reset from what it held before."""
         cur = Value.cast(value)
+        if ram and cycles >= self.RAM_DELAY_MIN:
+            return self._ram_delay(cur, cycles, name)
         attrs = {"keep": 1} if keep else {}
         for k in range(cycles):
             nxt = Signal(cur.shape(), name=f"{name}_d{k}", attrs=attrs)
             self.register(self._m, [nxt.eq(cur)])
             cur = nxt
         return cur
+
+    def _ram_delay(self, value, cycles, name):
+        """`delay` through a memory (see there): the word read at the address written
+        cycles - 1 cycles ago, registered by the read port."""
+        from amaranth.lib.memory import Memory
+
+        m, depth = self._m, cycles - 1
+        mem = Memory(shape=len(value), depth=depth, init=[])
+        taken = m._named_submodules                # a name a delay, however many share it
+        key = next(f"{name}_ram{k or ''}" for k in range(len(taken) + 1)
+                   if f"{name}_ram{k or ''}" not in taken)
+        m.submodules[key] = mem
+        wr = mem.write_port(domain=self._domain)
+        rd = mem.read_port(domain=self._domain, transparent_for=())
+        at = Signal(range(depth), name=f"{name}_at")
+        self.register(m, [at.eq(Mux(at == depth - 1, 0, at + 1))])
+        m.d.comb += [wr.addr.eq(at), wr.data.eq(value), wr.en.eq(self.en),
+                     rd.addr.eq(at), rd.en.eq(self.en)]
+        out = Signal(value.shape(), name=f"{name}_out")
+        m.d.comb += out.eq(rd.data)
+        return out
 
     @staticmethod
     def count_of(builder, *args):

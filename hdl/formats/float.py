@@ -275,7 +275,7 @@ class FloatArith:
             st.stage(other.eq(Mux(up1 & ~score1, o1, v32)), addend.eq(Mux(up1, v32, o1)),
                      e2.eq(Mux(score1, q32, e1)))
         prod = fp.staged_mul(st, e2, other, FP32, FP32, "fupd_mul")
-        return prod, st.delay(addend, fp.mul_latency(FP32, FP32), "fupd_addend")
+        return prod, st.delay(addend, fp.mul_latency(FP32, FP32), "fupd_addend", ram=True)
 
     def update_l(self, m, up, e, l, *, domain="sync"):
         """l' = rescale(e, l) + 1 if up, else l + e (fixed point: `Int8Arith.update`)."""
@@ -294,7 +294,7 @@ class FloatArith:
         exp = Signal(signed(8), name="ffin_exp")
         st.m.d.comb += exp.eq(-self._fixed.cfg.recip_frac - Value.cast(ey))
         r = fp.staged_from_fixed(st, y, exp, "ffin_r")
-        o1 = st.delay(o, fp.from_fixed_latency(len(Value.cast(y))), "ffin_o")
+        o1 = st.delay(o, fp.from_fixed_latency(len(Value.cast(y))), "ffin_o", ram=True)
         prod = fp.staged_mul(st, o1, r, FP32, FP32, "ffin_mul")
         return fp.staged_convert(st, prod, FP32, self._out, "ffin_out")
 
