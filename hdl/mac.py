@@ -322,7 +322,10 @@ class MAC(wiring.Component):
                                                  banks=self._banks))
             m.d.comb += self.pick_out.eq(pick_r)
 
-        m.submodules.q_mem = q_mem = Memory(shape=arith.element_shape, depth=r * d, init=[])
+        # a LUT RAM however it is read (`ram_style`): mapped to a block RAM, Q's read would
+        # begin with the block's clock-to-output, and the float MAC widens Q after it
+        m.submodules.q_mem = q_mem = Memory(shape=arith.element_shape, depth=r * d, init=[],
+                                            attrs={"ram_style": "distributed"})
         q_wr = q_mem.write_port()
         # Both are read combinationally at an address in a register of this MAC: the same
         # as a synchronous read of the address a cycle ahead, but the address register is
