@@ -158,3 +158,32 @@ def test_force_is_not_a_flip_flop_reset(tmp_path, gates):
     cells = (stat.get("design") or stat["modules"]["\\top"])["num_cells_by_type"]
     sync_reset = sum(n for t, n in cells.items() if t.startswith("$sdff"))
     assert (sync_reset == 0) == gates, cells
+
+
+@pytest.mark.parametrize("stall", [False, True], ids=["free", "stalled"])
+@pytest.mark.parametrize("cycles", [3, 4, 9, 17])
+def test_a_ram_delay_is_the_register_chain(cycles, stall, rng):
+    """`Stages.delay(ram=True)` (a block RAM read at the word after the one written) gives
+    what the chain of registers gives, cycle for cycle, and holds with it while `en` is
+    low; a delay under `RAM_DELAY_MIN` is the chain itself."""
+    from amaranth.hdl import Module
+
+    from attenio.hdl.formats.dsp import Stages
+    m = Module()
+    x, en = Signal(signed(12)), Signal(init=1)
+    st = Stages(m, en=en if stall else None)
+    chain = st.delay(x, cycles, "chain")
+    ram = st.delay(x, cycles, "ram", ram=True)
+    assert any(name.startswith("ram_ram") for name in m._named_submodules)
+    inputs = rng.integers(-2048, 2048, 12 * cycles)
+    enables = rng.random(len(inputs)) < (0.6 if stall else 1.0)
+
+    async def bench(ctx):
+        for cycle, (value, go) in enumerate(zip(inputs, enables)):
+            ctx.set(x, int(value))
+            ctx.set(en, int(go))
+            if cycle >= cycles:       # past the first `cycles` (a memory is not reset)
+                assert ctx.get(ram) == ctx.get(chain), cycle
+            await ctx.tick()
+
+    run_clocked(m, bench)

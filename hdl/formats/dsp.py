@@ -105,17 +105,16 @@ class Stages:
                 m.d[self._domain] += statements
 
     #: the fewest cycles a `delay` with ``ram`` builds from a memory
-    RAM_DELAY_MIN = 4
+    RAM_DELAY_MIN = 3
 
     def delay(self, value, cycles, name, *, keep=False, ram=False):
         """`value` `cycles` later, held while the pipeline stalls, counting no stage: what
         rides alongside stages a nested builder counts on this same `Stages`. `keep`: the
         registers are kept (`attenio.gen.synth.KEPT_REGISTERS`), never merged with an equal
-        register elsewhere. `ram` (at `RAM_DELAY_MIN` cycles or more): a memory of cycles - 1
-        words written and read at one rotating address, then its read register, instead of
-        a chain of registers: on an FPGA a LUT RAM or a block RAM and one word of flip-flops
-        for a long, wide delay. Data only: a memory is not reset, so a flag in it could
-        rise after a reset from what it held before."""
+        register elsewhere. `ram` (at `RAM_DELAY_MIN` cycles or more): a block RAM and two
+        words of flip-flops (`_ram_delay`) instead of a chain of registers, for a long, wide
+        delay. Data only: a memory is not reset, so a flag in it could rise after a reset
+        from what it held before."""
         cur = Value.cast(value)
         if ram and cycles >= self.RAM_DELAY_MIN:
             return self._ram_delay(cur, cycles, name)
@@ -127,12 +126,16 @@ class Stages:
         return cur
 
     def _ram_delay(self, value, cycles, name):
-        """`delay` through a memory (see there): the word read at the address written
-        cycles - 1 cycles ago, registered by the read port."""
+        """`delay` through a block RAM (see there): a memory of D = cycles - 1 words, written
+        at a rotating address and read at the next one (the word written D - 1 cycles ago:
+        never the word being written, so no read-during-write), its read register, then a
+        register in the fabric, so what follows starts from a flip-flop, not from the
+        block's clock-to-output. A block RAM, not a LUT RAM: the FPGA has far more of them
+        to spare than LUTs."""
         from amaranth.lib.memory import Memory
 
         m, depth = self._m, cycles - 1
-        mem = Memory(shape=len(value), depth=depth, init=[])
+        mem = Memory(shape=len(value), depth=depth, init=[], attrs={"ram_style": "block"})
         taken = m._named_submodules                # a name a delay, however many share it
         key = next(f"{name}_ram{k or ''}" for k in range(len(taken) + 1)
                    if f"{name}_ram{k or ''}" not in taken)
@@ -140,11 +143,12 @@ class Stages:
         wr = mem.write_port(domain=self._domain)
         rd = mem.read_port(domain=self._domain, transparent_for=())
         at = Signal(range(depth), name=f"{name}_at")
-        self.register(m, [at.eq(Mux(at == depth - 1, 0, at + 1))])
+        after = Mux(at == depth - 1, 0, at + 1)
+        self.register(m, [at.eq(after)])
         m.d.comb += [wr.addr.eq(at), wr.data.eq(value), wr.en.eq(self.en),
-                     rd.addr.eq(at), rd.en.eq(self.en)]
+                     rd.addr.eq(after), rd.en.eq(self.en)]
         out = Signal(value.shape(), name=f"{name}_out")
-        m.d.comb += out.eq(rd.data)
+        self.register(m, [out.eq(rd.data)])
         return out
 
     @staticmethod
