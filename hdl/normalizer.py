@@ -172,10 +172,16 @@ class Normalizer(wiring.Component):
         m.d.sync += flags[0].eq(Cat(issue, is_last))
         m.d.sync += [flags[k].eq(flags[k - 1]) for k in range(1, len(flags))]
         y, e = arith.reciprocal(m, array.l)
-        # O waits for its row's 1/l: in a memory for a float format (wide, long)
-        o = data.View(array.o.shape(), Stages(m).delay(
-            array.o.as_value(), arith.reciprocal_latency, "o",
-            ram=isinstance(arith, FloatArith)))
+        # O waits for its row's 1/l: in a block RAM for a float format (wide, long)
+        if isinstance(arith, FloatArith):
+            o = data.View(array.o.shape(), Stages(m).delay(
+                array.o.as_value(), arith.reciprocal_latency, "o", ram=True))
+        else:
+            o = array.o
+            for k in range(arith.reciprocal_latency):
+                later = Signal.like(array.o, name=f"o_{k}")
+                m.d.sync += later.eq(o)
+                o = later
         out = Signal(data.ArrayLayout(arith.out_shape, split))
         values = [arith.finalize(m, o[g], y, e) for g in range(split)]
         if isinstance(arith, FloatArith):
