@@ -322,10 +322,13 @@ class MAC(wiring.Component):
                                                  banks=self._banks))
             m.d.comb += self.pick_out.eq(pick_r)
 
-        # a LUT RAM however it is read (`ram_style`): mapped to a block RAM, Q's read would
-        # begin with the block's clock-to-output, and the float MAC widens Q after it
+        # A float MAC's Q is a LUT RAM however it is read (`ram_style`): mapped to a block
+        # RAM, Q's read would begin with the block's clock-to-output, and Q is widened
+        # after it. (int8's, read into its kept operand registers, stays as it was.)
+        float_mac = isinstance(arith, FloatArith)
         m.submodules.q_mem = q_mem = Memory(shape=arith.element_shape, depth=r * d, init=[],
-                                            attrs={"ram_style": "distributed"})
+                                            attrs={"ram_style": "distributed"} if float_mac
+                                            else None)
         q_wr = q_mem.write_port()
         # Both are read combinationally at an address in a register of this MAC: the same
         # as a synchronous read of the address a cycle ahead, but the address register is
@@ -396,7 +399,6 @@ class MAC(wiring.Component):
                               addr[-1], o_new, en[-1])
         m.d.sync += [up_u.eq(up_w), e_u.eq(e_w), o_u.eq(force(o_rd, w.first, 0)),
                      v_u.eq(value)]
-        m.d.comb += self.o_rd.eq(o_rd)
         if isinstance(arith, FloatArith):
             # q * k on the update's multiplier, its sum on the update's adder
             score_u = Signal(name="score_u")
@@ -407,6 +409,7 @@ class MAC(wiring.Component):
             m.d.comb += o_new.eq(self._float_scores(m, w, update, prod, addend))
         else:
             m.d.comb += o_new.eq(arith.update(m, up_u, e_u, o_u, v_u))
+        m.d.comb += self.o_rd.eq(o_rd)
         return m
 
     #: the widest slice of O that shares one read-address register
