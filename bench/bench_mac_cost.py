@@ -1,15 +1,14 @@
 """What one MAC costs on ECP5 in every number format; writes docs/mac_cost.md.
 
-For each format of the table (`attenio.formats.FORMATS`) and each array (default 2x2, d = 16,
-E = P, N = 256: the small preset's budget at that array) it runs `attenio synth --target
-ecp5 --no-pnr` and reads the per-unit breakdown (`attenio.gen.module_stat`): the LUT
-(LUT4 + 2 x CCU2C), FF, DSP and LUT RAM of one MAC (`core.array.line*.mac*`, the mean of
-its instances), of one softmax lane, of the normalizer and of the whole design. The 4x4
-(the small preset's array) is given with `--arrays 2x2,4x4`; a float 4x4 takes Yosys
-more than an hour on this machine (docs/synthesis.md), so the default leaves it out and
-`--timeout` bounds every run.
+For each format of the table (`attenio.formats.FORMATS`) and each array (default 2x2 and
+the small preset's 4x4, d = 16, E = P, N = 256: the small preset's budget at that array) it
+runs `attenio synth --target ecp5 --no-pnr` and reads the per-unit breakdown
+(`attenio.gen.module_stat`): the LUT (LUT4 + 2 x CCU2C), FF, DSP and LUT RAM of one MAC
+(`core.array.line*.mac*`, the mean of its instances), of one softmax lane, of the
+normalizer and of the whole design. A float 4x4 takes Yosys about 10 minutes on this
+machine, the whole bench about an hour; `--timeout` bounds every run.
 
-    python bench/bench_mac_cost.py [--arrays 2x2] [--formats int8,fp16] [--timeout 3600]
+    python bench/bench_mac_cost.py [--arrays 2x2,4x4] [--formats int8,fp16] [--timeout 3600]
 """
 
 import argparse
@@ -96,7 +95,7 @@ def render(rows, failed):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--arrays", default="2x2", help="PxQ,... (default 2x2)")
+    ap.add_argument("--arrays", default="2x2,4x4", help="PxQ,... (default 2x2,4x4)")
     ap.add_argument("--formats", default=",".join(FORMATS), help="default: every format")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds of Yosys a run")
     args = ap.parse_args(argv)
