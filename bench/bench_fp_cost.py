@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout too
 
 from attenio.gen.module_stat import module_report, resources_of  # noqa: E402
-from attenio.gen.synth import (HARNESS_INSTANCE, _fmax_of, ecp5_script,  # noqa: E402
+from attenio.gen.synth import (HARNESS_INSTANCE, ecp5_script,  # noqa: E402
                                place_and_route, run_tool)
 from attenio.gen.verilog import emit  # noqa: E402
 from attenio.hdl.formats.dsp import ECP5Target  # noqa: E402

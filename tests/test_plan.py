@@ -508,14 +508,21 @@ def test_each_bank_beyond_two_reserves_a_scores_and_pairs_and_a_shrinks_to_fit()
 
 
 def test_forced_banks_skip_the_mappings_whose_o_updates_would_overlap():
-    """fp16 updates O in 26 cycles: at B > 2 the last updates of a block follow each other
-    r d/s cycles apart, so the planner keeps only the (s, r) with r d/s > 26."""
+    """A float MAC writes O back `MAC.update_latency` cycles after reading it: at B > 2 the
+    last updates of a block follow each other r d/s cycles apart, so the planner keeps only
+    the (s, r) with r d/s above that, and a forced one below it is refused, naming both."""
+    from attenio.hdl.formats import arith_of
+    from attenio.hdl.mac import MAC
+
     c = dataclasses.replace(preset("small"), format=FP16Format(), banks=3)
+    update = MAC.update_latency(arith_of(c.format, max_seq_len=256, head_dim=16))
+    assert 16 < update < 24             # so that both sides of it have mappings below
     plan = choose_plan(c)
     assert plan.banks == 3
-    assert all(x.banks == 3 and x.rows_per_mac * 16 // x.split > 26
+    assert all(x.banks == 3 and x.rows_per_mac * 16 // x.split > update
                for x in plan.mapping_choice.candidates)
-    with pytest.raises(ConfigError, match=r"mapping: an O element would be read before its "
-                       r"update is written \(r\*d/s = 24, L_sm = \d+, 3 banks; the update "
-                       r"takes 26 cycles\)"):
-        choose_plan(dataclasses.replace(c, split=4, rows_per_mac=6))
+    r = update // 4                     # s = 4: r d/s = 4 r, at most the update's cycles
+    with pytest.raises(ConfigError, match=rf"mapping: an O element would be read before its "
+                       rf"update is written \(r\*d/s = {4 * r}, L_sm = \d+, 3 banks; the update "
+                       rf"takes {update} cycles\)"):
+        choose_plan(dataclasses.replace(c, split=4, rows_per_mac=r))
