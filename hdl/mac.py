@@ -66,7 +66,7 @@ the running sum of the MACs before it when that arrives on the chain
 (`chain_layout`, one addition of L cycles per MAC): the chain's latency grows by
 L per MAC, and the lanes start that much later (`MAC.score_latency`). With k > 1
 the chain carries the k sub-sums of each slot (k r sums a row, in order), a MAC
-keeps its own in a LUT RAM of B k r until the chain's arrive, and only the
+keeps its own in a block RAM of B k r until the chain's arrive, and only the
 group's last MAC (every MAC at s = 1) folds them, in one fp32 adder of its own:
 S = ((v_0 + v_1) + v_2) + ..., v_i the chain's sum of sub-sum i (`_fold`). That
 costs one adder per group, and k - 1 rounds of 1 + L cycles of latency less the
@@ -587,15 +587,20 @@ class MAC(wiring.Component):
             return acc
         cin = Signal.like(self.chain_in, name="chain_in_r")
         m.d.sync += cin.eq(self.chain_in)
-        # B k r partial sums: a LUT RAM read at the registered chain's (bank, sub, slot)
-        cin_sub = cin.sub if k > 1 else None
+        # B k r partial sums in a block RAM, read at the chain's (bank, sub, slot) as it
+        # arrives, beside the chain's register: the sum in the cycle `cin` holds it, with a
+        # partial written in the cycle before (transparent), as a LUT RAM read at `cin`'s
+        # address would give it. A LUT RAM cell takes about ten LUT sites once placed.
+        cin_sub = self.chain_in.sub if k > 1 else None
         m.submodules.parts = parts = Memory(
             shape=arith.score_shape, depth=2 ** len(self._part_addr(done.bank, sub, done.slot)),
-            init=[])
-        part_wr, part_rd = parts.write_port(), parts.read_port(domain="comb")
+            init=[], attrs={"ram_style": "block"})
+        part_wr = parts.write_port()
+        part_rd = parts.read_port(domain="sync", transparent_for=(part_wr,))
         m.d.comb += [part_wr.addr.eq(self._part_addr(done.bank, sub, done.slot)),
                      part_wr.data.eq(acc), part_wr.en.eq(part_en),
-                     part_rd.addr.eq(self._part_addr(cin.bank, cin_sub, cin.slot))]
+                     part_rd.addr.eq(self._part_addr(self.chain_in.bank, cin_sub,
+                                                     self.chain_in.slot))]
         mine = part_rd.data
         total = arith.accumulate(m, mine, cin.value)
         out = data.View(cin.shape(), st.delay(cin.as_value(), accumulate_latency, "chain_ctrl"))
