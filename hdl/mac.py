@@ -590,7 +590,7 @@ class MAC(wiring.Component):
         # B k r partial sums in a block RAM, read at the chain's (bank, sub, slot) as it
         # arrives, beside the chain's register: the sum in the cycle `cin` holds it, with a
         # partial written in the cycle before (transparent), as a LUT RAM read at `cin`'s
-        # address would give it. A LUT RAM cell takes about ten LUT sites once placed.
+        # address would give it. A LUT RAM cell takes about seven LUT sites once placed.
         cin_sub = self.chain_in.sub if k > 1 else None
         m.submodules.parts = parts = Memory(
             shape=arith.score_shape, depth=2 ** len(self._part_addr(done.bank, sub, done.slot)),
