@@ -30,9 +30,9 @@ SHAPES = (("small", None), ("paper", 8192))
 #: the core table's columns: (heading, what computes it)
 CORE_COLUMNS = (
     ("L_acc", "`FloatArith.accumulate_latency`: an fp32 addition (float formats)"),
-    ("L_mul", "1 + `FloatArith.mac_operands_latency`: a float MAC's q * k, from its word to the "
-              "adder (the operands' register, Q and K widened, the multiplier's operands "
-              "selected, the product)"),
+    ("L_mul", "`MAC.float_product_latency`: a float MAC's q * k, from its word to the adder "
+              "(the operands' register, Q and K widened, the multiplier's operands selected, "
+              "the product)"),
     ("P", "`CoreTiming.score_period`: cycles per chunk of a K row, r, or the float MACs' "
           "`attenio.hdl.mac.score_period`"),
     ("score", "`MAC.score_latency`: the last K word at a group's last MAC to "
@@ -103,7 +103,7 @@ def _core_cells(plan):
     controller = Controller(addr_width=ADDR_WIDTH, max_seq_len=w.max_keys,
                             beat_bytes=b.axi_data_bits // 8, block_rows=plan.a)
     return [arith.accumulate_latency if is_float else "-",
-            1 + arith.mac_operands_latency if is_float else "-",
+            MAC.float_product_latency(arith) if is_float else "-",
             t.score_period,
             MAC.score_latency(arith, s, rows_per_mac=r, head_dim=d),
             stages, t.lane_latency,

@@ -238,6 +238,12 @@ class MAC(wiring.Component):
         })
 
     @staticmethod
+    def float_product_latency(arith):
+        """Cycles from a K word at a float MAC to its q * k at the adder: the operands'
+        register, then the multiplier the O update shares (`FloatArith.mac_operands`)."""
+        return 1 + arith.mac_operands_latency
+
+    @staticmethod
     def update_latency(arith):
         """Cycles from a V word at this MAC to its O element written: the operands'
         register, then the update pipeline of the format (its ``update``)."""
@@ -260,8 +266,7 @@ class MAC(wiring.Component):
         P = `score_period`). Then the score's own register before the banks
         (`_write_score`)."""
         if isinstance(arith, FloatArith):
-            # the operands' register, then the multiplier O's update shares
-            product = 1 + arith.mac_operands_latency
+            product = MAC.float_product_latency(arith)
             accumulate = arith.accumulate_latency
             if split == 1:
                 score = 1 + product + accumulate
@@ -551,7 +556,7 @@ class MAC(wiring.Component):
         `prod` is q * k for a K word, the update's product for a V word, whose sum
         (`update` set) adds `addend`. Returns the adder's sum."""
         arith, r, s, k = self._arith, self._r, self._s, self._sums
-        product_latency = 1 + arith.mac_operands_latency
+        product_latency = self.float_product_latency(arith)
         accumulate_latency = arith.accumulate_latency
         st = Stages(m)
         ctrl = Signal(data.StructLayout({"en": 1, "first": 1, "last": 1,

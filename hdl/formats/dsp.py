@@ -18,6 +18,8 @@
   one-hot register is `or_all` of the guarded values).
 """
 
+import weakref
+
 from amaranth.hdl import (Cat, ClockSignal, Const, Elaboratable, Fragment, Instance, Module, Mux,
                           ResetSignal, Signal, Value, signed, unsigned)
 import numpy as np
@@ -48,6 +50,10 @@ def lut_built(lut_width, a_bits, b_bits):
     `attenio.gen.synth.narrow_products` selects the same products for Yosys, on the widths
     its $mul has (`mul_widths`)."""
     return 0 < min(a_bits, b_bits) <= lut_width and max(a_bits, b_bits) <= 2 * lut_width
+
+
+#: the memory names `Stages.delay` gave in each Module (a submodule name is taken once)
+_RAM_NAMES = weakref.WeakKeyDictionary()
 
 
 class Stages:
@@ -136,9 +142,10 @@ class Stages:
 
         m, depth = self._m, cycles - 1
         mem = Memory(shape=len(value), depth=depth, init=[], attrs={"ram_style": "block"})
-        taken = m._named_submodules                # a name a delay, however many share it
+        taken = _RAM_NAMES.setdefault(m, set())   # a name a delay, however many share it
         key = next(f"{name}_ram{k or ''}" for k in range(len(taken) + 1)
                    if f"{name}_ram{k or ''}" not in taken)
+        taken.add(key)
         m.submodules[key] = mem
         wr = mem.write_port(domain=self._domain)
         rd = mem.read_port(domain=self._domain, transparent_for=())
