@@ -99,7 +99,9 @@ class Budget:
     softmax state and the staged K/V rows), a dedicated KV buffer of
     `kv_buffer_bytes`, an off-chip link of `bw_bytes_per_cycle` with
     `latency_cycles` of latency, a clock of `clock_mhz` and an AXI data bus of
-    `axi_data_bits`.
+    `axi_data_bits`. `page_rows` > 0 (a power of two) builds a read sequencer that walks a
+    paged K/V cache through a block table, `page_rows` K/V rows a page (0: K and V
+    contiguous, no table walk built).
     """
 
     mac_lines: int
@@ -111,6 +113,7 @@ class Budget:
     latency_cycles: int = 100
     clock_mhz: int = 1000
     axi_data_bits: int = 64
+    page_rows: int = 0
 
     def __post_init__(self):
         validate.positive("budget", error=ConfigError, **_fields(
@@ -119,6 +122,9 @@ class Budget:
         validate.non_negative("budget", error=ConfigError, latency_cycles=self.latency_cycles)
         validate.one_of("budget", "axi_data_bits", self.axi_data_bits, validate.AXI_DATA_WIDTHS,
                         error=ConfigError)
+        if self.page_rows != 0:
+            validate.power_of_two("budget", "page_rows (0: contiguous K/V)", self.page_rows,
+                                  hi=2 ** 16, error=ConfigError)
 
     @property
     def macs(self):

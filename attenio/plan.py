@@ -50,15 +50,16 @@ from dataclasses import asdict, dataclass, fields
 from math import ceil, isqrt
 
 from . import validate
-from .analysis import (attention_bound, attention_io, attention_optimum, grouped_blocks_win,
-                       key_rows)
+from .analysis import (attention_bound, attention_io, attention_optimum, block_runs,
+                       grouped_blocks_win, key_rows)
 from .config import Config
 from .errors import ConfigError
 from .formats import FloatFormat
+from .regmap import TABLE_ENTRY_BYTES, table_beats
 from .traffic import Traffic, Transfer
 
 __all__ = ["BANKS", "Reservation", "Candidate", "MappingChoice", "Plan", "make_plan", "attenio_traffic",
-           "run_kv_len", "wins_grouped", "cache_bytes_used",
+           "run_kv_len", "wins_grouped", "table_entries_read", "cache_bytes_used",
            "kv_prefetch_depth", "split_problem", "check_split", "valid_splits", "rows_problem",
            "rows_options"]
 
@@ -210,6 +211,17 @@ def run_kv_len(workload, seq_len, kv_len=None):
     return seq_len if workload.kv_len is None else workload.kv_len
 
 
+def table_entries_read(n, a, *, causal, n_kv, page_rows, beat_bytes):
+    """Block-table entries one pass of Q blocks of `a` rows reads from a paged K/V cache: each
+    block reads the beats of its pages' entries, whole beats (`attenio.regmap.table_beats`)."""
+    per_beat = beat_bytes // TABLE_ENTRY_BYTES
+    return per_beat * sum(count_blocks * table_beats(keys + i * step, page_rows, beat_bytes)
+                          for _, _, keys, count, step in block_runs(n, a, causal=causal,
+                                                                    n_kv=n_kv)
+                          for i, count_blocks in ([(0, count)] if not step
+                                                  else [(i, 1) for i in range(count)]))
+
+
 def attenio_traffic(config, a, *, seq_len=None, heads=None, causal=None, kv_len=None,
                     grouped=False, group=None):
     """Off-chip traffic of the AttenIO dataflow with Q blocks of `a` rows, all heads.
@@ -231,15 +243,22 @@ def attenio_traffic(config, a, *, seq_len=None, heads=None, causal=None, kv_len=
     keys = key_rows(n, a // gb, causal=causal, n_kv=n_kv)
     nd, kd = n * w.head_dim, keys * w.head_dim
     passes = ceil(heads / gb)
+    table = ()
+    if config.budget.page_rows:
+        entries = table_entries_read(n, a // gb, causal=causal, n_kv=n_kv,
+                                     page_rows=config.budget.page_rows,
+                                     beat_bytes=config.budget.axi_data_bits // 8)
+        table = (Transfer("table", entries * passes, TABLE_ENTRY_BYTES),)
     total = Traffic(
         reads=(Transfer("Q", nd * heads, eb), Transfer("K", kd * passes, eb),
-               Transfer("V", kd * passes, eb)),
+               Transfer("V", kd * passes, eb), *table),
         writes=(Transfer("O", nd * heads, ob),))
     reads, writes = attention_io(n, w.head_dim, a, causal=causal, n_kv=n_kv, heads=gb,
                                  grouped=grouped)
     reads, writes = reads * passes, writes * passes
     if heads % gb == 0:
-        assert (total.read_elements, total.write_elements) == (reads, writes)
+        rows_read = total.read_elements - sum(t.elements for t in table)
+        assert (rows_read, total.write_elements) == (reads, writes)
     return total
 
 

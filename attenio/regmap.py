@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from .formats import FORMAT_TABLE
 
 __all__ = ["Access", "Register", "ErrorCode", "RegisterMap", "register_map", "FORMAT_IDS",
-           "MAX_HEAD_GROUP"]
+           "MAX_HEAD_GROUP", "TABLE_ENTRY_BYTES", "DESCRIPTOR_FIELDS", "DESCRIPTOR_BYTES",
+           "DescFlag", "pack_descriptor", "unpack_descriptor", "pack_table", "table_pages",
+           "table_beats", "paged_row_addr"]
 
 #: the largest HEAD_GROUP: the controller scales by it bit by bit (8 bits, 8 cycles), and
 #: the lanes' scaled diagonal is that many times wider than a key count
@@ -47,6 +49,88 @@ class ErrorCode(enum.IntEnum):
     GROUP_OVER_BLOCK = 11   # MODE.GROUPED with HEAD_GROUP above BLOCK_ROWS: a Q block cannot
                             # hold a row of every query head of the group
     HEADS_NOT_GROUPED = 12  # MODE.GROUPED with HEADS not a multiple of HEAD_GROUP
+    # paged K/V (a build with PAGE_ROWS > 0, docs/microarchitecture.md "Paged K/V")
+    PAGE_OUT_OF_RANGE = 13  # a block-table entry at or past PAGE_LIMIT, or not beat-aligned:
+                            # its rows are read from page address 0 instead, O of the
+                            # sequence is garbage, nothing is written outside the O regions
+    KV_LEN_ZERO = 14        # a descriptor with KV_LEN = 0 (a batch has no SEQ_LEN default)
+    TABLE_SHORT = 15        # ceil(N_kv / PAGE_ROWS) pages needed, fewer table entries given
+
+
+#: bytes of one block-table entry: the byte address of a page slot, u32 little-endian
+TABLE_ENTRY_BYTES = 4
+
+
+class DescFlag(enum.IntFlag):
+    """The FLAGS word of a descriptor: the MODE bits of its sequence."""
+
+    CAUSAL = 1
+    GROUPED = 2
+
+
+#: A sequence's descriptor in a batch (DESC_BASE, DESC_COUNT): eight u32 words, little
+#: endian, in this order. What the batch shares (HEAD_GROUP, SCALE_C, the strides, the
+#: K/V offsets in a page slot, PAGE_LIMIT) stays in the registers.
+DESCRIPTOR_FIELDS = (
+    ("FLAGS", "DescFlag: CAUSAL, GROUPED, as MODE's bits for this sequence"),
+    ("SEQ_LEN", "query rows N (1 for a decode step, more for a chunked prefill)"),
+    ("KV_LEN", "key/value rows N_kv, 1..MAX_SEQ_LEN (0 is KV_LEN_ZERO)"),
+    ("HEADS", "query heads; query head h reads K/V head h div HEAD_GROUP"),
+    ("Q_BASE", "byte address of Q[0][0][0] (strides: Q_HEAD_STRIDE, Q_ROW_STRIDE)"),
+    ("O_BASE", "byte address of O[0][0][0] (strides: O_HEAD_STRIDE, O_ROW_STRIDE)"),
+    ("TABLE", "byte address of the block table (beat-aligned)"),
+    ("TABLE_LEN", "entries in the block table, at least ceil(KV_LEN / PAGE_ROWS)"),
+)
+DESCRIPTOR_BYTES = 4 * len(DESCRIPTOR_FIELDS)
+
+
+def pack_descriptor(**fields):
+    """One descriptor's bytes from its fields (`DESCRIPTOR_FIELDS`' names, lower case)."""
+    names = [name.lower() for name, _ in DESCRIPTOR_FIELDS]
+    unknown = set(fields) - set(names)
+    if unknown:
+        raise ValueError(f"pack_descriptor: unknown field(s) {', '.join(sorted(unknown))}; "
+                         f"expected {', '.join(names)}")
+    out = bytearray()
+    for name in names:
+        value = int(fields.get(name, 0))
+        if not 0 <= value < 2 ** 32:
+            raise ValueError(f"pack_descriptor: {name} must fit 32 bits, not {value}")
+        out += value.to_bytes(4, "little")
+    return bytes(out)
+
+
+def unpack_descriptor(raw):
+    """The fields of one descriptor's bytes, as pack_descriptor takes them."""
+    if len(raw) != DESCRIPTOR_BYTES:
+        raise ValueError(f"unpack_descriptor: a descriptor is {DESCRIPTOR_BYTES} bytes, "
+                         f"not {len(raw)}")
+    return {name.lower(): int.from_bytes(raw[4 * i:4 * i + 4], "little")
+            for i, (name, _) in enumerate(DESCRIPTOR_FIELDS)}
+
+
+def pack_table(pages):
+    """A block table's bytes: each page slot's byte address, u32 little-endian, in order."""
+    return b"".join(int(p).to_bytes(TABLE_ENTRY_BYTES, "little") for p in pages)
+
+
+def table_pages(n_keys, page_rows):
+    """Pages (table entries) that hold `n_keys` K/V rows."""
+    return -(-n_keys // page_rows)
+
+
+def table_beats(n_keys, page_rows, beat_bytes):
+    """Beats of the block table the read sequencer reads for a block of `n_keys` keys: the
+    entries of its pages, `beat_bytes` // 4 a beat, each beat read whole."""
+    return -(-table_pages(n_keys, page_rows) // (beat_bytes // TABLE_ENTRY_BYTES))
+
+
+def paged_row_addr(table, j, *, page_rows, base, head, head_stride, row_stride):
+    """The byte address of K (or V) row `j` of K/V head `head` in a paged cache: page slot
+    table[j div page_rows], plus the tensor's offset in a slot (K_BASE or V_BASE), the
+    head's and the row's within the page."""
+    return (table[j // page_rows] + base + head * head_stride
+            + (j % page_rows) * row_stride) % 2 ** 32
 
 
 @dataclass(frozen=True)
@@ -147,6 +231,26 @@ def register_map(plan):
     regs.append(Register("HEAD_GROUP", 0x060, Access.RW, 32,
                          "query heads g per K/V head, 1..255: query head h reads K and V of "
                          "head h div g (K_BASE + (h div g) * K_HEAD_STRIDE)", value=1))
+    if b.page_rows:
+        regs += [
+            Register("KV_TABLE", 0x064, Access.RW, 32,
+                     "byte address of the run's block table (beat-aligned): entry p, u32, is "
+                     "the byte address of page slot p; K row j of K/V head h is at "
+                     "table[j div PAGE_ROWS] + K_BASE + h * K_HEAD_STRIDE + (j mod PAGE_ROWS) "
+                     "* K_ROW_STRIDE (V likewise): K_BASE and V_BASE are offsets in a slot"),
+            Register("KV_TABLE_LEN", 0x068, Access.RW, 32,
+                     "entries of the block table; fewer than ceil(N_kv / PAGE_ROWS) is "
+                     "TABLE_SHORT"),
+            Register("PAGE_LIMIT", 0x06C, Access.RW, 32,
+                     "page slots lie below this byte address: an entry at or past it (or not "
+                     "beat-aligned) is read as 0 and the run ends with PAGE_OUT_OF_RANGE; 0: "
+                     "no limit", value=0),
+            Register("DESC_BASE", 0x070, Access.RW, 32,
+                     "byte address of the batch's descriptor list (DESCRIPTOR_FIELDS)"),
+            Register("DESC_COUNT", 0x074, Access.RW, 32,
+                     "descriptors in the batch, run in order with one DONE; 0: the run of "
+                     "the registers alone"),
+        ]
     params = [
         ("VERSION", VERSION, "register map version"),
         ("MAX_SEQ_LEN", w.max_keys, "largest N and N_kv the hardware was generated for"),
@@ -160,6 +264,8 @@ def register_map(plan):
         ("FORMAT", FORMAT_IDS[plan.config.format.name], "number format ("
          + ", ".join(f"{v} = {k}" for k, v in FORMAT_IDS.items()) + ")"),
     ]
+    if b.page_rows:     # only then: a contiguous build's registers stay as they were
+        params.append(("PAGE_ROWS", b.page_rows, "K/V rows of a page of the paged K/V cache"))
     for i, (name, value, doc) in enumerate(params):
         regs.append(Register(name, 0x080 + 4 * i, Access.CONST, 32, doc, value=value))
     for i, (name, doc) in enumerate(_COUNTERS):

@@ -2,7 +2,8 @@
 
 import json
 
-from attenio.regmap import Access, ErrorCode
+from attenio.regmap import (DESCRIPTOR_BYTES, DESCRIPTOR_FIELDS, TABLE_ENTRY_BYTES, Access,
+                            DescFlag, ErrorCode)
 
 __all__ = ["regmap_json", "regmap_c_header", "regmap_markdown", "write_regmap"]
 
@@ -30,6 +31,16 @@ def regmap_c_header(rmap, *, prefix="ATTENIO"):
         for name, lsb, width, doc in r.fields:
             lines.append(f"#define {prefix}_{r.name}_{name}_SHIFT {lsb}u  /* {doc} */")
             lines.append(f"#define {prefix}_{r.name}_{name}_MASK 0x{(1 << width) - 1 << lsb:X}u")
+        lines.append("")
+    if any(r.name == "PAGE_ROWS" for r in rmap):
+        lines.append("/* Paged K/V: a block-table entry is a page slot's byte address (u32 LE) */")
+        lines.append(f"#define {prefix}_TABLE_ENTRY_BYTES {TABLE_ENTRY_BYTES}u")
+        lines.append(f"/* A batch descriptor: {len(DESCRIPTOR_FIELDS)} u32 words, little endian */")
+        lines.append(f"#define {prefix}_DESC_BYTES {DESCRIPTOR_BYTES}u")
+        for i, (name, doc) in enumerate(DESCRIPTOR_FIELDS):
+            lines.append(f"#define {prefix}_DESC_{name}_OFFSET {4 * i}u  /* {doc} */")
+        for flag in DescFlag:
+            lines.append(f"#define {prefix}_DESC_FLAGS_{flag.name} {flag.value}u")
         lines.append("")
     lines.append("/* ERROR register codes */")
     for e in ErrorCode:

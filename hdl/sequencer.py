@@ -35,19 +35,19 @@ from contextlib import contextmanager
 
 from amaranth.hdl import Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from attenio import validate
 from attenio.analysis import block_keys
-from attenio.regmap import MAX_HEAD_GROUP
+from attenio.regmap import MAX_HEAD_GROUP, TABLE_ENTRY_BYTES, paged_row_addr, table_beats
 
 from .counter import DownCounter
 # the core's feed, its K/V order and block command: one definition
 from .kv_buffer import Kind, kv_order, start_layout
-from .dma import command_layout, write_done_layout
+from .dma import command_layout, read_data_layout, write_done_layout
 
-__all__ = ["Kind", "run_layout", "read_schedule", "write_schedule",
+__all__ = ["Kind", "TABLE", "run_layout", "read_schedule", "write_schedule",
            "ReadSequencer", "WriteSequencer"]
 
 
@@ -71,14 +71,19 @@ def setup_layout(addr_width):
     })
 
 
-def run_layout(addr_width):
-    """What one run needs to know; latched by the controller at start, `setup` derived."""
+def run_layout(addr_width, *, paged=False):
+    """What one run needs to know; latched by the controller at start, `setup` derived.
+    `paged`: the block table's address and length and the page limit too (KV_TABLE,
+    KV_TABLE_LEN, PAGE_LIMIT)."""
     tensor = data.StructLayout({"base": unsigned(addr_width), "head_stride": unsigned(addr_width),
                                 "row_stride": unsigned(addr_width)})
-    return data.StructLayout({"seq_len": unsigned(32), "heads": unsigned(32), "causal": 1,
-                              "grouped": 1, "kv_len": unsigned(32), "group": unsigned(32),
-                              "q": tensor, "k": tensor, "v": tensor, "o": tensor,
-                              "setup": setup_layout(addr_width)})
+    fields = {"seq_len": unsigned(32), "heads": unsigned(32), "causal": 1,
+              "grouped": 1, "kv_len": unsigned(32), "group": unsigned(32),
+              "q": tensor, "k": tensor, "v": tensor, "o": tensor}
+    if paged:
+        fields.update({"table": unsigned(addr_width), "table_len": unsigned(32),
+                       "page_limit": unsigned(addr_width)})
+    return data.StructLayout({**fields, "setup": setup_layout(addr_width)})
 
 
 def run_setup(*, seq_len, heads, block_rows, causal=False, kv_len=None, group=1, grouped=False,
@@ -96,8 +101,14 @@ def run_setup(*, seq_len, heads, block_rows, causal=False, kv_len=None, group=1,
             "o_group_stride": gb * o_head_stride % 2 ** 32}
 
 
+#: the kind of a block-table read in `read_schedule` (its beat goes to the sequencer, not
+#: to the core, so it has no `Kind`)
+TABLE = "table"
+
+
 def read_schedule(*, seq_len, heads, block_rows, q, k, v, causal=False, kv_len=None, group=1,
-                  grouped=False, banks=2):
+                  grouped=False, banks=2, page_rows=0, table=None, table_base=0, beat_bytes=8,
+                  page_limit=0):
     """The Python twin of `ReadSequencer`: ([(kind, addr)], [(rows_valid, n_keys, gdiag)]).
 
     `q`, `k`, `v` are (base, head_stride, row_stride) triples; `kv_len` N_kv (None: N);
@@ -105,6 +116,13 @@ def read_schedule(*, seq_len, heads, block_rows, q, k, v, causal=False, kv_len=N
     the `group` query heads of a K/V head, row-major (block row t*g + h is row t of head
     h), a // g rows of each. `gdiag` (causal only, else 0) is gb times the block's first
     rows' last key. `banks`: the K/V order's (`kv_order`).
+
+    `page_rows` > 0: K and V in pages of that many rows, page p's slot at `table`[p] (the
+    block table, at `table_base`); K row j of K/V head g at `paged_row_addr` (k's base an
+    offset in a slot). Each block reads its table in whole beats of `beat_bytes`
+    (`(TABLE, addr)` commands): beat 0 before its Q rows, beat b + 1 after the K command
+    that opens beat b's first page. An entry at or past `page_limit` (0: none) or not
+    beat-aligned reads as page 0 (and the run ends with PAGE_OUT_OF_RANGE).
     """
     n_kv = seq_len if kv_len is None else kv_len
     gb = group if grouped else 1
@@ -113,11 +131,26 @@ def read_schedule(*, seq_len, heads, block_rows, q, k, v, causal=False, kv_len=N
         g = h0 // group
         for row0, rows, n in block_keys(seq_len, block_rows // gb, causal=causal, n_kv=n_kv):
             blocks.append((gb * rows, n, gb * (n - rows) if causal else 0))
+            if page_rows:
+                cmds.append((TABLE, table_base))
             cmds += [(Kind.Q, q[0] + (h0 + h) * q[1] + (row0 + t) * q[2])
                      for t in range(rows) for h in range(gb)]
             tensor = {Kind.K: k, Kind.V: v}
-            cmds += [(kind, tensor[kind][0] + g * tensor[kind][1] + j * tensor[kind][2])
-                     for kind, j in kv_order(n, banks=banks)]
+            if not page_rows:
+                cmds += [(kind, tensor[kind][0] + g * tensor[kind][1] + j * tensor[kind][2])
+                         for kind, j in kv_order(n, banks=banks)]
+                continue
+            pages = [0 if (page_limit and p >= page_limit) or p % beat_bytes else p
+                     for p in table]
+            per_beat = (beat_bytes // TABLE_ENTRY_BYTES) * page_rows    # rows a table beat
+            beats = table_beats(n, page_rows, beat_bytes)
+            for kind, j in kv_order(n, banks=banks):
+                base, head_stride, row_stride = tensor[kind]
+                cmds.append((kind, paged_row_addr(pages, j, page_rows=page_rows, base=base,
+                                                  head=g, head_stride=head_stride,
+                                                  row_stride=row_stride)))
+                if kind is Kind.K and j % per_beat == 0 and j // per_beat + 1 < beats:
+                    cmds.append((TABLE, table_base + (j // per_beat + 1) * beat_bytes))
     return cmds, blocks
 
 
@@ -145,25 +178,38 @@ class ReadSequencer(wiring.Component):
     command_latency = 4
 
     def __init__(self, *, addr_width, block_rows, row_bytes, max_seq_len, tag_depth=16,
-                 banks=2):
+                 banks=2, page_rows=0, data_width=64):
         validate.positive("ReadSequencer", addr_width=addr_width, block_rows=block_rows,
                           row_bytes=row_bytes, max_seq_len=max_seq_len)
         # at least 2: `tag_room` stands for the FIFO's w_rdy from a FIFO of 3 slots up
         validate.integer("ReadSequencer", "tag_depth", tag_depth, lo=2)
         validate.integer("ReadSequencer", "banks", banks, lo=2)
+        if page_rows:
+            validate.power_of_two("ReadSequencer", "page_rows", page_rows, hi=2 ** 16)
+            validate.power_of_two("ReadSequencer", "data_width", data_width, lo=32, hi=512)
         self._banks = banks
         self._addr_width, self._block_rows = addr_width, block_rows
         self._row_bytes, self._tag_depth = row_bytes, tag_depth
         self._max_seq_len = max_seq_len
-        super().__init__({
+        self._page_rows, self._data_width = page_rows, data_width
+        members = {
             "start": In(1),
-            "run": In(run_layout(addr_width)),
+            "run": In(run_layout(addr_width, paged=bool(page_rows))),
             "cmd": Out(stream.Signature(command_layout(addr_width))),
             "kind": Out(stream.Signature(Kind)),
             "block": Out(stream.Signature(start_layout(rows=block_rows,
                                                        max_seq_len=max_seq_len))),
             "busy": Out(1),
-        })
+        }
+        if page_rows:
+            # the DMA's read beats pass through: a table beat stays here, the rest go on
+            beats = stream.Signature(read_data_layout(data_width))
+            members.update({"data_in": In(beats), "data_out": Out(beats), "page_error": Out(1)})
+        super().__init__(members)
+
+    @property
+    def page_rows(self):
+        return self._page_rows
 
     @property
     def block_rows(self):
@@ -179,6 +225,8 @@ class ReadSequencer(wiring.Component):
         walk.tag_fifo()
         walk.walk_registers()
         walk.command_port()
+        if self._page_rows:
+            walk.page_walk()
         # The controller's `start` (from across the chip) enables the run's copy and the
         # state's move only: LOAD, a cycle later, loads the first pass's hundreds of
         # flip-flops from that copy, their enables decoded from the state as PASS's are.
@@ -200,8 +248,14 @@ class _ReadWalk:
         self.block_rows = sequencer._block_rows
         self.max_seq_len = sequencer._max_seq_len
         self.lead = sequencer._banks - 1       # K rows read ahead of the V rows
-        self.run = run = Signal(run_layout(self.addr_width))
+        self.paged = bool(sequencer._page_rows)
+        self.run = run = Signal(run_layout(self.addr_width, paged=self.paged))
         self.setup_fields = run.setup
+        self.block_taken = Signal()     # BLOCK's command taken: the block's reads start
+        if self.paged:
+            self.route_room = Signal()  # the route FIFO has room (registered, as tag_room)
+            self.table_taken = Signal()
+            self.k_ok, self.v_ok = Signal(), Signal()   # K's (V's) page address is in
 
     def tag_fifo(self):
         """The FIFO of the kinds of the commands taken, read out on `kind`, and `tag_room`,
@@ -306,13 +360,113 @@ class _ReadWalk:
             self.issued.eq(seq.cmd.valid & seq.cmd.ready),
             self.q_heads.init.eq(setup.gb), self.q_heads.init_last.eq(gb_one),
         ]
+        if self.paged:
+            # a table read, when due, goes before the state's row (which waits, its state
+            # unmoved); a row waits for its page's address (`row_ok`, set by the state)
+            self.table_due = Signal()
+            self.row_ok = Signal(init=1)
+            self.table_ptr = Signal(self.addr_width)
+            taken = seq.cmd.valid & seq.cmd.ready
+            m.d.comb += [
+                seq.cmd.valid.eq(self.issuing & (self.tag_room | held) & self.route_room
+                                 & (self.table_due | self.row_ok)),
+                self.tags.w_en.eq(taken & ~self.table_due),
+                self.issued.eq(taken & ~self.table_due),
+                self.table_taken.eq(taken & self.table_due),
+            ]
+            with m.If(self.table_due):
+                m.d.comb += [seq.cmd.payload.addr.eq(self.table_ptr),
+                             seq.cmd.payload.length.eq(seq._data_width // 8)]
+
+    def page_walk(self):
+        """Paged K/V (docs/microarchitecture.md, "Paged K/V"): the route of each command's
+        beats (a table beat stays here), the table's beats, and the page addresses K takes
+        from them and hands to V. Each block reads its table from KV_TABLE: beat 0 before
+        its Q rows, beat b + 1 after the K command that opens beat b's first page, so at
+        most two beats wait here and the route never blocks the rows behind them."""
+        m, seq, run = self.m, self.sequencer, self.run
+        page_rows, width = seq._page_rows, seq._data_width
+        lg = page_rows.bit_length() - 1
+        beat_bytes = width // 8
+        per_beat = beat_bytes // TABLE_ENTRY_BYTES
+        lg_e = per_beat.bit_length() - 1
+        # one bit a command taken, in order: a table read? Popped with its last beat.
+        depth = 2 * seq._tag_depth + 2
+        m.submodules.route = route = SyncFIFOBuffered(width=1, depth=depth)
+        m.submodules.table_beats = beats = SyncFIFO(width=width, depth=2)
+        is_table = route.r_data[0]
+        data_in, data_out = seq.data_in, seq.data_out
+        m.d.sync += self.route_room.eq(route.level < depth - 1)
+        m.d.comb += [
+            route.w_en.eq(seq.cmd.valid & seq.cmd.ready), route.w_data.eq(self.table_due),
+            data_out.payload.eq(data_in.payload),
+            data_out.valid.eq(data_in.valid & route.r_rdy & ~is_table),
+            beats.w_data.eq(data_in.payload.data),
+            beats.w_en.eq(data_in.valid & route.r_rdy & is_table),
+            data_in.ready.eq(route.r_rdy & Mux(is_table, beats.w_rdy, data_out.ready)),
+            route.r_en.eq(data_in.valid & data_in.ready & data_in.payload.last),
+        ]
+        # K's page: the next entry of the head beat once the previous page has ended; its
+        # address goes to V through a FIFO (V runs the lead's rows behind)
+        m.submodules.v_pages = v_pages = SyncFIFO(width=self.addr_width,
+                                                  depth=max(2, self.lead // page_rows + 2))
+        k_in = Signal(max(lg, 1))           # K's (V's) row in its page
+        v_in = Signal(max(lg, 1))
+        k_entry = Signal(max(lg_e, 1))      # the head beat's next entry
+        k_first = Signal()                  # K's page came from its beat's first entry
+        k_pages = Signal(range(self.max_seq_len + 1))     # the block's pages K has to take
+        table_left = Signal(range(self.max_seq_len + 1))  # its table beats left to read
+        entry = beats.r_data.word_select(k_entry, 32) if per_beat > 1 else beats.r_data[:32]
+        bad = (((run.page_limit != 0) & (entry >= run.page_limit))
+               | (entry[:beat_bytes.bit_length() - 1] != 0))
+        page = Mux(bad, 0, entry)
+        with m.If(self.block_taken):
+            m.d.sync += [k_pages.eq(((self.size_keys - 1) >> lg) + 1),
+                         table_left.eq(((self.size_keys - 1) >> (lg + lg_e)) + 1),
+                         self.table_due.eq(1), self.table_ptr.eq(run.table),
+                         self.k_ok.eq(0), self.v_ok.eq(0), k_in.eq(0), v_in.eq(0),
+                         k_entry.eq(0)]
+        with m.If(self.table_taken):
+            m.d.sync += [self.table_ptr.eq(self.table_ptr + beat_bytes),
+                         table_left.eq(table_left - 1), self.table_due.eq(0)]
+        k_end = (k_in == page_rows - 1) if lg else 1
+        v_end = (v_in == page_rows - 1) if lg else 1
+        with m.If(self.issued & (self.issue_kind == Kind.K)):
+            m.d.sync += k_in.eq(k_in + 1)
+            with m.If(k_end):
+                m.d.sync += self.k_ok.eq(0)
+            with m.If((k_in == 0) & k_first & (table_left != 0)):
+                m.d.sync += self.table_due.eq(1)
+        with m.If(self.issued & (self.issue_kind == Kind.V)):
+            m.d.sync += v_in.eq(v_in + 1)
+            with m.If(v_end):
+                m.d.sync += self.v_ok.eq(0)
+        with m.If(~self.k_ok & beats.r_rdy & (k_pages != 0) & v_pages.w_rdy):
+            m.d.comb += [v_pages.w_en.eq(1), v_pages.w_data.eq(page)]
+            m.d.sync += [self.k_ptr.eq(page + self.k_head), self.k_ok.eq(1),
+                         k_pages.eq(k_pages - 1), k_first.eq(k_entry == 0)]
+            with m.If(bad):
+                m.d.sync += seq.page_error.eq(1)
+            with m.If((k_entry == per_beat - 1) | (k_pages == 1)):
+                m.d.comb += beats.r_en.eq(1)
+                m.d.sync += k_entry.eq(0)
+            with m.Else():
+                m.d.sync += k_entry.eq(k_entry + 1)
+        with m.If(~self.v_ok & v_pages.r_rdy):
+            m.d.comb += v_pages.r_en.eq(1)
+            m.d.sync += [self.v_ptr.eq(v_pages.r_data + self.v_head), self.v_ok.eq(1)]
+        with m.If(seq.start):
+            m.d.sync += seq.page_error.eq(0)
 
     def issue_row(self, kind, ptr, tensor=None):
         """In this state, read the row of `kind` at `ptr`; once the command is taken,
-        `ptr` steps on by the row stride of `tensor` (None: it stays)."""
+        `ptr` steps on by the row stride of `tensor` (None: it stays). Paged, a K or V row
+        waits for its page's address."""
         m = self.m
         m.d.comb += [self.sequencer.busy.eq(1), self.issue_addr.eq(ptr),
                      self.issue_kind.eq(kind)]
+        if self.paged and kind is not Kind.Q:
+            m.d.comb += self.row_ok.eq(self.k_ok if kind is Kind.K else self.v_ok)
         if tensor is not None:
             with m.If(self.issued):
                 m.d.sync += ptr.eq(ptr + tensor.row_stride)
@@ -383,7 +537,7 @@ class _ReadWalk:
                          seq.block.payload.step.eq(setup.gb)]
             with m.If(seq.block.ready):
                 m.d.comb += [self.q_left.load.eq(1), self.q_left.init.eq(self.rows_valid),
-                             self.q_heads.load.eq(1)]
+                             self.q_heads.load.eq(1), self.block_taken.eq(1)]
                 m.d.sync += [self.k_ptr.eq(self.k_head), self.v_ptr.eq(self.v_head),
                              self.rows_left.eq(self.rows_left - self.rows_valid),
                              self.rows_left_h.eq(self.rows_left_h - self.rows_h),
