@@ -176,6 +176,9 @@ def add_shared_options(p):
                    help="off-chip latency in cycles")
     g.add_argument("--clock-mhz", type=positive_int, metavar="MHZ", help="clock frequency")
     g.add_argument("--axi-width", type=positive_int, metavar="BITS", help="AXI data width")
+    g.add_argument("--page-rows", type=int, metavar="P",
+                   help="K/V rows of a page of a paged K/V cache found through a block table "
+                        "(a power of two; 0, the default: K and V contiguous)")
     g.add_argument("--format", choices=sorted(FORMATS),
                    help="number format: int8, or fp16 / bf16 storage with fp32 scores and O")
     g.add_argument("--name", help="name of the build directory build/<name>/")
@@ -212,7 +215,8 @@ def config_from_args(args):
         budget={"mac_lines": pq[0], "macs_per_line": pq[1], "exp_units": args.exp_units,
                 "cache_bytes": args.cache_kib, "kv_buffer_bytes": args.kv_buffer_bytes,
                 "bw_bytes_per_cycle": args.bw, "latency_cycles": args.latency,
-                "clock_mhz": args.clock_mhz, "axi_data_bits": args.axi_width})
+                "clock_mhz": args.clock_mhz, "axi_data_bits": args.axi_width,
+                "page_rows": args.page_rows})
 
 
 def choose_plan(config):

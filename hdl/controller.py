@@ -63,21 +63,26 @@ class Controller(wiring.Component):
     #: is done (and idle) the cycle after them
     check_cycles = 3
 
-    def __init__(self, *, addr_width, max_seq_len, beat_bytes, block_rows):
+    def __init__(self, *, addr_width, max_seq_len, beat_bytes, block_rows, page_rows=0):
         validate.positive("Controller", addr_width=addr_width, max_seq_len=max_seq_len,
                           block_rows=block_rows)
         validate.power_of_two("Controller", "beat_bytes", beat_bytes, lo=4, hi=64)
+        if page_rows:
+            validate.power_of_two("Controller", "page_rows", page_rows, hi=2 ** 16)
         self._addr_width, self._max_seq_len, self._beat_bytes = addr_width, max_seq_len, beat_bytes
         self._block_rows = block_rows
+        self._page_rows = page_rows
+        paged = {"page_error": In(1)} if page_rows else {}
         super().__init__({
+            **paged,
             "start": In(1),
-            "run": In(run_layout(addr_width)),
+            "run": In(run_layout(addr_width, paged=bool(page_rows))),
             "busy": Out(1),
             "done": Out(1),
             "error": Out(8),
             "cycles": Out(64), "pe_busy": Out(64), "exp_busy": Out(64), "mem_stall": Out(64),
             "seq_start": Out(1), "seq_start_w": Out(1),
-            "seq_run": Out(run_layout(addr_width)),
+            "seq_run": Out(run_layout(addr_width, paged=bool(page_rows))),
             "dma_clear": Out(1),
             "finished": In(1),
             "readers_busy": In(1),
@@ -109,12 +114,21 @@ class Controller(wiring.Component):
         misaligned = 0
         for t in (run.q, run.k, run.v, run.o):
             misaligned = misaligned | ((t.base | t.head_stride | t.row_stride) & mask).any()
+        short_table = None
+        if self._page_rows:
+            misaligned = misaligned | (run.table & mask).any()
+            # ceil(N_kv / P) pages > the table's entries (N_kv >= 1 here)
+            lg = self._page_rows.bit_length() - 1
+            short_table = ((run.kv_len - 1) >> lg) >= run.table_len
         with m.If(run.seq_len == 0):
             m.d.comb += code.eq(ErrorCode.SEQ_LEN_ZERO)
         with m.Elif(run.seq_len > self._max_seq_len):
             m.d.comb += code.eq(ErrorCode.SEQ_LEN_TOO_LARGE)
         with m.Elif(run.kv_len > self._max_seq_len):
             m.d.comb += code.eq(ErrorCode.KV_LEN_TOO_LARGE)
+        if short_table is not None:
+            with m.Elif(short_table):
+                m.d.comb += code.eq(ErrorCode.TABLE_SHORT)
         with m.Elif(run.causal & (run.kv_len < run.seq_len)):
             m.d.comb += code.eq(ErrorCode.CAUSAL_KV_SHORT)
         with m.Elif(run.heads == 0):
@@ -284,5 +298,8 @@ class Controller(wiring.Component):
                         m.d.sync += self.error.eq(ErrorCode.AXI_READ)
                     with m.Elif(self.dma_error.write):
                         m.d.sync += self.error.eq(ErrorCode.AXI_WRITE)
+                    if self._page_rows:
+                        with m.Elif(self.page_error):
+                            m.d.sync += self.error.eq(ErrorCode.PAGE_OUT_OF_RANGE)
                     m.next = "IDLE"
         return m

@@ -74,16 +74,18 @@ def setup_layout(addr_width):
 def run_layout(addr_width, *, paged=False):
     """What one run needs to know; latched by the controller at start, `setup` derived.
     `paged`: the block table's address and length and the page limit too (KV_TABLE,
-    KV_TABLE_LEN, PAGE_LIMIT)."""
+    KV_TABLE_LEN, PAGE_LIMIT), after the rest, so that a paged run's low bits are the
+    contiguous run the write sequencer takes."""
     tensor = data.StructLayout({"base": unsigned(addr_width), "head_stride": unsigned(addr_width),
                                 "row_stride": unsigned(addr_width)})
     fields = {"seq_len": unsigned(32), "heads": unsigned(32), "causal": 1,
               "grouped": 1, "kv_len": unsigned(32), "group": unsigned(32),
-              "q": tensor, "k": tensor, "v": tensor, "o": tensor}
+              "q": tensor, "k": tensor, "v": tensor, "o": tensor,
+              "setup": setup_layout(addr_width)}
     if paged:
         fields.update({"table": unsigned(addr_width), "table_len": unsigned(32),
                        "page_limit": unsigned(addr_width)})
-    return data.StructLayout({**fields, "setup": setup_layout(addr_width)})
+    return data.StructLayout(fields)
 
 
 def run_setup(*, seq_len, heads, block_rows, causal=False, kv_len=None, group=1, grouped=False,
@@ -176,6 +178,9 @@ class ReadSequencer(wiring.Component):
     block_latency = 3
     #: cycles from `start` to the first command offered on `cmd` (the block first)
     command_latency = 4
+    #: paged: cycles from a table beat offered on `data_in` to the K row command it
+    #: gives the page of (the table beats' FIFO, then the page loader's k_ok)
+    table_latency = 2
 
     def __init__(self, *, addr_width, block_rows, row_bytes, max_seq_len, tag_depth=16,
                  banks=2, page_rows=0, data_width=64):
@@ -251,8 +256,8 @@ class _ReadWalk:
         self.paged = bool(sequencer._page_rows)
         self.run = run = Signal(run_layout(self.addr_width, paged=self.paged))
         self.setup_fields = run.setup
-        self.block_taken = Signal()     # BLOCK's command taken: the block's reads start
         if self.paged:
+            self.block_taken = Signal()     # BLOCK's command taken: the block's reads start
             self.route_room = Signal()  # the route FIFO has room (registered, as tag_room)
             self.table_taken = Signal()
             self.k_ok, self.v_ok = Signal(), Signal()   # K's (V's) page address is in
@@ -537,7 +542,9 @@ class _ReadWalk:
                          seq.block.payload.step.eq(setup.gb)]
             with m.If(seq.block.ready):
                 m.d.comb += [self.q_left.load.eq(1), self.q_left.init.eq(self.rows_valid),
-                             self.q_heads.load.eq(1), self.block_taken.eq(1)]
+                             self.q_heads.load.eq(1)]
+                if self.paged:
+                    m.d.comb += self.block_taken.eq(1)
                 m.d.sync += [self.k_ptr.eq(self.k_head), self.v_ptr.eq(self.v_head),
                              self.rows_left.eq(self.rows_left - self.rows_valid),
                              self.rows_left_h.eq(self.rows_left_h - self.rows_h),

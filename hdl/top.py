@@ -65,6 +65,7 @@ class TopTiming:
     block_command: int
     block_fill: int
     feed_lead: int
+    table_turn: int
 
     @classmethod
     def of(cls, plan):
@@ -88,6 +89,9 @@ class TopTiming:
             block_command=(ReadSequencer.command_latency - ReadSequencer.block_latency
                            + to_ar + offset),
             block_fill=KVBuffer.start_latency,
+            # paged: a table beat's R handshake to the AR of the K row it gives the page
+            # of (the read FIFO, the table beats' FIFO, the page loader, the command out)
+            table_turn=(DMAReader.response_latency + ReadSequencer.table_latency + to_ar),
         )
 
 
@@ -147,7 +151,8 @@ class AttenIOTop(wiring.Component):
         m.submodules.csr = csr = CSRBlock(self._regmap)
         m.submodules.ctrl = ctrl = Controller(addr_width=ADDR_WIDTH,
                                               max_seq_len=plan.workload.max_keys,
-                                              beat_bytes=beat_bytes, block_rows=plan.a)
+                                              beat_bytes=beat_bytes, block_rows=plan.a,
+                                              page_rows=plan.budget.page_rows)
         # Every command is one row, so no burst is longer than a row, and the read FIFO
         # holds the Plan's K/V staging depth (rows enough to cover the link's latency),
         # which bounds the reads in flight to that many rows: that is the prefetch.
@@ -160,7 +165,9 @@ class AttenIOTop(wiring.Component):
         m.submodules.rseq = rseq = ReadSequencer(addr_width=ADDR_WIDTH, block_rows=plan.a,
                                                  row_bytes=row_bytes,
                                                  max_seq_len=plan.workload.max_keys,
-                                                 banks=plan.banks)
+                                                 banks=plan.banks,
+                                                 page_rows=plan.budget.page_rows,
+                                                 data_width=width)
         m.submodules.wseq = wseq = WriteSequencer(addr_width=ADDR_WIDTH, row_bytes=o_row_bytes)
         # the core takes and gives chunks of `split` elements, one per cycle
         m.submodules.core = core = AttentionCore.from_plan(plan)
@@ -197,11 +204,18 @@ class AttenIOTop(wiring.Component):
         for t in ("q", "k", "v", "o"):
             for field in ("base", "head_stride", "row_stride"):
                 m.d.comb += getattr(getattr(ctrl.run, t), field).eq(getattr(csr, f"{t}_{field}"))
+        paged = bool(plan.budget.page_rows)
+        if paged:
+            m.d.comb += [ctrl.run.table.eq(csr.kv_table), ctrl.run.table_len.eq(csr.kv_table_len),
+                         ctrl.run.page_limit.eq(csr.page_limit),
+                         ctrl.page_error.eq(rseq.page_error)]
 
         # controller <-> sequencers, DMA and core
         m.d.comb += [
             rseq.start.eq(ctrl.seq_start), rseq.run.eq(ctrl.seq_run),
-            wseq.start.eq(ctrl.seq_start_w), wseq.run.eq(ctrl.seq_run),
+            wseq.start.eq(ctrl.seq_start_w),
+            # a paged run is the contiguous one with the table's fields above it
+            wseq.run.eq(ctrl.seq_run.as_value()[:wseq.run.shape().size]),
             dma.error_clear.eq(ctrl.dma_clear), dma.counters_clear.eq(ctrl.dma_clear),
             ctrl.finished.eq(wseq.finished),
             ctrl.readers_busy.eq(rseq.busy),
@@ -221,8 +235,13 @@ class AttenIOTop(wiring.Component):
             wiring.connect(m, cmd_slice.o, cmd)
         wiring.connect(m, dma.wr_done, wseq.done)
         wiring.connect(m, rseq.block, core.start)
-        # data: beats -> elements, each with its row's kind -> core -> beats
-        wiring.connect(m, dma.rd_data, unpack.i)
+        # data: beats -> elements, each with its row's kind -> core -> beats; paged, the
+        # read sequencer keeps its table's beats and passes the rest on
+        if paged:
+            wiring.connect(m, dma.rd_data, rseq.data_in)
+            wiring.connect(m, rseq.data_out, unpack.i)
+        else:
+            wiring.connect(m, dma.rd_data, unpack.i)
         wiring.connect(m, unpack.o, join.elements)
         wiring.connect(m, rseq.kind, join.tags)
         wiring.connect(m, join.o, feed_slice.i)

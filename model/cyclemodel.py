@@ -86,6 +86,7 @@ from dataclasses import dataclass, field
 from attenio.analysis import block_runs, key_rows
 from attenio.errors import ConfigError
 from attenio.plan import run_kv_len
+from attenio.regmap import table_beats
 
 from .memmodel import Link, Memory
 from .rtl_params import RtlParams
@@ -227,6 +228,18 @@ class _Machine:
         self.beat_fill = max(1, beat_elems)      # fill cycles of one beat
         self.beats = -(-row_bytes // mem.axi_bytes)
         self.c = dict.fromkeys(_COUNT, 0)
+        self.table_floor = None     # paged: the block's first K read not before this
+        self.k_floor = None         # ... armed for the next row read (`s_first`)
+
+    def table_read(self, beat_bytes):
+        """Paged K/V: a block's first table beat, read before its Q rows (one command); the
+        block's first K row waits for it (`table_turn`)."""
+        issue = self.cmd[0] if self.cmd[1] else self.t
+        arrival = self.link.read(issue, beat_bytes)
+        self.c["bytes_read"] += beat_bytes
+        if self.cmd[1]:
+            self.cmd = [self.cmd[0] + 1, self.cmd[1]]
+        self.table_floor = arrival - 1 + self.params.table_turn
 
     # --- the feed path -----------------------------------------------------------
     def _row(self):
@@ -248,6 +261,11 @@ class _Machine:
         (`attenio.model.memmodel.Link`)."""
         p, fill = self.params, self.m.feed_row
         issue = self.cmd[0] if self.cmd[1] else 0
+        if self.k_floor is not None:
+            issue = max(issue, self.k_floor)
+            if self.cmd[1]:     # the commands after it follow it
+                self.cmd = [max(self.cmd[0], self.k_floor), self.cmd[1]]
+            self.k_floor = None
         if len(self.pops) == self.depth:
             issue = max(issue, self.pops.popleft() + p.room_issue)
         if self.cmd[1]:
@@ -330,6 +348,7 @@ class _Machine:
     def s_first(self):
         # the previous block's drain must have read its O and l first
         m = self.m
+        self.k_floor, self.table_floor = self.table_floor, None
         self._phase(m.s_phase, True, self.drain_end, m.phase, "drain_wait")
         self.pending.append(self._softmax())
 
@@ -384,7 +403,8 @@ class _Machine:
                 tuple((clamp(s), clamp(e)) for s, e in self.sm),
                 clamp(self.sm_read_end), tuple(clamp(x) for x in self.pending),
                 None if frozen else clamp(self.drain_end),
-                None if frozen else clamp(self.done_floor))
+                None if frozen else clamp(self.done_floor),
+                None if self.table_floor is None else self.table_floor - t)
 
     def mark(self, frozen=False):
         return self.snapshot(frozen), self.t, dict(self.c), self.k_cons
@@ -402,6 +422,8 @@ class _Machine:
         self.sm = [(s + dt, e + dt) for s, e in self.sm]
         self.sm_read_end += dt
         self.pending = deque(x + dt for x in self.pending)
+        if self.table_floor is not None:
+            self.table_floor += dt
         if not frozen:
             self.drain_end += dt
             self.done_floor += dt
@@ -502,6 +524,7 @@ def simulate(plan, *, seq_len=None, heads=None, causal=None, params=None, fast=T
         raise ValueError(f"simulate: causal attention needs kv_len >= seq_len, not {n_kv} < {n}")
     m = Mapping.of(plan, params)
     eb = plan.config.format.element_bytes
+    page_rows, beat_bytes = b.page_rows, b.axi_data_bits // 8
     mem = memory or Memory.of(b)
     grouped = plan.grouped if grouped is None else grouped
     gb = (group or w.group) if grouped else 1
@@ -518,6 +541,10 @@ def simulate(plan, *, seq_len=None, heads=None, causal=None, params=None, fast=T
         # S runs `lead` rows ahead of U (bank j mod B holds S_j until U_j): lead S rows,
         # then pairs (S_j, U_(j - lead)), then the last lead U rows
         lead = min(params.banks - 1, kv)
+        if page_rows:
+            mc.table_read(beat_bytes)
+            # the block's later table beats, each read a page run ahead of its use
+            mc.c["bytes_read"] += (table_beats(kv, page_rows, beat_bytes) - 1) * beat_bytes
         _repeat(mc, valid, mc.q_row, fast, 1, frozen=True)
         if plan.a > valid and params.feed_pad_rows:
             mc.q_pad(plan.a - valid)

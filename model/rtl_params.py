@@ -75,6 +75,8 @@ class RtlParams:
     feed_lead           cycles by which a beat's last element leaves the unpacker before
                         the KV buffer takes it, when the buffer sets the pace (the feed's
                         register slice: `StreamSlice.lead`)
+    table_turn          paged K/V: cycles from a table beat's R handshake to the AR of the K
+                        row it gives the page of (`TopTiming.table_turn`)
     score_period        cycles per chunk of a K row (`CoreTiming.score_period`): r for
                         int8's slot-by-slot replay, max(r, L_acc) for a float format;
                         a what-if may set None, read as r
@@ -107,6 +109,7 @@ class RtlParams:
     block_command: int
     block_fill: int
     feed_lead: int
+    table_turn: int
     score_period: int | None
     banks: int
     block_gap: int

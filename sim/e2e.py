@@ -39,7 +39,8 @@ from attenio.model.cyclemodel import model_counters
 from attenio.model.memmodel import Memory
 from attenio.model.rtl_params import RtlParams
 from attenio.plan import make_plan, run_kv_len, wins_grouped
-from attenio.regmap import ErrorCode, register_map
+from attenio.regmap import (TABLE_ENTRY_BYTES, ErrorCode, pack_table, register_map,
+                            table_pages)
 
 from . import fast
 from .progress import follow
@@ -102,6 +103,43 @@ class Layout:
                 segs += [(base + h * hs + i * rs, x[h, i].astype(dtype).tobytes())
                          for i in range(x.shape[1])]
         return segs
+
+
+def page_kv(layout, k, v, *, page_rows, beat, rng, dtype):
+    """K and V of `layout` (arrays [K/V heads, N_kv, d]) moved into page slots of
+    `page_rows` rows in a random order (`rng`, seeded), found through a block table
+    (docs/microarchitecture.md, "Paged K/V"): a slot holds the page's rows of every K head,
+    then of every V head. The slots take K's and V's place; the table and O follow them.
+    Returns (layout with K and V as offsets in a slot and O moved, segments of K, V and the
+    table, the paging registers, the table)."""
+    tensors = dict(layout.tensors)
+    kv_heads, n_kv = layout.shapes["K"]
+    row = k.shape[2] * dtype.itemsize
+    if row % beat:
+        raise ConfigError(f"a K/V row of {row} bytes is not a whole number of {beat}-byte beats")
+    head_bytes = page_rows * row
+    slot = 2 * kv_heads * head_bytes
+    pages = table_pages(n_kv, page_rows)
+    pool = tensors["K"][0] // 0x1000 * 0x1000
+    order = rng.permutation(pages)
+    table = [pool + int(i) * slot for i in order]
+    segments = []
+    for p, addr in enumerate(table):
+        rows = slice(p * page_rows, min((p + 1) * page_rows, n_kv))
+        for h in range(kv_heads):
+            segments.append((addr + h * head_bytes, k[h, rows].astype(dtype).tobytes()))
+            segments.append((addr + (kv_heads + h) * head_bytes,
+                             v[h, rows].astype(dtype).tobytes()))
+    table_base = (pool + pages * slot + beat - 1) // beat * beat
+    table_bytes = pack_table(table)
+    segments.append((table_base, table_bytes))
+    o_base = (table_base + len(table_bytes) + 0xFFF) // 0x1000 * 0x1000 + 0x1000
+    tensors["K"] = (0, head_bytes, row)
+    tensors["V"] = (kv_heads * head_bytes, head_bytes, row)
+    tensors["O"] = (o_base, *tensors["O"][1:])
+    paged = Layout(tensors, layout.shapes)
+    regs = {"KV_TABLE": table_base, "KV_TABLE_LEN": pages}
+    return paged, segments, regs, table
 
 
 @dataclass
@@ -245,6 +283,10 @@ def model_depth(plan):
     size = Layout.packed(seq_len=w.max_keys, head_dim=w.head_dim, heads=w.heads, beat=beat,
                          element_bytes=plan.config.format.element_bytes,
                          out_bytes=plan.config.format.out_bytes).size()
+    page_rows = plan.budget.page_rows
+    if page_rows:   # a last page's rows past N_kv, the table, the page alignments
+        size += (2 * w.heads * page_rows * w.head_dim * plan.config.format.element_bytes
+                 + TABLE_ENTRY_BYTES * table_pages(w.max_keys, page_rows) + 0x3000)
     return (size + 0x1000) // beat
 
 
@@ -389,15 +431,26 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
     regs = {"SEQ_LEN": n, "HEADS": heads, "SCALE_C": int(data.c),
             "MODE": int(causal) | int(grouped) << 1,
             "KV_LEN": 0 if n_kv == n else n_kv, "HEAD_GROUP": data.group}
+    page_rows = plan.budget.page_rows
+    if page_rows:
+        layout, kv_segments, paging, _ = page_kv(layout, data.k, data.v, page_rows=page_rows,
+                                                 beat=beat, rng=rng, dtype=data.dtype)
+        log(f"paged K/V: {paging['KV_TABLE_LEN']} pages of {page_rows} rows in a random "
+            f"order (seed {opts.seed}), the block table at 0x{paging['KV_TABLE']:x}")
+        regs.update(paging)
     for t, (base, hs, rs) in layout.tensors.items():
         regs.update({f"{t}_BASE": base, f"{t}_HEAD_STRIDE": hs, f"{t}_ROW_STRIDE": rs})
-    segments = [seg for t in "QKV"
+    segments = [seg for t in ("QKV" if not page_rows else "Q")
                 for seg in layout.scatter(t, getattr(data, t.lower()), data.dtype)]
+    if page_rows:
+        segments += kv_segments
     image = out_dir / "sim_image.npz"
     np.savez(image, addrs=np.array([a for a, _ in segments], np.int64),
              lengths=np.array([len(b) for _, b in segments], np.int64),
              data=np.frombuffer(b"".join(b for _, b in segments), np.uint8))
     results = out_dir / "sim_results.json"
+    if page_rows:   # a page slot at or past the memory's end is refused (PAGE_OUT_OF_RANGE)
+        regs["PAGE_LIMIT"] = (layout.size() + 0xFFFF) // 0x10000 * 0x10000
     params = {
         "image": str(image), "results": str(results), "memory": opts.memory, "beat": beat,
         "mem_size": (layout.size() + 0xFFFF) // 0x10000 * 0x10000,
