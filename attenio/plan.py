@@ -55,11 +55,12 @@ from .analysis import (attention_bound, attention_io, attention_optimum, block_r
 from .config import Config
 from .errors import ConfigError
 from .formats import FloatFormat
-from .regmap import TABLE_ENTRY_BYTES, table_beats
+from .regmap import DESCRIPTOR_BYTES, TABLE_ENTRY_BYTES, table_beats
 from .traffic import Traffic, Transfer
 
 __all__ = ["BANKS", "Reservation", "Candidate", "MappingChoice", "Plan", "make_plan", "attenio_traffic",
-           "run_kv_len", "wins_grouped", "table_entries_read", "cache_bytes_used",
+           "run_kv_len", "wins_grouped", "table_entries_read", "BatchSequence",
+           "batch_traffic", "cache_bytes_used",
            "kv_prefetch_depth", "split_problem", "check_split", "valid_splits", "rows_problem",
            "rows_options"]
 
@@ -209,6 +210,41 @@ def run_kv_len(workload, seq_len, kv_len=None):
     if kv_len is not None:
         return kv_len
     return seq_len if workload.kv_len is None else workload.kv_len
+
+
+@dataclass(frozen=True)
+class BatchSequence:
+    """One sequence of a ragged batch: `seq_len` query rows (1 for a decode step) against
+    `kv_len` keys, with or without the causal mask."""
+
+    seq_len: int
+    kv_len: int
+    causal: bool = False
+
+    def __post_init__(self):
+        validate.positive("batch sequence", error=ConfigError, seq_len=self.seq_len,
+                          kv_len=self.kv_len)
+        if self.causal and self.kv_len < self.seq_len:
+            raise ConfigError(f"batch sequence: causal attention needs kv_len >= seq_len, "
+                              f"not {self.kv_len} < {self.seq_len}")
+
+
+def batch_traffic(plan, seqs, *, heads, group=1, grouped=False):
+    """Off-chip traffic of a batch of `seqs` ([BatchSequence]) in one launch on paged hardware:
+    each sequence's run (`Plan.traffic_at`: its Q, K, V pages, table beats and O), plus the
+    descriptors (each read whole, at least a beat)."""
+    reads, writes = {}, {}
+    for s in seqs:
+        t = plan.traffic_at(seq_len=s.seq_len, heads=heads, kv_len=s.kv_len, causal=s.causal,
+                            grouped=grouped, group=group)
+        for acc, moved in ((reads, t.reads), (writes, t.writes)):
+            for x in moved:
+                acc[x.tensor] = (acc.get(x.tensor, (0, x.element_bytes))[0] + x.elements,
+                                 x.element_bytes)
+    beat = plan.budget.axi_data_bits // 8
+    reads["descriptors"] = (len(seqs) * max(DESCRIPTOR_BYTES, beat), 1)
+    return Traffic(reads=tuple(Transfer(k, e, b) for k, (e, b) in reads.items()),
+                   writes=tuple(Transfer(k, e, b) for k, (e, b) in writes.items()))
 
 
 def table_entries_read(n, a, *, causal, n_kv, page_rows, beat_bytes):

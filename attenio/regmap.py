@@ -245,6 +245,15 @@ def register_map(plan):
                      "page slots lie below this byte address: an entry at or past it (or not "
                      "beat-aligned) is read as 0 and the run ends with PAGE_OUT_OF_RANGE; 0: "
                      "no limit", value=0),
+            Register("DESC_BASE", 0x070, Access.RW, 32,
+                     "byte address of the batch's descriptor list (DESCRIPTOR_FIELDS, "
+                     "beat-aligned)"),
+            Register("DESC_COUNT", 0x074, Access.RW, 32,
+                     "descriptors in the batch, run in order with one DONE; 0: the run of "
+                     "the registers alone"),
+            Register("DESC_INDEX", 0x078, Access.RO, 32,
+                     "descriptors the last batch ran to the end (the failing one's index "
+                     "when it ended with an error)"),
         ]
     params = [
         ("VERSION", VERSION, "register map version"),

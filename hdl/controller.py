@@ -34,7 +34,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio import validate
-from attenio.regmap import ErrorCode
+from attenio.regmap import DESCRIPTOR_BYTES, DESCRIPTOR_FIELDS, DescFlag, ErrorCode
 
 from .dma import error_layout
 from attenio.regmap import MAX_HEAD_GROUP
@@ -72,7 +72,13 @@ class Controller(wiring.Component):
         self._addr_width, self._max_seq_len, self._beat_bytes = addr_width, max_seq_len, beat_bytes
         self._block_rows = block_rows
         self._page_rows = page_rows
-        paged = {"page_error": In(1)} if page_rows else {}
+        paged = {}
+        if page_rows:
+            # the batch: DESC_BASE and DESC_COUNT in, each descriptor read by the read
+            # sequencer (`desc_fetch` at `desc_addr`; `desc_valid` with its words on `desc`)
+            paged = {"page_error": In(1), "desc_base": In(addr_width), "desc_count": In(32),
+                     "desc_index": Out(32), "desc_fetch": Out(1), "desc_addr": Out(addr_width),
+                     "desc": In(8 * DESCRIPTOR_BYTES), "desc_valid": In(1)}
         super().__init__({
             **paged,
             "start": In(1),
@@ -104,8 +110,15 @@ class Controller(wiring.Component):
     def setup_cycles(self):
         """Cycles between DECIDE and LAUNCH of a good run: a div gb, N mod a_g, HEADS mod gb
         and its check, the products."""
-        return (self._block_rows.bit_length() + self._max_seq_len.bit_length() + 32 + 1
-                + self.group_bits)
+        return self.setup_cycles_of(block_rows=self._block_rows, max_seq_len=self._max_seq_len)
+
+    @classmethod
+    def setup_cycles_of(cls, *, block_rows, max_seq_len):
+        """`setup_cycles` of a controller of these parameters."""
+        return block_rows.bit_length() + max_seq_len.bit_length() + 32 + 1 + cls.group_bits
+
+    #: a batch: FETCH, the one cycle that asks the read sequencer for the next descriptor
+    fetch_cycles = 1
 
     def check(self, m, run):
         """The error code a run with parameters `run` ends with at once (0 if none)."""
@@ -114,14 +127,18 @@ class Controller(wiring.Component):
         misaligned = 0
         for t in (run.q, run.k, run.v, run.o):
             misaligned = misaligned | ((t.base | t.head_stride | t.row_stride) & mask).any()
-        short_table = None
+        short_table = kv_zero = None
         if self._page_rows:
+            kv_zero = self._batch & (run.kv_len == 0)
             misaligned = misaligned | (run.table & mask).any()
             # ceil(N_kv / P) pages > the table's entries (N_kv >= 1 here)
             lg = self._page_rows.bit_length() - 1
             short_table = ((run.kv_len - 1) >> lg) >= run.table_len
         with m.If(run.seq_len == 0):
             m.d.comb += code.eq(ErrorCode.SEQ_LEN_ZERO)
+        if kv_zero is not None:
+            with m.Elif(kv_zero):
+                m.d.comb += code.eq(ErrorCode.KV_LEN_ZERO)
         with m.Elif(run.seq_len > self._max_seq_len):
             m.d.comb += code.eq(ErrorCode.SEQ_LEN_TOO_LARGE)
         with m.Elif(run.kv_len > self._max_seq_len):
@@ -143,8 +160,32 @@ class Controller(wiring.Component):
             m.d.comb += code.eq(ErrorCode.MISALIGNED)
         return code
 
+    def batch_states(self, m, batch_left, desc_ptr):
+        """FETCH asks the read sequencer for the next descriptor; DESC waits for it and puts
+        its fields in the run (the batch's shared ones stay as the registers latched them),
+        then the run is checked and set up as one of the registers."""
+        run = self.seq_run
+        with m.State("FETCH"):
+            m.d.comb += [self.desc_fetch.eq(1), self.desc_addr.eq(desc_ptr)]
+            m.next = "DESC"
+        with m.State("DESC"):
+            with m.If(self.desc_valid):
+                word = {name: self.desc[32 * i:32 * i + 32]
+                        for i, (name, _) in enumerate(DESCRIPTOR_FIELDS)}
+                m.d.sync += [
+                    run.causal.eq(word["FLAGS"][DescFlag.CAUSAL.bit_length() - 1]),
+                    run.grouped.eq(word["FLAGS"][DescFlag.GROUPED.bit_length() - 1]),
+                    run.seq_len.eq(word["SEQ_LEN"]), run.kv_len.eq(word["KV_LEN"]),
+                    run.heads.eq(word["HEADS"]), run.q.base.eq(word["Q_BASE"]),
+                    run.o.base.eq(word["O_BASE"]), run.table.eq(word["TABLE"]),
+                    run.table_len.eq(word["TABLE_LEN"]),
+                    desc_ptr.eq(desc_ptr + DESCRIPTOR_BYTES), batch_left.eq(batch_left - 1)]
+                m.next = "CHECK"
+
     def elaborate(self, platform):
         m = Module()
+        # a batch (DESC_COUNT > 0) under way: its runs take their fields from descriptors
+        self._batch = Signal()
         # The check runs on the latched parameters and its verdict is registered before
         # anything acts on it: the CSRs, the comparisons and the clears of the DMA's
         # 64-bit counters are far apart on a chip, too far for one cycle.
@@ -227,14 +268,29 @@ class Controller(wiring.Component):
             m.d.sync += mul_x[name].eq(mul_x[name] << 1)
             with m.If(add[name]):
                 m.d.sync += acc.eq(acc + mul_x[name])
+        if self._page_rows:
+            first = Signal()                # the launch's first run: it clears the DMA
+            batch_left = Signal(32)         # descriptors not yet fetched
+            desc_ptr = Signal(self._addr_width)     # the next descriptor's address
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start):
                     m.d.sync += [self.done.eq(0), self.busy.eq(1),
                                  *[flag.eq(1) for flag in load.values()]]
+                    if self._page_rows:
+                        m.d.sync += first.eq(1)
                     m.next = "LATCH"
             with m.State("LATCH"):
                 m.next = "CHECK"
+                if self._page_rows:
+                    m.d.sync += [self._batch.eq(self.desc_count != 0), batch_left.eq(
+                        self.desc_count), desc_ptr.eq(self.desc_base), self.desc_index.eq(0)]
+                    with m.If(self.desc_count != 0):
+                        # the DMA's counters and errors cleared before the first descriptor
+                        m.d.comb += self.dma_clear.eq(1)
+                        m.next = "FETCH"
+            if self._page_rows:
+                self.batch_states(m, batch_left, desc_ptr)
             with m.State("CHECK"):
                 m.d.sync += [self.error.eq(code),
                              setup.gb.eq(Mux(run.grouped, run.group, 1)),
@@ -244,9 +300,13 @@ class Controller(wiring.Component):
             with m.State("DECIDE"):
                 with m.If(self.error != 0):
                     m.d.sync += [self.done.eq(1), self.busy.eq(0)]
+                    if self._page_rows:     # a batch's counters stop at its failing run
+                        m.d.sync += [counting.eq(0), running.eq(0)]
                     m.next = "IDLE"
                 with m.Else():
-                    m.d.comb += self.dma_clear.eq(1)
+                    # a batch clears the DMA's counters and errors before its first run only
+                    m.d.comb += self.dma_clear.eq(first & ~self._batch if self._page_rows
+                                                  else 1)
                     m.d.sync += [num.eq(a << (32 - na)), rem.eq(0), quo.eq(0), div_i.eq(na),
                                  divisor.eq(setup.gb)]
                     m.next = "DIV_A"
@@ -277,6 +337,8 @@ class Controller(wiring.Component):
                 with m.If(run.grouped & (rem != 0)):
                     m.d.sync += [self.error.eq(ErrorCode.HEADS_NOT_GROUPED), self.done.eq(1),
                                  self.busy.eq(0)]
+                    if self._page_rows:
+                        m.d.sync += [counting.eq(0), running.eq(0)]
                     m.next = "IDLE"
                 with m.Else():
                     m.d.sync += [flag.eq(setup.gb[0]) for flag in add.values()]
@@ -287,6 +349,8 @@ class Controller(wiring.Component):
                              *[flag.eq(mul_b[1]) for flag in add.values()]]
                 with m.If(div_i == 1):
                     m.d.sync += [start_r.eq(1), start_w.eq(1), counting.eq(1)]
+                    if self._page_rows:
+                        m.d.sync += first.eq(0)
                     m.next = "LAUNCH"
             with m.State("LAUNCH"):
                 m.d.sync += running.eq(1)
@@ -294,6 +358,7 @@ class Controller(wiring.Component):
             with m.State("RUN"):
                 with m.If(self.finished & ~self.readers_busy & ~self.core_busy):
                     m.d.sync += [self.busy.eq(0), self.done.eq(1), counting.eq(0), running.eq(0)]
+                    m.next = "IDLE"
                     with m.If(self.dma_error.read):
                         m.d.sync += self.error.eq(ErrorCode.AXI_READ)
                     with m.Elif(self.dma_error.write):
@@ -301,5 +366,11 @@ class Controller(wiring.Component):
                     if self._page_rows:
                         with m.Elif(self.page_error):
                             m.d.sync += self.error.eq(ErrorCode.PAGE_OUT_OF_RANGE)
-                    m.next = "IDLE"
+                        with m.Elif(self._batch & (batch_left != 0)):
+                            # the next descriptor: the counters run on, one DONE at the end
+                            m.d.sync += [self.busy.eq(1), self.done.eq(0), counting.eq(1),
+                                         running.eq(1), self.desc_index.eq(self.desc_index + 1)]
+                            m.next = "FETCH"
+                        with m.Else():
+                            m.d.sync += self.desc_index.eq(self.desc_index + self._batch)
         return m

@@ -33,14 +33,15 @@ Addresses are formed by adding strides, never by multiplying.
 
 from contextlib import contextmanager
 
-from amaranth.hdl import Module, Mux, Signal, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from attenio import validate
 from attenio.analysis import block_keys
-from attenio.regmap import MAX_HEAD_GROUP, TABLE_ENTRY_BYTES, paged_row_addr, table_beats
+from attenio.regmap import (DESCRIPTOR_BYTES, MAX_HEAD_GROUP, TABLE_ENTRY_BYTES, paged_row_addr,
+                            table_beats)
 
 from .counter import DownCounter
 # the core's feed, its K/V order and block command: one definition
@@ -181,6 +182,10 @@ class ReadSequencer(wiring.Component):
     #: paged: cycles from a table beat offered on `data_in` to the K row command it
     #: gives the page of (the table beats' FIFO, then the page loader's k_ok)
     table_latency = 2
+    #: a batch: cycles from `desc_fetch` to the descriptor's read offered on `cmd` (DESC),
+    #: and from its last beat on `data_in` to `desc_valid` (the descriptor's register)
+    desc_command_latency = 1
+    desc_latency = 1
 
     def __init__(self, *, addr_width, block_rows, row_bytes, max_seq_len, tag_depth=16,
                  banks=2, page_rows=0, data_width=64):
@@ -209,7 +214,11 @@ class ReadSequencer(wiring.Component):
         if page_rows:
             # the DMA's read beats pass through: a table beat stays here, the rest go on
             beats = stream.Signature(read_data_layout(data_width))
-            members.update({"data_in": In(beats), "data_out": Out(beats), "page_error": Out(1)})
+            members.update({"data_in": In(beats), "data_out": Out(beats), "page_error": Out(1),
+                            # a batch's descriptor: read at `desc_addr` on `desc_fetch`
+                            # (while idle), its words on `desc` with `desc_valid`
+                            "desc_fetch": In(1), "desc_addr": In(addr_width),
+                            "desc": Out(8 * DESCRIPTOR_BYTES), "desc_valid": Out(1)})
         super().__init__(members)
 
     @property
@@ -261,6 +270,8 @@ class _ReadWalk:
             self.route_room = Signal()  # the route FIFO has room (registered, as tag_room)
             self.table_taken = Signal()
             self.k_ok, self.v_ok = Signal(), Signal()   # K's (V's) page address is in
+            self.desc_state = Signal()      # DESC: the command is the descriptor's read
+            self.desc_ptr = Signal(self.addr_width)
 
     def tag_fifo(self):
         """The FIFO of the kinds of the commands taken, read out on `kind`, and `tag_room`,
@@ -382,6 +393,13 @@ class _ReadWalk:
             with m.If(self.table_due):
                 m.d.comb += [seq.cmd.payload.addr.eq(self.table_ptr),
                              seq.cmd.payload.length.eq(seq._data_width // 8)]
+            # a descriptor's read (whole beats: a beat wider than it reads one beat)
+            with m.If(self.desc_state):
+                m.d.comb += [seq.cmd.payload.addr.eq(self.desc_ptr),
+                             seq.cmd.payload.length.eq(max(DESCRIPTOR_BYTES,
+                                                           seq._data_width // 8)),
+                             seq.cmd.valid.eq((self.tag_room | held) & self.route_room),
+                             self.tags.w_en.eq(0), self.issued.eq(0), self.table_taken.eq(0)]
 
     def page_walk(self):
         """Paged K/V (docs/microarchitecture.md, "Paged K/V"): the route of each command's
@@ -397,20 +415,32 @@ class _ReadWalk:
         lg_e = per_beat.bit_length() - 1
         # one bit a command taken, in order: a table read? Popped with its last beat.
         depth = 2 * seq._tag_depth + 2
-        m.submodules.route = route = SyncFIFOBuffered(width=1, depth=depth)
+        # (bit 1: a descriptor's beats, kept here too)
+        m.submodules.route = route = SyncFIFOBuffered(width=2, depth=depth)
         m.submodules.table_beats = beats = SyncFIFO(width=width, depth=2)
-        is_table = route.r_data[0]
+        is_table, is_desc = route.r_data[0], route.r_data[1]
         data_in, data_out = seq.data_in, seq.data_out
         m.d.sync += self.route_room.eq(route.level < depth - 1)
         m.d.comb += [
-            route.w_en.eq(seq.cmd.valid & seq.cmd.ready), route.w_data.eq(self.table_due),
+            route.w_en.eq(seq.cmd.valid & seq.cmd.ready),
+            route.w_data.eq(Cat(self.table_due, self.desc_state)),
             data_out.payload.eq(data_in.payload),
-            data_out.valid.eq(data_in.valid & route.r_rdy & ~is_table),
+            data_out.valid.eq(data_in.valid & route.r_rdy & ~is_table & ~is_desc),
             beats.w_data.eq(data_in.payload.data),
             beats.w_en.eq(data_in.valid & route.r_rdy & is_table),
-            data_in.ready.eq(route.r_rdy & Mux(is_table, beats.w_rdy, data_out.ready)),
+            data_in.ready.eq(route.r_rdy & Mux(is_table, beats.w_rdy,
+                                               Mux(is_desc, 1, data_out.ready))),
             route.r_en.eq(data_in.valid & data_in.ready & data_in.payload.last),
         ]
+        # a descriptor's beats shift in from the top, the first beat ending lowest
+        desc_bits = 8 * DESCRIPTOR_BYTES
+        take_desc = data_in.valid & route.r_rdy & is_desc
+        m.d.sync += seq.desc_valid.eq(take_desc & data_in.payload.last)
+        with m.If(take_desc):
+            if width >= desc_bits:
+                m.d.sync += seq.desc.eq(data_in.payload.data[:desc_bits])
+            else:
+                m.d.sync += seq.desc.eq(Cat(seq.desc[width:], data_in.payload.data))
         # K's page: the next entry of the head beat once the previous page has ended; its
         # address goes to V through a FIFO (V runs the lead's rows behind)
         m.submodules.v_pages = v_pages = SyncFIFO(width=self.addr_width,
@@ -501,6 +531,15 @@ class _ReadWalk:
             with m.If(seq.start):
                 m.d.sync += run.eq(seq.run)
                 m.next = "LOAD"
+            if self.paged:
+                with m.Elif(seq.desc_fetch):
+                    m.d.sync += self.desc_ptr.eq(seq.desc_addr)
+                    m.next = "DESC"
+        if self.paged:
+            with m.State("DESC"):       # a batch's next descriptor, one command
+                m.d.comb += [seq.busy.eq(1), self.desc_state.eq(1)]
+                with m.If(seq.cmd.valid & seq.cmd.ready):
+                    m.next = "IDLE"
         with m.State("LOAD"):
             m.d.comb += [seq.busy.eq(1),
                          self.passes_left.load.eq(1), self.passes_left.init.eq(setup.passes),

@@ -66,6 +66,7 @@ class TopTiming:
     block_fill: int
     feed_lead: int
     table_turn: int
+    desc_turn: int
 
     @classmethod
     def of(cls, plan):
@@ -92,6 +93,14 @@ class TopTiming:
             # paged: a table beat's R handshake to the AR of the K row it gives the page
             # of (the read FIFO, the table beats' FIFO, the page loader, the command out)
             table_turn=(DMAReader.response_latency + ReadSequencer.table_latency + to_ar),
+            # a batch: a run's end to the next run's LAUNCH, but for the descriptor's read
+            # in memory (its latency and beats, the model's): FETCH, the command out, its
+            # beats to the controller, CHECK and DECIDE, the setup
+            desc_turn=(Controller.fetch_cycles + ReadSequencer.desc_command_latency + to_ar
+                       + DMAReader.response_latency + ReadSequencer.desc_latency
+                       + Controller.check_cycles - 1
+                       + Controller.setup_cycles_of(block_rows=plan.a,
+                                                    max_seq_len=plan.workload.max_keys)),
         )
 
 
@@ -208,7 +217,11 @@ class AttenIOTop(wiring.Component):
         if paged:
             m.d.comb += [ctrl.run.table.eq(csr.kv_table), ctrl.run.table_len.eq(csr.kv_table_len),
                          ctrl.run.page_limit.eq(csr.page_limit),
-                         ctrl.page_error.eq(rseq.page_error)]
+                         ctrl.page_error.eq(rseq.page_error),
+                         ctrl.desc_base.eq(csr.desc_base), ctrl.desc_count.eq(csr.desc_count),
+                         csr.desc_index.eq(ctrl.desc_index),
+                         rseq.desc_fetch.eq(ctrl.desc_fetch), rseq.desc_addr.eq(ctrl.desc_addr),
+                         ctrl.desc.eq(rseq.desc), ctrl.desc_valid.eq(rseq.desc_valid)]
 
         # controller <-> sequencers, DMA and core
         m.d.comb += [

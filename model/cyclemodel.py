@@ -86,12 +86,13 @@ from dataclasses import dataclass, field
 from attenio.analysis import block_runs, key_rows
 from attenio.errors import ConfigError
 from attenio.plan import run_kv_len
-from attenio.regmap import table_beats
+from attenio.regmap import DESCRIPTOR_BYTES, table_beats
 
 from .memmodel import Link, Memory
 from .rtl_params import RtlParams
 
-__all__ = ["RtlParams", "Mapping", "Result", "simulate", "model_counters", "COUNTER_KEYS",
+__all__ = ["RtlParams", "Mapping", "Result", "simulate", "model_counters", "batch_counters",
+           "COUNTER_KEYS",
            "MAX_WALKED_BLOCKS"]
 
 COUNTER_KEYS = ("cycles", "pe_busy", "exp_busy", "mem_stall", "bytes_read", "bytes_written")
@@ -576,3 +577,30 @@ def model_counters(plan, *, seq_len=None, heads=None, causal=None, params=None, 
     """
     return simulate(plan, seq_len=seq_len, heads=heads, causal=causal, params=params,
                     memory=memory, kv_len=kv_len, grouped=grouped, group=group).counters()
+
+
+def batch_counters(plan, seqs, *, heads, group=1, grouped=False, params=None, memory=None):
+    """The CSR counters of a batch of `seqs` (`attenio.plan.BatchSequence`) in one launch
+    (DESC_COUNT): each sequence's run as `model_counters` times it, one after the other,
+    and between two runs the controller's turn to the next descriptor (`batch_turn`)."""
+    total = dict.fromkeys(COUNTER_KEYS, 0)
+    for s in seqs:
+        c = model_counters(plan, seq_len=s.seq_len, heads=heads, causal=s.causal,
+                           params=params, memory=memory, kv_len=s.kv_len, grouped=grouped,
+                           group=group)
+        for k in COUNTER_KEYS:
+            total[k] += c[k]
+    mem = memory or Memory.of(plan.budget)
+    total["cycles"] += (len(seqs) - 1) * batch_turn(plan, params=params, memory=mem)
+    beat = plan.budget.axi_data_bits // 8
+    total["bytes_read"] += len(seqs) * max(DESCRIPTOR_BYTES, beat)
+    return total
+
+
+def batch_turn(plan, *, params=None, memory=None):
+    """Counted cycles between two runs of a batch: from one run's end to the next one's
+    LAUNCH (the next descriptor's read, the check and the setup)."""
+    params = params or RtlParams.of(plan)
+    mem = memory or Memory.of(plan.budget)
+    desc = max(DESCRIPTOR_BYTES, plan.budget.axi_data_bits // 8)
+    return params.desc_turn + mem.latency + mem.transfer_cycles(desc) - 1

@@ -77,6 +77,8 @@ class RtlParams:
                         register slice: `StreamSlice.lead`)
     table_turn          paged K/V: cycles from a table beat's R handshake to the AR of the K
                         row it gives the page of (`TopTiming.table_turn`)
+    desc_turn           a batch: cycles from a run's end to the next run's LAUNCH but for
+                        the descriptor's read in memory (`TopTiming.desc_turn`)
     score_period        cycles per chunk of a K row (`CoreTiming.score_period`): r for
                         int8's slot-by-slot replay, max(r, L_acc) for a float format;
                         a what-if may set None, read as r
@@ -110,6 +112,7 @@ class RtlParams:
     block_fill: int
     feed_lead: int
     table_turn: int
+    desc_turn: int
     score_period: int | None
     banks: int
     block_gap: int

@@ -55,7 +55,7 @@ def test_only_a_paged_build_has_the_paging_registers():
     rmap = register_map(make_plan(paged(preset("small"), 16)))
     assert rmap["PAGE_ROWS"].value == 16
     assert [r.name for r in rmap if r.name not in names] == [
-        "KV_TABLE", "KV_TABLE_LEN", "PAGE_LIMIT", "PAGE_ROWS"]
+        "KV_TABLE", "KV_TABLE_LEN", "PAGE_LIMIT", "DESC_BASE", "DESC_COUNT", "DESC_INDEX", "PAGE_ROWS"]
     header = regmap_c_header(rmap)
     assert "#define ATTENIO_DESC_KV_LEN_OFFSET 8u" in header
     assert f"#define ATTENIO_ERROR_TABLE_SHORT {ErrorCode.TABLE_SHORT.value}u" in header
