@@ -138,7 +138,7 @@ def batch_image(plan, seqs, datas, *, heads, group, grouped, rng, bad_batches=()
             "K_ROW_STRIDE": row, "V_BASE": kv_heads * head_bytes,
             "V_HEAD_STRIDE": head_bytes, "V_ROW_STRIDE": row,
             "DESC_BASE": desc_base, "DESC_COUNT": len(seqs),
-            "PAGE_LIMIT": _align(o_end, 0x10000)}
+            "PAGE_LIMIT": _align(o_end, 0x1000)}
     return segments, regs, places, (o_start, o_end - o_start), descs, bad_regs
 
 
