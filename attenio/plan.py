@@ -55,7 +55,7 @@ from .analysis import (attention_bound, attention_io, attention_optimum, block_r
 from .config import Config
 from .errors import ConfigError
 from .formats import FloatFormat
-from .regmap import DESCRIPTOR_BYTES, TABLE_ENTRY_BYTES, table_beats
+from .regmap import TABLE_ENTRY_BYTES, descriptor_stride, table_beats
 from .traffic import Traffic, Transfer
 
 __all__ = ["BANKS", "Reservation", "Candidate", "MappingChoice", "Plan", "make_plan", "attenio_traffic",
@@ -242,7 +242,7 @@ def batch_traffic(plan, seqs, *, heads, group=1, grouped=False):
                 acc[x.tensor] = (acc.get(x.tensor, (0, x.element_bytes))[0] + x.elements,
                                  x.element_bytes)
     beat = plan.budget.axi_data_bits // 8
-    reads["descriptors"] = (len(seqs) * max(DESCRIPTOR_BYTES, beat), 1)
+    reads["descriptors"] = (len(seqs) * descriptor_stride(beat), 1)
     return Traffic(reads=tuple(Transfer(k, e, b) for k, (e, b) in reads.items()),
                    writes=tuple(Transfer(k, e, b) for k, (e, b) in writes.items()))
 

@@ -14,7 +14,7 @@ from .formats import FORMAT_TABLE
 
 __all__ = ["Access", "Register", "ErrorCode", "RegisterMap", "register_map", "FORMAT_IDS",
            "MAX_HEAD_GROUP", "TABLE_ENTRY_BYTES", "DESCRIPTOR_FIELDS", "DESCRIPTOR_BYTES",
-           "DescFlag", "pack_descriptor", "unpack_descriptor", "pack_table", "table_pages",
+           "DescFlag", "descriptor_stride", "pack_descriptor", "unpack_descriptor", "pack_table", "table_pages",
            "table_beats", "paged_row_addr"]
 
 #: the largest HEAD_GROUP: the controller scales by it bit by bit (8 bits, 8 cycles), and
@@ -82,6 +82,12 @@ DESCRIPTOR_FIELDS = (
     ("TABLE_LEN", "entries in the block table, at least ceil(KV_LEN / PAGE_ROWS)"),
 )
 DESCRIPTOR_BYTES = 4 * len(DESCRIPTOR_FIELDS)
+
+
+def descriptor_stride(beat_bytes):
+    """Bytes from one descriptor to the next in the list: a descriptor, or a whole AXI beat
+    when the beat is wider (each is read whole, at a beat-aligned address)."""
+    return max(DESCRIPTOR_BYTES, beat_bytes)
 
 
 def pack_descriptor(**fields):

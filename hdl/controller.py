@@ -34,7 +34,8 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio import validate
-from attenio.regmap import DESCRIPTOR_BYTES, DESCRIPTOR_FIELDS, DescFlag, ErrorCode
+from attenio.regmap import (DESCRIPTOR_BYTES, DESCRIPTOR_FIELDS, DescFlag, ErrorCode,
+                            descriptor_stride)
 
 from .dma import error_layout
 from attenio.regmap import MAX_HEAD_GROUP
@@ -179,7 +180,8 @@ class Controller(wiring.Component):
                     run.heads.eq(word["HEADS"]), run.q.base.eq(word["Q_BASE"]),
                     run.o.base.eq(word["O_BASE"]), run.table.eq(word["TABLE"]),
                     run.table_len.eq(word["TABLE_LEN"]),
-                    desc_ptr.eq(desc_ptr + DESCRIPTOR_BYTES), batch_left.eq(batch_left - 1)]
+                    desc_ptr.eq(desc_ptr + descriptor_stride(self._beat_bytes)),
+                    batch_left.eq(batch_left - 1)]
                 m.next = "CHECK"
 
     def elaborate(self, platform):

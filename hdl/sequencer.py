@@ -40,8 +40,8 @@ from amaranth.lib.wiring import In, Out
 
 from attenio import validate
 from attenio.analysis import block_keys
-from attenio.regmap import (DESCRIPTOR_BYTES, MAX_HEAD_GROUP, TABLE_ENTRY_BYTES, paged_row_addr,
-                            table_beats)
+from attenio.regmap import (DESCRIPTOR_BYTES, MAX_HEAD_GROUP, TABLE_ENTRY_BYTES,
+                            descriptor_stride, paged_row_addr, table_beats)
 
 from .counter import DownCounter
 # the core's feed, its K/V order and block command: one definition
@@ -396,8 +396,8 @@ class _ReadWalk:
             # a descriptor's read (whole beats: a beat wider than it reads one beat)
             with m.If(self.desc_state):
                 m.d.comb += [seq.cmd.payload.addr.eq(self.desc_ptr),
-                             seq.cmd.payload.length.eq(max(DESCRIPTOR_BYTES,
-                                                           seq._data_width // 8)),
+                             seq.cmd.payload.length.eq(
+                                 descriptor_stride(seq._data_width // 8)),
                              seq.cmd.valid.eq((self.tag_room | held) & self.route_room),
                              self.tags.w_en.eq(0), self.issued.eq(0), self.table_taken.eq(0)]
 

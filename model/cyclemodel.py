@@ -86,7 +86,7 @@ from dataclasses import dataclass, field
 from attenio.analysis import block_runs, key_rows
 from attenio.errors import ConfigError
 from attenio.plan import run_kv_len
-from attenio.regmap import DESCRIPTOR_BYTES, table_beats
+from attenio.regmap import descriptor_stride, table_beats
 
 from .memmodel import Link, Memory
 from .rtl_params import RtlParams
@@ -592,8 +592,7 @@ def batch_counters(plan, seqs, *, heads, group=1, grouped=False, params=None, me
             total[k] += c[k]
     mem = memory or Memory.of(plan.budget)
     total["cycles"] += (len(seqs) - 1) * batch_turn(plan, params=params, memory=mem)
-    beat = plan.budget.axi_data_bits // 8
-    total["bytes_read"] += len(seqs) * max(DESCRIPTOR_BYTES, beat)
+    total["bytes_read"] += len(seqs) * descriptor_stride(plan.budget.axi_data_bits // 8)
     return total
 
 
@@ -602,5 +601,5 @@ def batch_turn(plan, *, params=None, memory=None):
     LAUNCH (the next descriptor's read, the check and the setup)."""
     params = params or RtlParams.of(plan)
     mem = memory or Memory.of(plan.budget)
-    desc = max(DESCRIPTOR_BYTES, plan.budget.axi_data_bits // 8)
+    desc = descriptor_stride(plan.budget.axi_data_bits // 8)
     return params.desc_turn + mem.latency + mem.transfer_cycles(desc) - 1

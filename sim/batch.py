@@ -20,7 +20,7 @@ import numpy as np
 from attenio.errors import ConfigError
 from attenio.model.cyclemodel import batch_counters
 from attenio.plan import BatchSequence, batch_traffic
-from attenio.regmap import (DescFlag, ErrorCode, pack_descriptor, pack_table, register_map,
+from attenio.regmap import (DESCRIPTOR_BYTES, DescFlag, ErrorCode, descriptor_stride, pack_descriptor, pack_table, register_map,
                             table_pages, unpack_descriptor)
 
 from . import fast
@@ -95,8 +95,9 @@ def batch_image(plan, seqs, datas, *, heads, group, grouped, rng, bad_batches=()
         table_at.append(addr)
         segments.append((addr, pack_table(table)))
         addr = _align(addr + 4 * len(table), beat)
+    stride = descriptor_stride(beat)
     desc_base = addr = _align(addr, 0x100)
-    addr = desc_base + 32 * len(seqs)
+    addr = desc_base + stride * len(seqs)
 
     def place_o(addr):
         addr = _align(addr, 0x1000)
@@ -111,13 +112,14 @@ def batch_image(plan, seqs, datas, *, heads, group, grouped, rng, bad_batches=()
     descs = b"".join(pack_descriptor(
         flags=(DescFlag.CAUSAL if s.causal else 0) | (DescFlag.GROUPED if grouped else 0),
         seq_len=s.seq_len, kv_len=s.kv_len, heads=heads, q_base=q, o_base=o,
-        table=t, table_len=len(table))
+        table=t, table_len=len(table)).ljust(stride, b"\0")
         for s, (q, o), t, table in zip(seqs, places, table_at, tables))
     segments.append((desc_base, descs))
     bad_regs = []
     for bad in bad_batches:     # after the good list, before O
         upto = bad["upto"]
-        raw = [unpack_descriptor(descs[32 * i:32 * i + 32]) for i in range(upto)]
+        raw = [unpack_descriptor(descs[stride * i:stride * i + DESCRIPTOR_BYTES])
+               for i in range(upto)]
         raw[-1].update(bad.get("fields", {}))
         if "bad_page" in bad:
             page, where = bad["bad_page"]
@@ -128,9 +130,10 @@ def batch_image(plan, seqs, datas, *, heads, group, grouped, rng, bad_batches=()
             raw[-1]["table"] = t_addr
             addr = t_addr + 4 * len(table)
         list_addr = _align(addr, 0x100)
-        segments.append((list_addr, b"".join(pack_descriptor(**d) for d in raw)))
+        segments.append((list_addr, b"".join(pack_descriptor(**d).ljust(stride, b"\0")
+                                             for d in raw)))
         bad_regs.append({"DESC_BASE": list_addr, "DESC_COUNT": upto})
-        addr = list_addr + 32 * upto
+        addr = list_addr + stride * upto
         assert addr <= o_start, "the malformed descriptor lists outgrew their room"
     regs = {"HEADS": heads, "HEAD_GROUP": group, "SCALE_C": int(datas[0].c),
             "Q_HEAD_STRIDE": q_hs, "Q_ROW_STRIDE": row, "O_HEAD_STRIDE": o_hs,
