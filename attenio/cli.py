@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 from .errors import ConfigError
-from .options import (Parser, add_lut_mul_width, add_shared_options, cache_kib_list,
+from .options import (Parser, add_lut_mul_width, add_shared_options, batch_from_args,
+                      cache_kib_list,
                       choose_plan, config_from_args, int_list, non_negative_int, one_line,
                       planned_config, positive_int, positive_number, probability, progress,
                       seed_list, thread_count)
@@ -62,10 +63,69 @@ def _show(args, data, render, paths):
         print(f"\nwrote {', '.join(str(p) for p in paths)}")
 
 
+def _batch(args, seqs, command):
+    """`attenio plan` and `compare` of a ragged batch (--kv-lens, or a TOML [batch]): its bytes
+    by tensor (the Plan's: pages, table beats, descriptors) and its cycles (the cycle model),
+    one launch on paged K/V against the same sequences contiguous and against a launch a
+    sequence (`attenio.model.batchmodel.compare_batch`)."""
+    from .model.batchmodel import compare_batch
+    from .report import table
+
+    config = config_from_args(args)
+    if not config.budget.page_rows:
+        raise ConfigError("a batch (--kv-lens or [batch]) runs on paged K/V: add --page-rows "
+                          "(e.g. 16)")
+    w = config.workload
+    config = dataclasses.replace(config, workload=dataclasses.replace(
+        w, seq_len=max(s.seq_len for s in seqs), kv_len=max(s.kv_len for s in seqs),
+        causal=False))
+    plan = choose_plan(config)
+    config = dataclasses.replace(config, split=plan.split, rows_per_mac=plan.rows_per_mac,
+                                 banks=plan.banks)
+    group = w.group
+    grouped = plan.grouped
+    try:
+        r = compare_batch(config, seqs, heads=w.heads, group=group, grouped=grouped)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    out = _out_dir(args, config, Path("build") / config.name / command)
+    moved = lambda x: x["bytes_read"] + x["bytes_written"]
+    data = {"sequences": [dataclasses.asdict(s) for s in seqs], "heads": w.heads,
+            "kv_heads": w.n_kv_heads, "grouped": grouped, "page_rows": config.budget.page_rows,
+            "mapping": {"a": plan.a, "split": plan.split, "rows_per_mac": plan.rows_per_mac,
+                        "banks": plan.banks},
+            **{k: r[k] for k in ("batch", "contiguous", "separate", "turn", "launch_setup")},
+            "bytes_by_tensor": {t.tensor: t.bytes for t in r["traffic"].reads + r["traffic"].writes}}
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "batch.json"
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    b = r["batch"]
+    rows = [[label, f"{x['cycles']:,}", f"{x['cycles'] / b['cycles']:.4f}", f"{moved(x):,}",
+             f"{moved(x) / moved(b):.4f}"]
+            for label, x in (("one launch, paged K/V", b),
+                             ("the same, K/V contiguous", r["contiguous"]),
+                             ("a launch a sequence (host's turn not counted)", r["separate"]))]
+    _show(args, data, lambda: (
+        f"a ragged batch of {len(seqs)} sequences (N_kv {min(s.kv_len for s in seqs)} to "
+        f"{max(s.kv_len for s in seqs)}), {w.heads} query heads on {w.n_kv_heads} K/V heads, "
+        f"pages of {config.budget.page_rows} rows; a = {plan.a} (s = {plan.split}, "
+        f"r = {plan.rows_per_mac}), {'grouped' if grouped else 'blocks of one head'}\n"
+        + table(["run", "cycles (model)", "/ batch", "bytes (Plan)", "/ batch"], rows)
+        + "\nbytes by tensor: " + ", ".join(f"{k} {v:,}" for k, v in
+                                            data["bytes_by_tensor"].items())
+        + f"\nbetween two runs the batch spends {r['turn']} cycles (the next descriptor, "
+        f"the setup); a separate launch {r['launch_setup']} of setup plus its host's turn"),
+        [path])
+    return 0
+
+
 def cmd_plan(args):
     from .model.compare import formats_one, formats_table
     from .report import plan_json, plan_report, table
 
+    seqs = batch_from_args(args)
+    if seqs:
+        return _batch(args, seqs, "plan")
     config = config_from_args(args)
     out = _out_dir(args, config)
     plan = choose_plan(config)
@@ -199,6 +259,13 @@ def cmd_compare(args):
     from .model.papertiming import PaperTiming
 
     bws, caches = args.bw or [], args.cache_kib or []
+    seqs = batch_from_args(args)
+    if seqs:
+        if len(bws) > 1 or len(caches) > 1 or args.timing != "fair":
+            raise ConfigError("a batch is compared at one budget, fair timing")
+        one = argparse.Namespace(**{**vars(args), "bw": bws[0] if bws else None,
+                                    "cache_kib": caches[0] if caches else None})
+        return _batch(one, seqs, "compare")
     if len(bws) > 1 and len(caches) > 1:
         raise ConfigError("sweep one budget at a time: a list for --bw or for --cache-kib, "
                           "not both")

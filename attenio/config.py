@@ -244,7 +244,7 @@ def load_toml(path):
     """
     path = Path(path)
     raw = read_toml(path, f"config file {str(path)!r}")
-    allowed = {"preset", "name", "workload", "budget", "format", "mapping"}
+    allowed = {"preset", "name", "workload", "budget", "format", "mapping", "batch"}
     unknown = set(raw) - allowed
     if unknown:
         raise ConfigError(f"config file {str(path)!r}: unknown key(s) {', '.join(sorted(unknown))}; "

@@ -13,11 +13,12 @@ import os
 import sys
 
 from .config import PRESETS, resolve
+from .errors import ConfigError
 from .formats import FORMATS
 from .hdl.formats.dsp import LUT_MUL_WIDTH
 
 __all__ = ["Parser", "add_lut_mul_width", "add_shared_options", "cache_kib", "cache_kib_list",
-           "choose_plan", "config_from_args", "int_list", "int_or_auto", "macs",
+           "batch_from_args", "choose_plan", "config_from_args", "int_list", "int_or_auto", "macs",
            "non_negative_int", "one_line", "planned_config", "positive_int", "positive_number",
            "probability", "progress", "seed_list", "thread_count"]
 
@@ -164,6 +165,11 @@ def add_shared_options(p):
     g.add_argument("--kv-len", type=positive_int, metavar="N_KV",
                    help="key/value rows (default: N); causal rows are aligned at the end "
                         "(the KV_LEN register; the hardware holds max(N, N_KV) keys)")
+    g.add_argument("--kv-lens", type=int_list, metavar="N_KV,N_KV,...",
+                   help="plan and compare: a ragged batch in one launch, one sequence of "
+                        "--seq-len query rows (default 1, a decode step) per key count, on "
+                        "paged hardware (--page-rows); or a TOML [batch] table (kv_lens, "
+                        "seq_lens, causal)")
     g.add_argument("--kv-heads", type=positive_int, metavar="H_KV",
                    help="K/V heads (default: --heads), a divisor of --heads: heads / H_KV "
                         "query heads share each (the HEAD_GROUP register)")
@@ -202,6 +208,56 @@ def add_lut_mul_width(p):
                         "other of at most 2 x BITS from LUTs instead of DSP blocks (default "
                         f"{LUT_MUL_WIDTH}: the q*k products and the narrowest pieces of wide "
                         "products; 0: every product in DSPs)")
+
+
+def batch_from_args(args):
+    """The ragged batch `args` name ([BatchSequence]), or None: --kv-lens (each sequence of
+    --seq-len query rows, default 1, causal with --causal), else the [batch] table of
+    --config (kv_lens, and seq_lens and causal: one value or one per sequence)."""
+    from .plan import BatchSequence
+
+    kv_lens = getattr(args, "kv_lens", None)
+    rows, causal = [args.seq_len or 1], [bool(args.causal)]
+    if not kv_lens and args.config:
+        from .config import load_toml
+        batch = load_toml(args.config).get("batch")
+        if batch is None:
+            return None
+        where = f"config file {args.config!r}: [batch]"
+        unknown = set(batch) - {"kv_lens", "seq_lens", "causal"}
+        if unknown:
+            raise ConfigError(f"{where} has unknown key(s) {', '.join(sorted(unknown))}; "
+                              f"expected causal, kv_lens, seq_lens")
+        kv_lens = batch.get("kv_lens")
+        if not isinstance(kv_lens, list) or not kv_lens:
+            raise ConfigError(f"{where} needs kv_lens, a list of key counts")
+        rows = batch.get("seq_lens", 1)
+        causal = batch.get("causal", False)
+        rows = rows if isinstance(rows, list) else [rows]
+        causal = causal if isinstance(causal, list) else [causal]
+    if not kv_lens:
+        return None
+    if len(kv_lens) > MAX_BATCH:
+        raise ConfigError(f"a batch of {len(kv_lens)} sequences, more than the {MAX_BATCH} "
+                          f"one command models")
+    for what, values in (("seq_lens", rows), ("causal", causal)):
+        if len(values) not in (1, len(kv_lens)):
+            raise ConfigError(f"batch: {what} must be one value or one per sequence "
+                              f"({len(kv_lens)}), not {len(values)}")
+    rows = rows * len(kv_lens) if len(rows) == 1 else rows
+    causal = causal * len(kv_lens) if len(causal) == 1 else causal
+    for name, values in (("kv_lens", kv_lens), ("seq_lens", rows)):
+        for v in values:
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v < 2 ** 32:
+                raise ConfigError(f"batch: {name} must be positive 32-bit integers, not {v!r}")
+    for v in causal:
+        if not isinstance(v, bool):
+            raise ConfigError(f"batch: causal must be true or false, not {v!r}")
+    return [BatchSequence(n, k, causal=c) for n, k, c in zip(rows, kv_lens, causal)]
+
+
+#: sequences one `plan` or `compare` models at most (each a run of the cycle model)
+MAX_BATCH = 4096
 
 
 def config_from_args(args):

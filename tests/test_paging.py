@@ -4,6 +4,7 @@ twin (`read_schedule(page_rows=...)`) under random back-pressure, its table beat
 by a small in-order memory."""
 
 import dataclasses
+import json
 
 import pytest
 
@@ -219,3 +220,46 @@ def test_a_good_table_under_a_limit_raises_no_page_error(rng):
     assert not check_paged_sequencer(rng, seq_len=1, heads=2, block_rows=4, kv_len=20,
                                      group=2, grouped=True, page_rows=4,
                                      page_limit=0x4000_0000)
+
+
+def test_plan_of_a_batch_counts_its_pages_tables_and_descriptors(tmp_path, capsys):
+    """`attenio plan --kv-lens ... --page-rows 16`: the batch's bytes are its sequences'
+    runs plus a descriptor each, against the same sequences contiguous and launched one by
+    one, and the cycles of each by the model."""
+    from attenio.cli import main
+    from attenio.plan import BatchSequence, batch_traffic
+
+    assert main(["plan", "--preset", "small", "--heads", "8", "--kv-heads", "2", "--kv-lens",
+                 "17,300,96", "--page-rows", "16", "--json", "-o", str(tmp_path)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [s["kv_len"] for s in data["sequences"]] == [17, 300, 96]
+    assert data["bytes_by_tensor"]["descriptors"] == 3 * 32
+    config = paged(dataclasses.replace(preset("small"), workload=dataclasses.replace(
+        preset("small").workload, seq_len=1, kv_len=300, heads=8, kv_heads=2)), 16)
+    m = data["mapping"]
+    config = dataclasses.replace(config, split=m["split"], rows_per_mac=m["rows_per_mac"],
+                                 banks=m["banks"])
+    seqs = [BatchSequence(1, n) for n in (17, 300, 96)]
+    traffic = batch_traffic(make_plan(config), seqs, heads=8, group=4,
+                            grouped=data["grouped"])
+    assert data["batch"]["bytes_read"] == traffic.read_bytes
+    assert data["batch"]["bytes_read"] - data["contiguous"]["bytes_read"] == (
+        data["bytes_by_tensor"]["table"] + data["bytes_by_tensor"]["descriptors"])
+    assert data["batch"]["cycles"] >= data["contiguous"]["cycles"]
+
+
+def test_a_batch_from_a_toml_table_and_its_refusals(tmp_path, capsys):
+    from attenio.cli import main
+
+    toml = tmp_path / "b.toml"
+    toml.write_text('preset = "small"\n[budget]\npage_rows = 16\n'
+                    '[batch]\nkv_lens = [40, 90]\nseq_lens = [1, 16]\ncausal = [false, true]\n')
+    assert main(["compare", "--config", str(toml), "--json", "-o", str(tmp_path)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["sequences"][1] == {"seq_len": 16, "kv_len": 90, "causal": True}
+    assert main(["plan", "--preset", "small", "--kv-lens", "17,30"]) == 2
+    assert "add --page-rows" in capsys.readouterr().err
+    toml.write_text('preset = "small"\n[budget]\npage_rows = 16\n[batch]\nkv_lens = [4]\n'
+                    'seq_lens = [1, 2]\n')
+    assert main(["plan", "--config", str(toml)]) == 2
+    assert "seq_lens must be one value or one per sequence (1), not 2" in capsys.readouterr().err
