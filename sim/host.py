@@ -162,6 +162,45 @@ class AttenIOHost:
         return o, counters
 
 
+    async def run_batch(self, plan, seqs, datas, *, heads, group, grouped=True, seed=0,
+                        poll_limit=100000):
+        """A ragged batch in one launch on paged hardware (`plan.budget.page_rows`): the same
+        memory image the tests use (`attenio.sim.batch.batch_image`: Q of each sequence, its
+        pages in a seeded random order, its block table, the descriptors), the shared
+        registers and DESC_BASE / DESC_COUNT, START once, DONE once. `datas`: each
+        sequence's `RunData` (the first one's SCALE_C serves the batch). Returns ([o of each
+        sequence, as memory holds it], counters)."""
+        from .batch import batch_image
+
+        segments, regs, places, _, _, _ = batch_image(
+            plan, seqs, datas, heads=heads, group=group, grouped=grouped,
+            rng=np.random.default_rng(seed))
+        for addr, data in segments:
+            await self.mem_write(addr, data)
+        for name, value in regs.items():
+            await self.csr_write(name, value)
+        await self.csr_write("CTRL", 1)
+        for _ in range(poll_limit):
+            if await self.csr_read("STATUS") & 2:
+                break
+        else:
+            raise HostError(f"the batch did not finish within {poll_limit} polls")
+        error = await self.csr_read("ERROR")
+        if error:
+            index = await self.csr_read("DESC_INDEX")
+            raise HostError(f"the batch ended with error {ErrorCode(error).name} at "
+                            f"descriptor {index}")
+        d, dtype = plan.workload.head_dim, datas[0].out_dtype
+        o_hs = regs["O_HEAD_STRIDE"]
+        outs = []
+        for s, (_, o_base) in zip(seqs, places):
+            raw = await self.mem_read(o_base, heads * o_hs)
+            rows = np.frombuffer(raw, dtype=dtype).reshape(heads, o_hs // (d * dtype.itemsize), d)
+            outs.append(rows[:, :s.seq_len].copy())
+        counters = {name: await self.read64(name) for name in counter_names(self.regmap)}
+        return outs, counters
+
+
 class SerialLink:
     """A serial port (pyserial) as a link; blocking I/O inside coroutines is fine here."""
 

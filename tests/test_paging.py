@@ -263,3 +263,95 @@ def test_a_batch_from_a_toml_table_and_its_refusals(tmp_path, capsys):
                     'seq_lens = [1, 2]\n')
     assert main(["plan", "--config", str(toml)]) == 2
     assert "seq_lens must be one value or one per sequence (1), not 2" in capsys.readouterr().err
+
+
+class _PythonBoard:
+    """The host's side of a board whose accelerator is Python: memory, the registers, and
+    at START the batch as the descriptors and tables in memory describe it, each sequence
+    through the golden model (so what the host wrote is what the hardware would read)."""
+
+    def __init__(self, plan):
+        import numpy as np
+
+        self.np, self.plan = np, plan
+        self.mem = bytearray(1 << 20)
+        self.regs = {}
+
+    def read(self, addr, n):
+        return bytes(self.mem[addr:addr + n])
+
+    def start(self):
+        from attenio.regmap import unpack_descriptor
+        from attenio.sim.run_data import RunData
+
+        np, r, plan = self.np, self.regs, self.plan
+        d, fmt = plan.workload.head_dim, plan.config.format
+        el = np.dtype("i1") if fmt.element_bytes == 1 else np.dtype("<u2")
+        heads, group = r["HEADS"], r["HEAD_GROUP"]
+        for i in range(r["DESC_COUNT"]):
+            desc = unpack_descriptor(self.read(r["DESC_BASE"] + 32 * i, 32))
+            n, n_kv = desc["seq_len"], desc["kv_len"]
+            table = [int(x) for x in np.frombuffer(
+                self.read(desc["table"], 4 * desc["table_len"]), "<u4")]
+            row = lambda a: np.frombuffer(self.read(int(a), d * el.itemsize), el)
+            q = np.array([[row(desc["q_base"] + h * r["Q_HEAD_STRIDE"] + t * r["Q_ROW_STRIDE"])
+                           for t in range(n)] for h in range(heads)])
+            kv = {t: np.array([[row(paged_row_addr(table, j, page_rows=plan.budget.page_rows,
+                                                   base=r[f"{t}_BASE"], head=g,
+                                                   head_stride=r[f"{t}_HEAD_STRIDE"],
+                                                   row_stride=r[f"{t}_ROW_STRIDE"]))
+                                for j in range(n_kv)] for g in range(heads // group)])
+                  for t in "KV"}
+            data = RunData(fmt, q, kv["K"], kv["V"], r["SCALE_C"], {})
+            o = data.golden(plan, causal=bool(desc["flags"] & 1))
+            for h in range(heads):
+                for t in range(n):
+                    at = desc["o_base"] + h * r["O_HEAD_STRIDE"] + t * r["O_ROW_STRIDE"]
+                    raw = o[h, t].tobytes()
+                    self.mem[at:at + len(raw)] = raw
+
+
+def test_the_host_programs_a_batch_that_a_python_board_runs_from_memory(rng):
+    """`AttenIOHost.run_batch` writes the tests' memory image (descriptors, shuffled pages,
+    block tables) and registers; a board that reads only memory and registers computes
+    every sequence's golden O from them: the image says what the host meant."""
+    import asyncio
+
+    from attenio.plan import BatchSequence
+    from attenio.sim.host import AttenIOHost
+    from attenio.sim.run_data import RunData
+
+    config = paged(dataclasses.replace(preset("small"), workload=dataclasses.replace(
+        preset("small").workload, seq_len=96, heads=8, kv_heads=2)), 16)
+    plan = make_plan(config)
+    seqs = [BatchSequence(1, 37), BatchSequence(4, 20, causal=True), BatchSequence(1, 3)]
+    datas = [RunData.make(config.format, head_dim=16, seq_len=s.seq_len, kv_len=s.kv_len,
+                          heads=8, group=4, seed=int(rng.integers(1 << 30))) for s in seqs]
+    datas = [dataclasses.replace(x, c=datas[0].c) for x in datas]
+    board = _PythonBoard(plan)
+    host = AttenIOHost(None, register_map(plan))
+
+    async def csr_write(name, value):
+        board.regs[name] = value
+        if name == "CTRL":
+            board.start()
+
+    async def csr_read(name):
+        return 2 if name == "STATUS" else 0
+
+    async def mem_write(addr, data):
+        board.mem[addr:addr + len(data)] = data
+
+    async def mem_read(addr, n):
+        return board.read(addr, n)
+
+    async def read64(name):
+        return 0
+
+    host.csr_write, host.csr_read, host.mem_write = csr_write, csr_read, mem_write
+    host.mem_read, host.read64 = mem_read, read64
+    outs, _ = asyncio.run(host.run_batch(plan, seqs, datas, heads=8, group=4,
+                                         seed=int(rng.integers(1 << 30))))
+    for s, data, o in zip(seqs, datas, outs):
+        assert o.shape == (8, s.seq_len, 16)
+        assert (o == data.golden(plan, causal=s.causal)).all()
