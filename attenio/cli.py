@@ -161,6 +161,48 @@ def cmd_gen(args):
     return 0
 
 
+def _sim_batch(args, seqs):
+    """`attenio sim --kv-lens ...`: the ragged batch in one launch on paged hardware, its
+    pages shuffled (seeded), every sequence against the golden model (`attenio.sim.batch`)."""
+    from .sim.batch import BatchOptions, run_batch
+
+    config = config_from_args(args)
+    if not config.budget.page_rows:
+        raise ConfigError("a batch (--kv-lens or [batch]) runs on paged K/V: add --page-rows")
+    w = config.workload
+    if args.inputs or args.latency_prob or args.latency_max or args.backpressure:
+        raise ConfigError("a batch runs on generated inputs and the in-design memory (no "
+                          "--inputs, --latency-*, --backpressure)")
+    config = dataclasses.replace(config, workload=dataclasses.replace(
+        w, seq_len=max(w.seq_len, *(s.seq_len for s in seqs)),
+        kv_len=max(w.n_kv, *(s.kv_len for s in seqs)), causal=False))
+    config = planned_config(config)
+    plan = choose_plan(config)
+    out = _out_dir(args, config)
+    engine = "cocotb" if args.engine == "cocotb" or args.simulator != "verilator" else "fast"
+    opts = BatchOptions(seed=args.seed, heads=w.heads, head_group=w.group,
+                        grouped=plan.grouped, engine=engine, simulator=args.simulator)
+    try:
+        r = run_batch(config, out, seqs, opts, log=progress)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    c, exact = r["counters"], all(s["bit_exact"] for s in r["sequences"])
+    print(f"\na batch of {len(seqs)} sequences in one launch, {w.heads} heads on "
+          f"{w.n_kv_heads} K/V heads, pages of {r['page_rows']} rows shuffled (seed "
+          f"{r['seed']}), {r['engine']} on {r['simulator']}: {r['error']}")
+    for i, s in enumerate(r["sequences"]):
+        print(f"  {i}: N = {s['seq_len']}, N_kv = {s['kv_len']}{', causal' if s['causal'] else ''}"
+              f": {'bit-exact' if s['bit_exact'] else 'MISMATCH'}")
+    print(f"  cycles {c['CYCLES']} (model {r['model']['cycles']}, RTL/model "
+          f"{r['cycles_vs_model']:.4f}); bytes read {c['BYTES_READ']} (Plan "
+          f"{r['plan_bytes_read']}), written {c['BYTES_WRITTEN']} (Plan "
+          f"{r['plan_bytes_written']}); {r['wall_seconds']} s")
+    (out / "sim_batch_report.json").write_text(json.dumps(r, indent=2, default=str) + "\n")
+    ok = (exact and r["error"] == "NONE" and c["BYTES_READ"] == r["plan_bytes_read"]
+          and c["BYTES_WRITTEN"] == r["plan_bytes_written"])
+    return 0 if ok else 1
+
+
 def cmd_sim(args):
     from .plan import make_plan
     from .sim.capacity import check_fits
@@ -169,6 +211,9 @@ def cmd_sim(args):
     from .sim.run_data import RunData, input_shapes, load_inputs
     from .sim.runner import SimulatorMissing
 
+    seqs = batch_from_args(args)
+    if seqs:
+        return _sim_batch(args, seqs)
     config = config_from_args(args)
     out = _out_dir(args, config)
     # What cannot run is refused before the planner and the elaboration: an output that

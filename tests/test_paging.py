@@ -355,3 +355,10 @@ def test_the_host_programs_a_batch_that_a_python_board_runs_from_memory(rng):
     for s, data, o in zip(seqs, datas, outs):
         assert o.shape == (8, s.seq_len, 16)
         assert (o == data.golden(plan, causal=s.causal)).all()
+
+
+def test_sim_of_a_batch_needs_paged_hardware(capsys):
+    from attenio.cli import main
+
+    assert main(["sim", "--preset", "small", "--kv-lens", "17,30", "-o", "build/paging/x"]) == 2
+    assert "add --page-rows" in capsys.readouterr().err
