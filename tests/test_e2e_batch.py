@@ -20,6 +20,8 @@ from attenio.sim.batch import BatchOptions, run_batch
 from e2e_common import need
 from test_e2e_paged import FLOAT_PAGED, PAGED
 
+pytestmark = pytest.mark.xdist_group("e2e_paged_builds")
+
 SMALL = [BatchSequence(1, 17), BatchSequence(1, 90), BatchSequence(8, 40, causal=True),
          BatchSequence(1, 1), BatchSequence(1, 33)]
 # the issue's batch: eight decode rows against 1 to 1,000 keys and a chunk of 16 rows
@@ -51,7 +53,7 @@ def test_a_small_ragged_batch_runs_exact_in_one_launch(tmp_path_factory, seed):
     every counter equal to the model's; the batch moves its descriptors' bytes on top of
     its sequences' runs."""
     need("verilator")
-    out = tmp_path_factory.getbasetemp() / "e2e_batch_fast"
+    out = tmp_path_factory.getbasetemp() / "e2e_paged_fast"
     report = run_batch(PAGED, out, SMALL, BatchOptions(seed=seed))
     check_batch(report)
     plan = make_plan(PAGED)
@@ -69,7 +71,7 @@ def test_malformed_batches_end_with_their_code_and_leave_the_inputs_alone(
     Each ends with DONE and its code; the good launch after them is bit-exact with the
     Plan's bytes, so none of them wrote into Q, the pages, the tables or the descriptors."""
     need("verilator")
-    out = tmp_path_factory.getbasetemp() / "e2e_batch_fast"
+    out = tmp_path_factory.getbasetemp() / "e2e_paged_fast"
     bad = ({"upto": 2, "fields": {"kv_len": 0}},
            {"upto": 2, "fields": {"table_len": 5}},     # 90 keys need 6 pages
            {"upto": 1, "bad_page": (1, 0x7FFF_0000)})

@@ -21,6 +21,9 @@ from e2e_common import FLOAT_HW, HW, check_run, need
 
 PAGE_ROWS = 16
 
+#: tests/test_e2e_batch.py runs on this file's fast-engine build: one worker for both
+pytestmark = pytest.mark.xdist_group("e2e_paged_builds")
+
 
 def paged(hw, *, kv_len, causal=False):
     return dataclasses.replace(
