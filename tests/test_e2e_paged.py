@@ -112,8 +112,8 @@ def test_fp16_decode_over_shuffled_pages_is_exact(tmp_path_factory, grouped, see
     check_paged(report, exact=grouped, n=1, n_kv=45, eb=2)
 
 
-@pytest.mark.slow
 def test_fp16_decode_over_shuffled_pages_on_icarus(tmp_path_factory, seed):
+    """The float design on Icarus with AxiRam's random stalls (about 30 s with its build)."""
     need("icarus")
     out = tmp_path_factory.getbasetemp() / "e2e_paged_fp16_icarus"
     opts = E2EOptions(simulator="icarus", seed=seed, quick_build=True, seq_len=1, heads=8,
