@@ -12,7 +12,9 @@ carries. A MAC keeps, in PE-local storage,
   read one cycle ahead of the read-modify-write),
 * B = `banks` banks of r exact scores (bank j mod B holds the scores against K_j,
   so the scores of K_(j+1) .. K_(j+B-1) can be computed while the softmax of K_j
-  reads bank j mod B), and B banks of r (up, e) pairs written by the softmax lane
+  reads bank j mod B; int8's in registers its lane selects from, a float group's in
+  a block RAM its lane reads a cycle ahead, `ScoreBanks`), and B banks of r (up, e)
+  pairs written by the softmax lane
   ((alpha, P) = (e, 1) if up else (1, e)), a `Memory` read combinationally at
   the word's (bank, slot) (`pick_layout`): on an FPGA a LUT RAM, not B r registers
   and their B r-to-1 multiplexers beside the multiplier.
@@ -42,7 +44,8 @@ into its bank. One adder per cycle, the same latency for every s > 1
 log2 s stages and reach across s MACs).
 
 The floating-point formats (`FloatArith`) keep the same storage and word, with
-scores and O in fp32, and accumulate a score in an fp32 adder whose result
+scores and O in fp32 (Q, O and the scores in block RAMs: a LUT RAM cell or a register
+file takes LUT sites, which a float design runs out of first), and accumulate a score in an fp32 adder whose result
 comes back `accumulate_latency` (L) cycles later. A MAC holds a word that is a K chunk
 or a V chunk, never both, so one fp32 multiplier and one fp32 adder serve both: q * k
 and the score's sum for a K chunk, the O update's product and sum for a V chunk, each
@@ -84,10 +87,10 @@ from attenio import validate
 from .formats import FloatArith, check_arith
 from .formats.dsp import PartialProducts, Stages, dsp_lut_width, force, lut_built, mul_widths
 from .formats.fp import FP32
-from .softmax import pa_layout
+from .softmax import pa_layout, score_at_layout
 
 __all__ = ["word_layout", "chain_layout", "pick_layout", "pick_addr",
-           "score_period", "MAC"]
+           "score_period", "ScoreBanks", "MAC"]
 
 
 def word_layout(*, mac_lines, macs_per_line, rows_per_mac, head_dim, split=1,
@@ -181,6 +184,45 @@ def _score_loop(arith, r, head_dim, split, interleave):
     return acc, 1
 
 
+class ScoreBanks(wiring.Component):
+    """A float group's `banks` (B) banks of r scores, in a block RAM: written by the
+    group's last MAC (`wr`, its (bank, slot) and value at `en`), read by the group's lane
+    at `rd_at` (`attenio.hdl.softmax.score_at_layout`), the score on `rd` a cycle later,
+    transparent for a write of the same cycle: what B r registers read a cycle later
+    would show. `memory` is the RAM (`index` its row of a (bank, slot)), for test
+    benches."""
+
+    def __init__(self, *, arith, rows_per_mac, banks=2):
+        self._r, self._banks = rows_per_mac, banks
+        at = score_at_layout(rows_per_mac=rows_per_mac, banks=banks)
+        self.memory = Memory(shape=arith.score_shape,
+                             depth=2 ** len(self._addr(Signal(at))), init=[],
+                             attrs={"ram_style": "block"})
+        super().__init__({
+            "wr": In(data.StructLayout({"en": 1, "bank": range(banks), "slot": range(rows_per_mac),
+                                        "value": arith.score_shape})),
+            "rd_at": In(at),
+            "rd": Out(arith.score_shape),
+        })
+
+    def index(self, bank, slot):
+        """The memory's row of (bank, slot)."""
+        return bank << _slot_bits(self._r) | slot
+
+    def _addr(self, at):
+        return pick_addr(at.bank, at.slot, rows_per_mac=self._r, banks=self._banks)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.memory = self.memory
+        wr = self.memory.write_port()
+        rd = self.memory.read_port(domain="sync", transparent_for=(wr,))
+        m.d.comb += [wr.addr.eq(self._addr(self.wr)), wr.data.eq(self.wr.value),
+                     wr.en.eq(self.wr.en), rd.addr.eq(self._addr(self.rd_at)),
+                     self.rd.eq(rd.data)]
+        return m
+
+
 class MAC(wiring.Component):
     """One MAC with its share of r rows of Q and O (see the module docstring).
 
@@ -193,7 +235,8 @@ class MAC(wiring.Component):
     word one cycle later, `pick_in` the (bank, slot) address of `wi` (the previous
     MAC's `pick_out`, a copy of its `wo`'s; for MAC 0 the line's, registered beside
     it), `score` the `banks` banks of r scores (bank * r + slot; written by the group's
-    last MAC only), `chain_in` / `chain_out` the adder chain of the partial scores
+    last MAC only; a float MAC has `score_at` / `score_rd` instead, the lane's read of
+    its group's `ScoreBanks`), `chain_in` / `chain_out` the adder chain of the partial scores
     (s > 1), `pa` the lane's write bus (registered here, `pa_layout`), `drain_addr` /
     `o_rd` the drain read port of O (data one cycle after the address; used only while
     no V word is present).
@@ -222,11 +265,20 @@ class MAC(wiring.Component):
         chain = chain_layout(arith=arith, rows_per_mac=rows_per_mac, banks=banks,
                              sums=self._sums)
         pick = pick_layout(rows_per_mac=rows_per_mac, banks=banks)
+        if isinstance(arith, FloatArith):
+            scores = {"score_at": In(score_at_layout(rows_per_mac=rows_per_mac, banks=banks)),
+                      "score_rd": Out(arith.score_shape)}
+        else:
+            scores = {"score": Out(data.ArrayLayout(arith.score_shape, banks * rows_per_mac))}
+        # a float group's last MAC keeps its scores in a block RAM (`ScoreBanks`)
+        self._score_banks = (ScoreBanks(arith=arith, rows_per_mac=rows_per_mac, banks=banks)
+                             if isinstance(arith, FloatArith) and index % split == split - 1
+                             else None)
         super().__init__({
             "line_id": In(range(mac_lines)),
             "wi": In(word),
             "wo": Out(word),
-            "score": Out(data.ArrayLayout(arith.score_shape, banks * rows_per_mac)),
+            **scores,
             "chain_in": In(chain),
             "chain_out": Out(chain),
             "pa": In(pa_layout(arith=arith, macs_per_lane=macs_per_lane // split,
@@ -285,6 +337,11 @@ class MAC(wiring.Component):
         return self._index
 
     @property
+    def score_banks(self):
+        """A float group's last MAC: its `ScoreBanks` (else None)."""
+        return self._score_banks
+
+    @property
     def period(self):
         """`score_period`: cycles of a chunk of a K row (None for int8)."""
         return self._period
@@ -327,19 +384,25 @@ class MAC(wiring.Component):
                                                  banks=self._banks))
             m.d.comb += self.pick_out.eq(pick_r)
 
-        # A float MAC's Q is a LUT RAM however it is read (`ram_style`): mapped to a block
-        # RAM, Q's read would begin with the block's clock-to-output, and Q is widened
-        # after it. (int8's, read into its kept operand registers, stays as it was.)
+        # A float MAC's Q is a block RAM (`ram_style`): a LUT RAM cell takes about seven
+        # LUT sites once placed. (int8's, read into its kept operand registers, stays as
+        # it was.)
         float_mac = isinstance(arith, FloatArith)
         m.submodules.q_mem = q_mem = Memory(shape=arith.element_shape, depth=r * d, init=[],
-                                            attrs={"ram_style": "distributed"} if float_mac
+                                            attrs={"ram_style": "block"} if float_mac
                                             else None)
         q_wr = q_mem.write_port()
-        # Both are read combinationally at an address in a register of this MAC: the same
-        # as a synchronous read of the address a cycle ahead, but the address register is
-        # this MAC's own (kept), where a read port's would be merged by synthesis between
-        # the lines' MAC 0, which all take the one entry word.
-        q_rd = q_mem.read_port(domain="comb")
+        # int8's Q is read combinationally at an address in a register of this MAC: the
+        # same as a synchronous read of the address a cycle ahead, but the address register
+        # is this MAC's own (kept), where a read port's would be merged by synthesis between
+        # the lines' MAC 0, which all take the one entry word. A float MAC's is read into
+        # `q_u`, a register, before it is widened, so its Q can be a block RAM read a cycle
+        # ahead (transparent: a Q word's write meets the next word's read as the
+        # combinational read of its register would) and take no LUT sites.
+        if float_mac:
+            q_rd = q_mem.read_port(domain="sync", transparent_for=(q_wr,))
+        else:
+            q_rd = q_mem.read_port(domain="comb")
 
         value = w.value[self.position]             # this MAC's element of the chunk
 
@@ -347,7 +410,7 @@ class MAC(wiring.Component):
         m.d.comb += [
             q_wr.addr.eq(w.addr), q_wr.data.eq(value),
             q_wr.en.eq(w.valid & w.is_q & (w.line == self.line_id) & (w.mac == self.group)),
-            q_rd.addr.eq(w.addr),
+            q_rd.addr.eq(wi.addr if float_mac else w.addr),
         ]
 
         if not isinstance(arith, FloatArith):
@@ -425,9 +488,21 @@ class MAC(wiring.Component):
         as wide as an accumulator, and one address register fanning out to all of its
         slices and their depth multiplexers would take a route across the chip, so O is
         built in slices of at most `O_SLICE_BITS`, each a memory with its own address
-        register (kept), which placement puts beside it."""
+        register (kept), which placement puts beside it. A float MAC's O is one block RAM
+        read synchronously at `rd_addr_next` (its address register is the block's own),
+        transparent for the write of the same cycle, as the combinational read of the
+        registered address would give it: LUT sites are what a float design runs out of,
+        and its O reaches `o_u`, a register, before any logic."""
         shape = Shape.cast(self._arith.o_shape)
         depth = self._r * self._d
+        if isinstance(self._arith, FloatArith):
+            m.submodules.o_mem = mem = Memory(shape=shape, depth=depth, init=[],
+                                              attrs={"ram_style": "block"})
+            wr = mem.write_port()
+            rd = mem.read_port(domain="sync", transparent_for=(wr,))
+            m.d.comb += [rd.addr.eq(rd_addr_next), wr.addr.eq(wr_addr), wr.data.eq(wr_data),
+                         wr.en.eq(wr_en)]
+            return rd.data
         pieces = -(-shape.width // self.O_SLICE_BITS)
         width = -(-shape.width // pieces)
         data_out = []
@@ -447,11 +522,18 @@ class MAC(wiring.Component):
     def _write_score(self, m, en, bank, slot, value):
         """The row's score into its bank a cycle after `en`: the score, its (bank, slot) and
         `en` registered beside the adder that makes it, since each of its bits then goes
-        to the `banks` r bank registers, which sit by the lane that reads them."""
+        to the `banks` r bank registers, which sit by the lane that reads them (a float
+        group's: to its `ScoreBanks`)."""
         r_en, r_bank = Signal(name="score_en"), Signal.like(bank, name="score_bank")
         r_slot, r_value = Signal.like(slot, name="score_slot"), Signal.like(value, name="score_in")
         m.d.sync += [r_en.eq(en), r_bank.eq(bank), r_slot.eq(slot), r_value.eq(value)]
-        self._write_regs(m, self.score, r_en, r_bank, r_slot, r_value)
+        if self._score_banks is None:
+            self._write_regs(m, self.score, r_en, r_bank, r_slot, r_value)
+            return
+        m.submodules.scores = banks = self._score_banks
+        m.d.comb += [banks.wr.en.eq(r_en), banks.wr.bank.eq(r_bank), banks.wr.slot.eq(r_slot),
+                     banks.wr.value.eq(r_value), banks.rd_at.eq(self.score_at),
+                     self.score_rd.eq(banks.rd)]
 
     def _write_regs(self, m, regs, en, bank, slot, value):
         """regs[bank * r + slot] = value where `en`."""

@@ -170,8 +170,13 @@ class MacLine(wiring.Component):
             m.submodules[f"lane{number}"] = lane
             mine = groups[number * groups_per_lane:(number + 1) * groups_per_lane]
             for k, group in enumerate(mine):
-                for i in range(banks * rows_per_mac):
-                    m.d.comb += lane.scores[k * banks * rows_per_mac + i].eq(group[-1].score[i])
+                if isinstance(arith, FloatArith):     # the group's `ScoreBanks`, read by the lane
+                    m.d.comb += [group[-1].score_at.eq(lane.score_at),
+                                 lane.score_rd[k].eq(group[-1].score_rd)]
+                else:
+                    for i in range(banks * rows_per_mac):
+                        m.d.comb += lane.scores[k * banks * rows_per_mac + i].eq(
+                            group[-1].score[i])
                 m.d.comb += [mac.pa.eq(lane.pa) for mac in group]
             m.d.comb += [lane.start.eq(start_d[-1]), lane.start_next.eq(start_d[-2]),
                          lane.c.eq(self.c), lane.mask.eq(self.mask),

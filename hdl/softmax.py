@@ -66,7 +66,9 @@ Between blocks the `l` memory's read port serves the drain (`drain_u`, `l_rd`).
 
 A float format (`FloatArith`) keeps m in fp32 and runs the row as
 
-    issue, select  as above (m_init = -inf and l = 0 on the block's first row)
+    issue, select  as above (m_init = -inf and l = 0 on the block's first row), but
+                 the score read from each group's block RAM at the row's (bank, slot)
+                 a cycle ahead (`attenio.hdl.mac.ScoreBanks`), the row's MAC selected
     scale        x = fmul(S, c)                     `FloatArith.scale`, `scale_latency`
     exp_arg      z = to_fixed(-|x - m_old|), up = x > m_old; beside it
                  m_new = maximum(m_old, x)          `FloatArith.exp_arg`, `exp_arg_latency`
@@ -84,7 +86,7 @@ and the drain also reads m (`m_rd`): a row whose max ends NaN or +inf outputs Na
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, Module, Mux, Shape, Signal
+from amaranth.hdl import Array, Cat, Module, Mux, Shape, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -96,7 +98,7 @@ from .formats import FloatArith, check_arith
 from .formats.dsp import Stages, force, or_all
 from .kv_buffer import mask_layout
 
-__all__ = ["pa_layout", "start_layout", "SoftmaxLane"]
+__all__ = ["pa_layout", "score_at_layout", "start_layout", "SoftmaxLane"]
 
 #: score bits selected by each copy of a lane's one-hot score selection register
 SCORE_SEL_BITS = 5
@@ -114,6 +116,12 @@ def pa_layout(*, arith, macs_per_lane, rows_per_mac, banks=2):
     })
 
 
+def score_at_layout(*, rows_per_mac, banks=2):
+    """A float lane's read of its groups' score banks (`attenio.hdl.mac.ScoreBanks`): the
+    (bank, slot) whose score each group puts out a cycle later."""
+    return data.StructLayout({"bank": range(banks), "slot": range(rows_per_mac)})
+
+
 def start_layout(*, banks=2):
     """The line's start pulse: scores of bank `bank` (of `banks`) are complete; `first`:
     row 0 of the block."""
@@ -124,7 +132,9 @@ class SoftmaxLane(wiring.Component):
     """One EXP lane over `macs_per_lane` MACs with `rows_per_mac` rows each, whose MACs
     keep `banks` (B) banks of scores and of (P, alpha).
 
-    Ports: `scores` the MACs' score registers (index (mac * B + bank) * r + slot);
+    Ports: `scores` the MACs' score registers (index (mac * B + bank) * r + slot); a float
+    lane reads its groups' score memories instead, at `score_at` (`score_at_layout`),
+    each group's score on `score_rd` a cycle later;
     `start` the line's pulse, and `start_next` what `start` will be in the next cycle
     (the lane registers its decision to start a pass); `c` the softmax constant; `mask`
     the block's causal mask and `row_base` the block row of the lane's first row (slot 0
@@ -147,8 +157,13 @@ class SoftmaxLane(wiring.Component):
         self._slot_stride = macs_per_lane if slot_stride is None else slot_stride
         validate.integer("SoftmaxLane", "slot_stride", self._slot_stride, lo=macs_per_lane)
         block = self._slot_stride * rows_per_mac      # block rows of the whole array
+        if isinstance(arith, FloatArith):
+            scores = {"score_at": Out(score_at_layout(rows_per_mac=rows_per_mac, banks=banks)),
+                      "score_rd": In(data.ArrayLayout(arith.score_shape, macs_per_lane))}
+        else:
+            scores = {"scores": In(data.ArrayLayout(arith.score_shape, banks * rows))}
         super().__init__({
-            "scores": In(data.ArrayLayout(arith.score_shape, banks * rows)),
+            **scores,
             "start": In(start_layout(banks=banks)),
             "start_next": In(start_layout(banks=banks)),
             "c": In(arith.c_shape),
@@ -255,14 +270,21 @@ class SoftmaxLane(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         arith, rows = self._arith, self.rows
-        m.submodules.m_mem = m_mem = Memory(shape=arith.score_shape, depth=rows, init=[])
-        m.submodules.l_mem = l_mem = Memory(shape=arith.l_shape, depth=rows, init=[])
+        # a float lane's m and l in block RAMs: a LUT RAM cell takes about seven LUT sites
+        # once placed, which a float design runs out of first (int8's stay as they were)
+        ram = {"ram_style": "block"} if isinstance(arith, FloatArith) else None
+        m.submodules.m_mem = m_mem = Memory(shape=arith.score_shape, depth=rows, init=[],
+                                            attrs=ram)
+        m.submodules.l_mem = l_mem = Memory(shape=arith.l_shape, depth=rows, init=[], attrs=ram)
         m_wr, l_wr = m_mem.write_port(), l_mem.write_port()
         m_rd, l_rd = m_mem.read_port(), l_mem.read_port()
 
         control = self._pass_control(m)
         below = self._causal_threshold(m, control)
-        score = self._score_selection(m, control)
+        if isinstance(arith, FloatArith):
+            score = self._score_read(m, control)
+        else:
+            score = self._score_selection(m, control)
         self._read_ports(m, control, m_rd, l_rd)
         ctrl, x1, mask1 = self._stage_one(m, control, score, below)
         row = self._float_row if isinstance(arith, FloatArith) else self._int8_row
@@ -454,6 +476,32 @@ class SoftmaxLane(wiring.Component):
             parts.append(or_all(Mux(sel[i], self.scores[i][lo:hi], 0)
                                 for i in range(banks * rows)))
         return Cat(*parts)
+
+    def _score_read(self, m, control):
+        """A float lane's stage 0 score: its groups' score memories are read a cycle ahead,
+        at the (bank, slot) of the row after the counters' (row 0 of the starting bank at
+        `go`), so that row u's score comes out in the cycle the counters hold u, of each
+        group; the row's MAC selects. The read address is a register of its own, a row
+        ahead of the counters (loaded at `go_next`): a block RAM's address register must
+        take it as it is, where a multiplexer with a constant before it would become a
+        synchronous reset that the block has not. B r registers a group and their one-hot
+        AND-OR (`_score_selection`) would be most of a float lane's flip-flops and a tenth
+        of its LUTs, where a block RAM is free. Returns the score (combinational)."""
+        groups = self._macs_per_lane
+        at = self.score_at
+        at_mac = Signal(range(groups), name="score_at_mac")
+        at_slot = Signal.like(at.slot, name="score_at_slot")
+        at_bank = Signal.like(at.bank, name="score_at_bank")
+        with m.If(control.go_next):
+            m.d.sync += [at_mac.eq(0), at_slot.eq(0), at_bank.eq(control.bank_next)]
+        with m.Elif(at_mac == groups - 1):
+            m.d.sync += [at_mac.eq(0), at_slot.eq(at_slot + 1)]
+        with m.Else():
+            m.d.sync += at_mac.eq(at_mac + 1)
+        m.d.comb += [at.bank.eq(at_bank), at.slot.eq(at_slot)]
+        if groups == 1:
+            return self.score_rd[0]
+        return Array(self.score_rd)[control.mac]
 
     def _read_ports(self, m, control, m_rd, l_rd):
         """The m and l read addresses: row u during a pass, else the drain's `drain_u`

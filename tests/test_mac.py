@@ -212,11 +212,11 @@ def _float_scores_run(spec, rows, split, chunks, seed, interleave=True, krows=4)
     period = macs[0].period
     latency = MAC.score_latency(arith, split, rows_per_mac=rows, head_dim=d,
                                 interleave=interleave)
-    width = arith.score_shape.width
     last = macs[-1]
     seen = []
 
-    trace = []                  # the last MAC's score registers after each edge of the K rows
+    trace = []                  # the last MAC's score banks after each edge of the K rows
+    memory = last.score_banks.memory
 
     async def tb(ctx):
         def put(word):
@@ -224,7 +224,7 @@ def _float_scores_run(spec, rows, split, chunks, seed, interleave=True, krows=4)
 
         async def step():
             await ctx.tick()
-            trace.append(ctx.get(last.score.as_value()))
+            trace.append([ctx.get(memory.data[i]) for i in range(memory.depth)])
         for t in range(rows):
             for c in range(chunks):
                 put({"valid": 1, "is_q": 1, "addr": t * chunks + c,
@@ -255,7 +255,7 @@ def _float_scores_run(spec, rows, split, chunks, seed, interleave=True, krows=4)
             await step()
 
     run_clocked(m, tb)
-    return seen, trace, dp, q, k, latency, width
+    return seen, trace, dp, q, k, latency, last.score_banks
 
 
 #: (r, s, d/s): r = 1 .. 9 at s = 1, 2, 4 (k = 3, 2 or 1 sub-sums, P = r but where the
@@ -286,17 +286,16 @@ def _check_line(rows, split, chunks, *, interleave):
 
     spec = (fp.FP16, fp.BF16)[(rows + split) % 2]
     seed = 1000 * rows + 100 * split + chunks
-    seen, trace, dp, q, k, latency, width = _float_scores_run(spec, rows, split, chunks, seed,
+    seen, trace, dp, q, k, latency, banks = _float_scores_run(spec, rows, split, chunks, seed,
                                                               interleave)
     want = golden_fp.score_bits(dp, q, k)           # [rows, K rows]
-    mask = (1 << width) - 1
     changes = 0
     for j, t, entry in seen:
-        index = (j % 2) * rows + t
+        index = banks.index(j % 2, t)
 
         def value(cycle):
-            # trace[i] holds the registers after the i-th clock edge of the K rows' start
-            return (trace[cycle] >> (index * width)) & mask
+            # trace[i] holds the banks after the i-th clock edge of the K rows' start
+            return trace[cycle][index]
         at_last_mac = entry + split             # in MAC s - 1's word register
         written = at_last_mac + latency
         assert value(written) == int(want[t, j]), (j, t, hex(value(written)), hex(int(want[t, j])))

@@ -265,8 +265,7 @@ class Bench:
                       for g in range(shape.exp_units // shape.mac_lines)]
         self.line0 = lines[0].origins[0]
         # the last MAC of each group holds the group's score banks
-        self.banks = {(i, g): Value.cast(f.find_subfragment(f"mac{(g + 1) * shape.split - 1}")
-                                         .origins[0].score)
+        self.banks = {(i, g): f.find_subfragment(f"mac{(g + 1) * shape.split - 1}").origins[0]
                       for i, f in enumerate(lines) for g in range(shape.groups)}
         self.score_width = arith.score_shape.width
         self.record = Record()
@@ -299,7 +298,7 @@ class Bench:
         if request is not None:
             self.set_request(ctx, *request)
         rec.requests.append(request)
-        rec.scores.append({key: ctx.get(bank) for key, bank in self.banks.items()})
+        rec.scores.append({key: self.scores_of(ctx, mac) for key, mac in self.banks.items()})
         rec.lanes_ready.append([all(ctx.get(lane.ready[b]) for lane in self.lanes)
                                 for b in range(self.shape.banks)])
         rec.array_ready.append([ctx.get(dut.ready[b]) for b in range(self.shape.banks)])
@@ -372,11 +371,20 @@ class Bench:
             v_next += 1
         self.record.v_last.append(max(last_v.values()))
 
+    def scores_of(self, ctx, mac):
+        """A group's scores now, from its last MAC (`mac`), bank * r + slot: int8's
+        registers, a float group's `ScoreBanks`."""
+        r, banks = self.shape.rows_per_mac, self.shape.banks
+        if mac.score_banks is None:
+            return unpack(ctx.get(Value.cast(mac.score)), self.score_width, banks * r)
+        memory, index = mac.score_banks.memory, mac.score_banks.index
+        return [ctx.get(memory.data[index(b, t)]) for b in range(banks) for t in range(r)]
+
     def check_bank(self, ctx, block, j):
         """The scores of K_j in bank j mod B of every group, as V_j starts."""
         r, width, banks = self.shape.rows_per_mac, self.score_width, self.shape.banks
-        for (line, group), bank in self.banks.items():
-            values = unpack(ctx.get(bank), width, banks * r)
+        for (line, group), mac in self.banks.items():
+            values = self.scores_of(ctx, mac)
             for slot in range(r):
                 want = bits(block.scores[j, self.shape.row(slot, line, group)], width)
                 assert values[(j % banks) * r + slot] == want, (j, line, group, slot)
@@ -488,7 +496,7 @@ def check_score_latency(arith, shape, blocks, record):
             index = (j % banks) * r + slot
 
             def value(t):
-                return unpack(record.scores[t][line, group], width, banks * r)[index]
+                return record.scores[t][line, group][index]
             want = bits(blocks[number].scores[j, shape.row(slot, line, group)], width)
             written = at_last_mac + latency
             assert value(written + 1) == want, (number, j, slot, line, group)

@@ -18,11 +18,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
+from amaranth.hdl import Module
 
 from amaranth_sim import run_clocked
 from attenio.formats import FORMATS, format_by_name
 from attenio.hdl import softmax as softmax_module
 from attenio.hdl.formats import FloatArith, arith_of
+from attenio.hdl.mac import ScoreBanks
 from attenio.hdl.softmax import SoftmaxLane
 from attenio.sim.golden import softmax_constant
 
@@ -131,6 +133,23 @@ def run_lane(rng, arith, *, macs_per_lane, rows_per_mac, slot_stride, passes, ca
                        slot_stride=slot_stride, banks=banks)
     c = softmax_constant_of(arith)
     rows, floating = lane.rows, isinstance(arith, FloatArith)
+    # a float lane reads its MACs' score banks (`ScoreBanks`), an int8 lane their registers
+    dut, score_banks = lane, []
+    if floating:
+        dut = Module()
+        dut.submodules.lane = lane
+        for mac in range(macs_per_lane):
+            dut.submodules[f"scores{mac}"] = store = ScoreBanks(
+                arith=arith, rows_per_mac=rows_per_mac, banks=banks)
+            dut.d.comb += [store.rd_at.eq(lane.score_at), lane.score_rd[mac].eq(store.rd)]
+            score_banks.append(store)
+
+    def write_score(ctx, mac, bank, slot, score):
+        if floating:
+            store = score_banks[mac]
+            ctx.set(store.memory.data[store.index(bank, slot)], score)
+        else:
+            ctx.set(lane.scores[(mac * banks + bank) * rows_per_mac + slot], score)
     blocks = make_blocks(rng, arith, c, macs_per_lane=macs_per_lane, rows_per_mac=rows_per_mac,
                          slot_stride=slot_stride, passes=passes, causal=causal)
     stages = SoftmaxLane.stages(arith)
@@ -209,8 +228,7 @@ def run_lane(rng, arith, *, macs_per_lane, rows_per_mac, slot_stride, passes, ca
                 if due:
                     for u, score in enumerate(block.scores[j]):
                         mac, slot = u % macs_per_lane, u // macs_per_lane
-                        ctx.set(lane.scores[(mac * banks + k % banks) * rows_per_mac + slot],
-                                score)
+                        write_score(ctx, mac, k % banks, slot, score)
                     start = {"valid": 1, "bank": k % banks, "first": int(j == 0)}
                     seen["waiting"].append(waiting + 1)
                     k_next += 1
@@ -235,7 +253,7 @@ def run_lane(rng, arith, *, macs_per_lane, rows_per_mac, slot_stride, passes, ca
             await ctx.tick()
         raise AssertionError(f"the lane did not finish in {max_cycles} cycles")
 
-    run_clocked(lane, tb)
+    run_clocked(dut, tb)
     return lane, blocks, c, seen
 
 
