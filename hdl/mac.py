@@ -72,9 +72,12 @@ the chain carries the k sub-sums of each slot (k r sums a row, in order), a MAC
 keeps its own in a block RAM of B k r until the chain's arrive, and only the
 group's last MAC (every MAC at s = 1) folds them, in one fp32 adder of its own:
 S = ((v_0 + v_1) + v_2) + ..., v_i the chain's sum of sub-sum i (`_fold`). That
-costs one adder per group, and k - 1 rounds of 1 + L cycles of latency less the
-(k - 2) P cycles the sub-sums arrive apart. `attenio.sim.golden_fp` adds in this
-order.
+costs k - 1 rounds of 1 + L cycles of latency less the (k - 2) P cycles the sub-sums
+arrive apart, and an adder per group, unless the chain's adder in the group's last
+MAC is free whenever the fold needs it (`fold_shares_chain`: the fold's rounds fall
+between a row's chain additions and the next row's; so at the small preset), when
+the fold takes it in those cycles, with the same latency.
+`attenio.sim.golden_fp` adds in this order.
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, Value, signed
@@ -90,7 +93,7 @@ from .formats.fp import FP32
 from .softmax import pa_layout, score_at_layout
 
 __all__ = ["word_layout", "chain_layout", "pick_layout", "pick_addr",
-           "score_period", "ScoreBanks", "MAC"]
+           "score_period", "fold_shares_chain", "ScoreBanks", "MAC"]
 
 
 def word_layout(*, mac_lines, macs_per_line, rows_per_mac, head_dim, split=1,
@@ -113,13 +116,14 @@ def word_layout(*, mac_lines, macs_per_line, rows_per_mac, head_dim, split=1,
     })
 
 
-def chain_layout(*, arith, rows_per_mac, banks=2, sums=1):
+def chain_layout(*, arith, rows_per_mac, banks=2, sums=1, value=True):
     """A partial score on the group's adder chain; int8 uses only `value` (its chain
     runs in lockstep with the words), a float format also which score it is, and with
-    `sums` > 1 sub-sums a slot (`score_sums`) which sub-sum."""
+    `sums` > 1 sub-sums a slot (`score_sums`) which sub-sum. Without `value`: which
+    score the chain will carry a cycle later (a float MAC's `ahead_out`)."""
     sub = {"sub": range(sums)} if sums > 1 else {}
     return data.StructLayout({"valid": 1, "bank": range(banks), "slot": range(rows_per_mac),
-                              **sub, "value": arith.score_shape})
+                              **sub, **({"value": arith.score_shape} if value else {})})
 
 
 def pick_layout(*, rows_per_mac, banks=2):
@@ -182,6 +186,28 @@ def _score_loop(arith, r, head_dim, split, interleave):
         if k <= chunks and period * chunks >= (k - 2) * fold + r:
             return period, k
     return acc, 1
+
+
+def fold_shares_chain(arith, rows_per_mac, *, head_dim, split, interleave=True):
+    """Whether a group's last MAC folds its k sub-sums on its chain's adder instead of an
+    adder of its own (s > 1, k > 1): wherever the fold's additions never meet the
+    chain's. In cycles after the chain brings a row's sub-sum 0 of slot 0, the chain's
+    additions take [i P, i P + r) for sub-sum i < k, the fold's round j (1 .. k-1) takes
+    [P + j F, P + j F + r) (F = 1 + L, `_fold_round`), and the next row's chain comes
+    P d/s cycles after this one's at the soonest, however late after it: so no round may
+    meet a sub-sum's window, and the last must end within P d/s. An fp32 adder is about
+    750 LUT; at the small preset (r 6, s 4, d/s 4, k 2, P 6, L 9) the rounds take
+    [16, 22) against [0, 12) and 24."""
+    if not isinstance(arith, FloatArith) or split == 1:
+        return False
+    period, k = _score_loop(arith, rows_per_mac, head_dim, split, interleave)
+    if k == 1:
+        return False
+    r, fold = rows_per_mac, _fold_round(arith)
+    chain = [(i * period, i * period + r) for i in range(k)]
+    rounds = [(period + j * fold, period + j * fold + r) for j in range(1, k)]
+    return (rounds[-1][1] <= period * (head_dim // split)
+            and not any(a < d and c < b for a, b in rounds for c, d in chain))
 
 
 class ScoreBanks(wiring.Component):
@@ -259,6 +285,7 @@ class MAC(wiring.Component):
         loop = dict(head_dim=head_dim, split=split, interleave=interleave)
         self._period = score_period(arith, rows_per_mac, **loop)
         self._sums = score_sums(arith, rows_per_mac, **loop)
+        self._fold_shares = fold_shares_chain(arith, rows_per_mac, **loop)
         word = word_layout(mac_lines=mac_lines, macs_per_line=macs_per_line,
                            rows_per_mac=rows_per_mac, head_dim=head_dim, split=split,
                            element=arith.element_shape, banks=banks)
@@ -266,8 +293,11 @@ class MAC(wiring.Component):
                              sums=self._sums)
         pick = pick_layout(rows_per_mac=rows_per_mac, banks=banks)
         if isinstance(arith, FloatArith):
+            ahead = chain_layout(arith=arith, rows_per_mac=rows_per_mac, banks=banks,
+                                 sums=self._sums, value=False)
             scores = {"score_at": In(score_at_layout(rows_per_mac=rows_per_mac, banks=banks)),
-                      "score_rd": Out(arith.score_shape)}
+                      "score_rd": Out(arith.score_shape),
+                      "ahead_in": In(ahead), "ahead_out": Out(ahead)}
         else:
             scores = {"score": Out(data.ArrayLayout(arith.score_shape, banks * rows_per_mac))}
         # a float group's last MAC keeps its scores in a block RAM (`ScoreBanks`)
@@ -669,36 +699,69 @@ class MAC(wiring.Component):
         if self.position == 0:                             # the chain starts here
             m.d.sync += [self.chain_out.valid.eq(part_en), self.chain_out.bank.eq(done.bank),
                          self.chain_out.slot.eq(done.slot), self.chain_out.value.eq(acc)]
+            m.d.comb += [self.ahead_out.valid.eq(part_en), self.ahead_out.bank.eq(done.bank),
+                         self.ahead_out.slot.eq(done.slot)]
             if k > 1:
                 m.d.sync += self.chain_out.sub.eq(sub)
+                m.d.comb += self.ahead_out.sub.eq(sub)
             return acc
         cin = Signal.like(self.chain_in, name="chain_in_r")
         m.d.sync += cin.eq(self.chain_in)
-        # B k r partial sums in a block RAM, read at the chain's (bank, sub, slot) as it
-        # arrives, beside the chain's register: the sum in the cycle `cin` holds it, with a
-        # partial written in the cycle before (transparent), as a LUT RAM read at `cin`'s
-        # address would give it. A LUT RAM cell takes about seven LUT sites once placed.
-        cin_sub = self.chain_in.sub if k > 1 else None
-        m.submodules.parts = parts = Memory(
-            shape=arith.score_shape, depth=2 ** len(self._part_addr(done.bank, sub, done.slot)),
-            init=[], attrs={"ram_style": "block"})
-        part_wr = parts.write_port()
-        part_rd = parts.read_port(domain="sync", transparent_for=(part_wr,))
-        m.d.comb += [part_wr.addr.eq(self._part_addr(done.bank, sub, done.slot)),
-                     part_wr.data.eq(acc), part_wr.en.eq(part_en),
-                     part_rd.addr.eq(self._part_addr(self.chain_in.bank, cin_sub,
-                                                     self.chain_in.slot))]
-        mine = part_rd.data
-        total = arith.accumulate(m, mine, cin.value)
-        out = data.View(cin.shape(), st.delay(cin.as_value(), accumulate_latency, "chain_ctrl"))
+        mine = self._part_sums(m, cin, part_en, done.bank, sub, done.slot, acc)
+        shared = None
+        if self.position == s - 1 and self._fold_shares:
+            # the group's last MAC folds on this adder (`fold_shares_chain`): the fold's
+            # operands, registered in `_fold`, in the cycles the chain brings none
+            fold_in = Signal(data.StructLayout({"valid": 1, "a": arith.score_shape,
+                                                "b": arith.score_shape}), name="fold_in")
+            total = arith.accumulate(m, Mux(fold_in.valid, fold_in.a, mine),
+                                     Mux(fold_in.valid, fold_in.b, cin.value))
+            shared = (fold_in, total)
+        else:
+            total = arith.accumulate(m, mine, cin.value)
+        ctrl_c = Cat(*(cin[name] for name in self.ahead_out.shape().members))
+        ahead = data.View(self.ahead_out.shape(),
+                          st.delay(ctrl_c, accumulate_latency - 1, "chain_ahead"))
+        out = data.View(cin.shape(),
+                        Cat(st.delay(ahead.as_value(), 1, "chain_ctrl"), total))
         if self.position == s - 1:
-            self._score_out(m, out.valid, out.sub if k > 1 else None, out.bank, out.slot, total)
+            self._score_out(m, out.valid, out.sub if k > 1 else None, out.bank, out.slot, total,
+                            shared)
         else:
             m.d.comb += [self.chain_out.valid.eq(out.valid), self.chain_out.bank.eq(out.bank),
-                         self.chain_out.slot.eq(out.slot), self.chain_out.value.eq(total)]
+                         self.chain_out.slot.eq(out.slot), self.chain_out.value.eq(total),
+                         self.ahead_out.eq(ahead)]
             if k > 1:
                 m.d.comb += self.chain_out.sub.eq(out.sub)
         return acc
+
+    def _part_sums(self, m, cin, en, bank, sub, slot, value):
+        """A chain MAC's B k r partial sums, written at `en` with the (bank, sub-sum, slot)
+        and `value` its adder made, in a block RAM read at the (bank, sub, slot) the
+        chain will bring (`ahead_in`), a cycle before the chain's sum is in `cin`, into a
+        register: the chain's adder then takes both operands from registers, not from the
+        block's 5.6 ns clock-to-output. A partial written the cycle before is forwarded
+        (the RAM's transparency), and one written as the chain's sum arrives too (a
+        register of the write, compared with `cin`), as a LUT RAM read at `cin`'s address
+        would give them. A LUT RAM cell takes about seven LUT sites once placed. Returns
+        this MAC's partial sum of `cin`'s score, in the cycle `cin` holds it."""
+        arith, k = self._arith, self._sums
+        ahead = self.ahead_in
+        addr = self._part_addr(bank, sub, slot)
+        m.submodules.parts = parts = Memory(shape=arith.score_shape, depth=2 ** len(addr),
+                                            init=[], attrs={"ram_style": "block"})
+        part_wr = parts.write_port()
+        part_rd = parts.read_port(domain="sync", transparent_for=(part_wr,))
+        m.d.comb += [part_wr.addr.eq(addr), part_wr.data.eq(value), part_wr.en.eq(en),
+                     part_rd.addr.eq(self._part_addr(ahead.bank, ahead.sub if k > 1 else None,
+                                                     ahead.slot))]
+        read = Signal(arith.score_shape, name="part_rd")
+        late = Signal(data.StructLayout({"en": 1, "addr": len(addr), "value": arith.score_shape}),
+                      name="part_late")
+        m.d.sync += [read.eq(part_rd.data), late.en.eq(en), late.addr.eq(addr),
+                     late.value.eq(value)]
+        cin_addr = self._part_addr(cin.bank, cin.sub if k > 1 else None, cin.slot)
+        return Mux(late.en & (late.addr == cin_addr), late.value, read)
 
     def _chunk(self, m, ctrl, name):
         """The chunk of a K row that `ctrl` (a word's control, valid at `en`) belongs to:
@@ -721,22 +784,24 @@ class MAC(wiring.Component):
             return Value.cast(slot)[:_slot_bits(self._r)]
         return Cat(Value.cast(slot)[:_slot_bits(self._r)], Value.cast(sub)[:_slot_bits(self._sums)])
 
-    def _score_out(self, m, en, sub, bank, slot, value):
+    def _score_out(self, m, en, sub, bank, slot, value, shared=None):
         """A slot's sum at `en` to its bank: written (k = 1), or sub-sum `sub` of k to
-        the fold (`_fold`)."""
+        the fold (`_fold`, on the chain's adder with `shared`)."""
         if self._sums == 1:
             self._write_score(m, en, bank, slot, value)
         else:
-            self._fold(m, en, sub, bank, slot, value)
+            self._fold(m, en, sub, bank, slot, value, shared)
 
-    def _fold(self, m, en, sub, bank, slot, value):
+    def _fold(self, m, en, sub, bank, slot, value, shared=None):
         """The score of a slot from its k sub-sums, which come at `en` in the order 0 ..
         k-1, P cycles apart (for every slot of a row before the next sub-sum's): S =
         ((v_0 + v_1) + v_2) + ... in one fp32 adder. v_1 meets v_0, kept in a LUT RAM of
         (sub-sum, slot); each sum leaves the adder F = 1 + L cycles later and meets the next
         sub-sum, kept there too; the last sum is written to its bank. The adder takes one
         addition a cycle and no two meet (`score_period` chooses P so that a row's fold
-        is done before the next row's begins), so the fold never stalls a row."""
+        is done before the next row's begins), so the fold never stalls a row. The adder
+        is its own, or with `shared` = (the adder's operands, its sum) the chain's, in the
+        cycles `fold_shares_chain` leaves free."""
         arith, k, r = self._arith, self._sums, self._r
         st = Stages(m)
         addr = self._sub_addr(sub, slot)
@@ -763,6 +828,11 @@ class MAC(wiring.Component):
                      op.slot.eq(Mux(fresh, slot, back.slot)),
                      a.eq(Mux(fresh, rd.data, summed)),
                      b.eq(Mux(fresh, value, rd.data))]
-        m.d.comb += summed.eq(arith.accumulate(m, a, b))
+        if shared is None:
+            m.d.comb += summed.eq(arith.accumulate(m, a, b))
+        else:                                   # the chain's adder (`fold_shares_chain`)
+            fold_in, total = shared
+            m.d.comb += [fold_in.valid.eq(op.valid), fold_in.a.eq(a), fold_in.b.eq(b),
+                         summed.eq(total)]
         m.d.comb += back.eq(st.delay(op, arith.accumulate_latency, "fold_ctrl"))
         self._write_score(m, back.valid & (back.sub == k - 1), back.bank, back.slot, summed)

@@ -141,6 +141,8 @@ class MacLine(wiring.Component):
                          mac.pick_in.eq(entry_pick if index == 0 else macs[-1].pick_out)]
             if mac.position:
                 m.d.comb += mac.chain_in.eq(macs[-1].chain_out)
+                if isinstance(self._arith, FloatArith):
+                    m.d.comb += mac.ahead_in.eq(macs[-1].ahead_out)
             m.d.comb += mac.drain_addr.eq(self.drain.addr)
             macs.append(mac)
         m.d.comb += self.tail.eq(macs[-1].wo)

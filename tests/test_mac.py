@@ -187,7 +187,8 @@ def _float_line(spec, rows, split, chunks, interleave):
                   interleave=interleave)
         m.submodules[f"mac{g}"] = mac
         if g:
-            m.d.comb += [mac.wi.eq(macs[-1].wo), mac.chain_in.eq(macs[-1].chain_out)]
+            m.d.comb += [mac.wi.eq(macs[-1].wo), mac.chain_in.eq(macs[-1].chain_out),
+                         mac.ahead_in.eq(macs[-1].ahead_out)]
         macs.append(mac)
     return m, macs, arith
 
@@ -272,6 +273,22 @@ def test_a_line_of_float_macs_writes_each_score_in_the_golden_order_at_the_publi
     its bank `MAC.score_latency` cycles after the slot's last K word is at the group's
     last MAC, not a cycle sooner; K rows back to back or apart."""
     _check_line(rows, split, chunks, interleave=True)
+
+
+def test_the_lines_above_fold_on_the_chain_adder_and_on_their_own():
+    """The group's last MAC folds on its chain's adder where `fold_shares_chain` finds the
+    chain's and the fold's additions never meet (the small preset: r 6, s 4, d/s 4), and
+    on an adder of its own elsewhere: `_LINES` holds both, so the bit-exact line bench
+    above checks each."""
+    from attenio.hdl.formats import FloatArith, fp
+    from attenio.hdl.mac import fold_shares_chain, score_sums
+
+    arith = FloatArith(fp.FP16, max_seq_len=64, head_dim=16)
+    assert fold_shares_chain(arith, 6, head_dim=16, split=4)
+    folds = {fold_shares_chain(arith, r, head_dim=s * c, split=s)
+             for r, s, c in _LINES if s > 1 and score_sums(arith, r, head_dim=s * c, split=s) > 1}
+    assert folds == {True, False}
+    assert not fold_shares_chain(arith, 6, head_dim=8, split=1)    # no chain at s = 1
 
 
 @pytest.mark.parametrize("rows, split", [(4, 2), (9, 1)])
