@@ -428,7 +428,10 @@ class MAC(wiring.Component):
         # the lines' MAC 0, which all take the one entry word. A float MAC's is read into
         # `q_u`, a register, before it is widened, so its Q can be a block RAM read a cycle
         # ahead (transparent: a Q word's write meets the next word's read as the
-        # combinational read of its register would) and take no LUT sites.
+        # combinational read of its register would) and take no LUT sites. But Yosys
+        # merges `q_u` into the block's read port (a `keep` does not stop it), so the
+        # widening starts at the block's clock-to-output: the fp16 2x2's worst path
+        # (docs/synthesis.md, "The floating-point formats").
         if float_mac:
             q_rd = q_mem.read_port(domain="sync", transparent_for=(q_wr,))
         else:
