@@ -221,9 +221,10 @@ class ScoreBanks(wiring.Component):
     def __init__(self, *, arith, rows_per_mac, banks=2):
         self._r, self._banks = rows_per_mac, banks
         at = score_at_layout(rows_per_mac=rows_per_mac, banks=banks)
+        # addressed as the (up, e) pairs are (`pick_addr`): slot bits, then bank bits
         self.memory = Memory(shape=arith.score_shape,
-                             depth=2 ** len(self._addr(Signal(at))), init=[],
-                             attrs={"ram_style": "block"})
+                             depth=2 ** pick_layout(rows_per_mac=rows_per_mac, banks=banks).size,
+                             init=[], attrs={"ram_style": "block"})
         super().__init__({
             "wr": In(data.StructLayout({"en": 1, "bank": range(banks), "slot": range(rows_per_mac),
                                         "value": arith.score_shape})),
