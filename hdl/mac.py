@@ -93,7 +93,7 @@ from .formats.fp import FP32
 from .softmax import pa_layout, score_at_layout
 
 __all__ = ["word_layout", "chain_layout", "pick_layout", "pick_addr",
-           "score_period", "fold_shares_chain", "ScoreBanks", "MAC"]
+           "score_period", "fold_shares_chain", "read_ahead", "ScoreBanks", "MAC"]
 
 
 def word_layout(*, mac_lines, macs_per_line, rows_per_mac, head_dim, split=1,
@@ -210,11 +210,31 @@ def fold_shares_chain(arith, rows_per_mac, *, head_dim, split, interleave=True):
             and not any(a < d and c < b for a, b in rounds for c, d in chain))
 
 
+def read_ahead(m, memory, wr, addr, *, forward=True, name):
+    """`memory` (a block RAM) read at `addr` this cycle: returns its word at `addr` in the
+    next cycle, with `wr`'s write of this cycle if `forward` (what a read port
+    transparent for `wr` gives). The port is synchronous and not transparent, and the
+    write of the cycle comes from a register of its own (`name`_fwd), selected by a
+    register of the address match: Yosys merges the register that takes a transparent
+    port's data into the block (it builds the transparency from the address register),
+    so that register's logic would start from the block's 5.6 ns clock-to-output; a
+    port that is already synchronous keeps the register after it. Without `forward` the
+    caller's schedule never reads a word in the cycle it is written."""
+    rd = memory.read_port(domain="sync")
+    m.d.comb += rd.addr.eq(addr)
+    if not forward:
+        return rd.data
+    hit = Signal(name=f"{name}_hit")
+    fwd = Signal.like(rd.data, name=f"{name}_fwd")
+    m.d.sync += [hit.eq(wr.en.any() & (wr.addr == addr)), fwd.eq(wr.data)]
+    return Mux(hit, fwd, rd.data)
+
+
 class ScoreBanks(wiring.Component):
     """A float group's `banks` (B) banks of r scores, in a block RAM: written by the
     group's last MAC (`wr`, its (bank, slot) and value at `en`), read by the group's lane
     at `rd_at` (`attenio.hdl.softmax.score_at_layout`), the score on `rd` a cycle later,
-    transparent for a write of the same cycle: what B r registers read a cycle later
+    with a write of the same cycle (`read_ahead`): what B r registers read a cycle later
     would show. `memory` is the RAM (`index` its row of a (bank, slot)), for test
     benches."""
 
@@ -243,10 +263,10 @@ class ScoreBanks(wiring.Component):
         m = Module()
         m.submodules.memory = self.memory
         wr = self.memory.write_port()
-        rd = self.memory.read_port(domain="sync", transparent_for=(wr,))
         m.d.comb += [wr.addr.eq(self._addr(self.wr)), wr.data.eq(self.wr.value),
-                     wr.en.eq(self.wr.en), rd.addr.eq(self._addr(self.rd_at)),
-                     self.rd.eq(rd.data)]
+                     wr.en.eq(self.wr.en),
+                     self.rd.eq(read_ahead(m, self.memory, wr, self._addr(self.rd_at),
+                                           name="score"))]
         return m
 
 
@@ -423,31 +443,26 @@ class MAC(wiring.Component):
                                             attrs={"ram_style": "block"} if float_mac
                                             else None)
         q_wr = q_mem.write_port()
-        # int8's Q is read combinationally at an address in a register of this MAC: the
-        # same as a synchronous read of the address a cycle ahead, but the address register
-        # is this MAC's own (kept), where a read port's would be merged by synthesis between
-        # the lines' MAC 0, which all take the one entry word. A float MAC's is read into
-        # `q_u`, a register, before it is widened, so its Q can be a block RAM read a cycle
-        # ahead (transparent: a Q word's write meets the next word's read as the
-        # combinational read of its register would) and take no LUT sites. But Yosys
-        # merges `q_u` into the block's read port (a `keep` does not stop it), so the
-        # widening starts at the block's clock-to-output: the fp16 2x2's worst path
-        # (docs/synthesis.md, "The floating-point formats").
-        if float_mac:
-            q_rd = q_mem.read_port(domain="sync", transparent_for=(q_wr,))
-        else:
-            q_rd = q_mem.read_port(domain="comb")
-
         value = w.value[self.position]             # this MAC's element of the chunk
 
         # Q load: the word addressed to this MAC's group writes its slot's element.
         m.d.comb += [
             q_wr.addr.eq(w.addr), q_wr.data.eq(value),
             q_wr.en.eq(w.valid & w.is_q & (w.line == self.line_id) & (w.mac == self.group)),
-            q_rd.addr.eq(wi.addr if float_mac else w.addr),
         ]
-
-        if not isinstance(arith, FloatArith):
+        # int8's Q is read combinationally at an address in a register of this MAC: the
+        # same as a synchronous read of the address a cycle ahead, but the address register
+        # is this MAC's own (kept), where a read port's would be merged by synthesis between
+        # the lines' MAC 0, which all take the one entry word. A float MAC's is a block RAM
+        # read a cycle ahead (`read_ahead`) into `q_u`, a register, before it is widened.
+        # Only a K row's first word reads Q in the cycle a Q word writes it (the block's
+        # last Q word, then its first K word): at address 0, which a Q row's last word
+        # writes only with one chunk a row, so only then is the write forwarded.
+        if float_mac:
+            q_data = read_ahead(m, q_mem, q_wr, wi.addr, forward=d == 1, name="q")
+        else:
+            q_rd = q_mem.read_port(domain="comb")
+            m.d.comb += q_rd.addr.eq(w.addr)
             self._int8_scores(m, w, q_rd.data, value, dsp_lut_width(platform))
 
         # The (up, e) pairs, written by the lane over its line-local bus (to the whole
@@ -504,8 +519,8 @@ class MAC(wiring.Component):
         if isinstance(arith, FloatArith):
             # q * k on the update's multiplier, its sum on the update's adder
             score_u = Signal(name="score_u")
-            q_u = Signal.like(q_rd.data, name="q_u")
-            m.d.sync += [score_u.eq(w.is_s), q_u.eq(q_rd.data)]
+            q_u = Signal.like(q_data, name="q_u")
+            m.d.sync += [score_u.eq(w.is_s), q_u.eq(q_data)]
             prod, addend = arith.mac_operands(m, up_u, e_u, o_u, v_u, score=score_u, q=q_u)
             update = en[arith.mac_operands_latency]
             m.d.comb += o_new.eq(self._float_scores(m, w, update, prod, addend))
@@ -533,10 +548,9 @@ class MAC(wiring.Component):
             m.submodules.o_mem = mem = Memory(shape=shape, depth=depth, init=[],
                                               attrs={"ram_style": "block"})
             wr = mem.write_port()
-            rd = mem.read_port(domain="sync", transparent_for=(wr,))
-            m.d.comb += [rd.addr.eq(rd_addr_next), wr.addr.eq(wr_addr), wr.data.eq(wr_data),
-                         wr.en.eq(wr_en)]
-            return rd.data
+            m.d.comb += [wr.addr.eq(wr_addr), wr.data.eq(wr_data), wr.en.eq(wr_en)]
+            value = read_ahead(m, mem, wr, rd_addr_next, name="o")
+            return value.as_signed() if shape.signed else value
         pieces = -(-shape.width // self.O_SLICE_BITS)
         width = -(-shape.width // pieces)
         data_out = []
@@ -745,7 +759,7 @@ class MAC(wiring.Component):
         chain will bring (`ahead_in`), a cycle before the chain's sum is in `cin`, into a
         register: the chain's adder then takes both operands from registers, not from the
         block's 5.6 ns clock-to-output. A partial written the cycle before is forwarded
-        (the RAM's transparency), and one written as the chain's sum arrives too (a
+        (`read_ahead`), and one written as the chain's sum arrives too (a
         register of the write, compared with `cin`), as a LUT RAM read at `cin`'s address
         would give them. A LUT RAM cell takes about seven LUT sites once placed. Returns
         this MAC's partial sum of `cin`'s score, in the cycle `cin` holds it."""
@@ -755,14 +769,14 @@ class MAC(wiring.Component):
         m.submodules.parts = parts = Memory(shape=arith.score_shape, depth=2 ** len(addr),
                                             init=[], attrs={"ram_style": "block"})
         part_wr = parts.write_port()
-        part_rd = parts.read_port(domain="sync", transparent_for=(part_wr,))
-        m.d.comb += [part_wr.addr.eq(addr), part_wr.data.eq(value), part_wr.en.eq(en),
-                     part_rd.addr.eq(self._part_addr(ahead.bank, ahead.sub if k > 1 else None,
-                                                     ahead.slot))]
+        m.d.comb += [part_wr.addr.eq(addr), part_wr.data.eq(value), part_wr.en.eq(en)]
+        part_rd = read_ahead(m, parts, part_wr,
+                             self._part_addr(ahead.bank, ahead.sub if k > 1 else None,
+                                             ahead.slot), name="part")
         read = Signal(arith.score_shape, name="part_rd")
         late = Signal(data.StructLayout({"en": 1, "addr": len(addr), "value": arith.score_shape}),
                       name="part_late")
-        m.d.sync += [read.eq(part_rd.data), late.en.eq(en), late.addr.eq(addr),
+        m.d.sync += [read.eq(part_rd), late.en.eq(en), late.addr.eq(addr),
                      late.value.eq(value)]
         cin_addr = self._part_addr(cin.bank, cin.sub if k > 1 else None, cin.slot)
         return Mux(late.en & (late.addr == cin_addr), late.value, read)

@@ -599,8 +599,12 @@ class SoftmaxLane(wiring.Component):
                           "mask_e")
         names = ["m_old", "l_old", "u", "mac", "slot", "bank"]
         x = arith.scale(m, x1, self.c)
-        # the wide data (m, l) in memories where it waits long (`Stages.delay`'s ram)
-        m_old, l_old = (pipe.delay(value, arith.scale_latency, name, ram=True)
+        # the wide data (m, l) in memories where it waits long (`Stages.delay`'s ram), after
+        # a register in the fabric: m and l leave the lane's block RAMs with their 5.6 ns
+        # clock-to-output, and a delay's block RAM written straight from them is a route
+        # across the chip (the fp16 2x2's worst path, 11.3 ns)
+        m_old, l_old = (pipe.delay(pipe.delay(value, 1, f"{name}_in"), arith.scale_latency - 1,
+                                   name, ram=True)
                         for value, name in ((m_old, "m_old"), (l_old, "l_old")))
         ctrl = [pipe.delay(value, arith.scale_latency, name)
                 for value, name in zip(ctrl, names[2:])]
