@@ -48,9 +48,12 @@ bench: $(STAMP)
 # LUT width (92 DSPs). 75 MHz is met (77.95 MHz; 80 asked gave 76.82), measured in
 # docs/synthesis.md, "The bitstream". FORMAT picks the number format (int8 by default;
 # `make bitstream FORMAT=fp16`, any name of attenio.formats.FORMAT_TABLE); the host script
-# takes the same --format.
+# takes the same --format. MACS picks the array, with E = P (`make bitstream FORMAT=fp16
+# MACS=2x2`: the float 4x4 does not fit the board yet, docs/synthesis.md).
 FORMAT ?= int8
-BOARD_OPTS ?= --preset small --clock-mhz 75 --name ulx3s --format $(FORMAT)
+MACS ?= 4x4
+BOARD_OPTS ?= --preset small --macs $(MACS) --exp-units $(firstword $(subst x, ,$(MACS))) \
+	--clock-mhz 75 --name ulx3s --format $(FORMAT)
 bitstream: $(STAMP)
 	$(PY) -m attenio.gen.board $(BOARD_OPTS) -o build/ulx3s
 
