@@ -194,8 +194,8 @@ def _float_line(spec, rows, split, chunks, interleave):
 
 
 def _float_scores_run(spec, rows, split, chunks, seed, interleave=True, krows=4):
-    """Q rows, then `krows` K rows chunk by chunk (`score_period`), each after a random gap
-    (often none) but not before the scores of the row two before it, in its bank, are
+    """Q rows, then `krows` K rows chunk by chunk (`score_period`), the first at once, each
+    other after a random gap (often none) but not before the scores of the row two before it, in its bank, are
     written; returns [(row, slot, cycle its last word entered MAC 0, score at each cycle
     from there)] and the golden datapath, Q and K."""
     from attenio.sim import golden_fp
@@ -234,7 +234,9 @@ def _float_scores_run(spec, rows, split, chunks, seed, interleave=True, krows=4)
         put({"valid": 0})
         written = []
         for j in range(krows):
-            gap = 0 if rng.random() < 0.5 else int(rng.integers(1, 2 * period + 1))
+            # the first K row right after the last Q word (a block's S_0 can follow its Q
+            # rows at once), the others back to back or apart
+            gap = 0 if j == 0 or rng.random() < 0.5 else int(rng.integers(1, 2 * period + 1))
             ready = written[j - 2] if j >= 2 else 0
             for _ in range(max(gap, ready - len(trace))):
                 await step()
@@ -260,9 +262,11 @@ def _float_scores_run(spec, rows, split, chunks, seed, interleave=True, krows=4)
 
 
 #: (r, s, d/s): r = 1 .. 9 at s = 1, 2, 4 (k = 3, 2 or 1 sub-sums, P = r but where the
-#: fold would not keep up); k = 5 at d/s = 16; two chunks a row (k <= 2, P > r)
+#: fold would not keep up); k = 5 at d/s = 16; two chunks a row (k <= 2, P > r); one chunk a
+#: row and one row, where a K row's first word reads the Q slot the last Q word writes in
+#: the same cycle (`MAC`'s Q forwarding)
 _LINES = ([(r, s, 8 if s < 4 else 4) for r in range(1, 10) for s in (1, 2, 4)]
-          + [(2, 1, 16), (3, 2, 2)])
+          + [(2, 1, 16), (3, 2, 2), (1, 1, 1), (1, 2, 1), (2, 2, 1)])
 
 
 @pytest.mark.parametrize("rows, split, chunks", _LINES)
