@@ -43,7 +43,8 @@ def emit(component, path, *, name, platform=None):
     with hierarchy.collect() as modules:
         text = verilog.convert(component, name=name, platform=platform, emit_src=False)
     for module, block in modules.items():
-        text += verilog.convert(block, name=module, platform=platform, emit_src=False)
+        text += block if isinstance(block, str) else verilog.convert(
+            block, name=module, platform=platform, emit_src=False)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)

@@ -14,7 +14,7 @@ import contextlib
 from amaranth.hdl import ClockSignal, Instance, ResetSignal
 from amaranth.lib.wiring import In
 
-__all__ = ["collect", "collecting", "instance"]
+__all__ = ["collect", "collecting", "instance", "verilog_instance"]
 
 _modules = None     # name -> component, while a collection is active
 
@@ -50,4 +50,16 @@ def instance(name, component, interface):
     for path, member, value in component.signature.flatten(interface):
         port = "__".join(str(p) for p in path)
         ports[("i_" if member.flow == In else "o_") + port] = value
+    return Instance(name, **ports)
+
+
+def verilog_instance(name, text, **ports):
+    """An `Instance` of module `name` whose Verilog is `text` (written as it is, once, beside
+    the top), with `ports` as `Instance` takes them: for what Amaranth would convert at a
+    cost out of proportion, such as a simulation memory's million initial words."""
+    if not collecting():
+        raise RuntimeError("hierarchy.verilog_instance: no collection is active (see collect())")
+    known = _modules.setdefault(name, text)
+    if known != text:
+        raise ValueError(f"hierarchy.verilog_instance: module {name!r} is already other Verilog")
     return Instance(name, **ports)

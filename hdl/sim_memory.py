@@ -5,7 +5,7 @@ back-pressure on every channel), but it costs a few Python coroutines per
 simulated cycle, so long end-to-end runs (N in the thousands, millions of
 cycles) use this model instead: the whole memory system runs in the simulator
 and Python only loads the memory and reads it back through the backdoor (the
-`storage` array of the `mem` instance, one word per beat, little-endian).
+`storage` array of the `mem` instance's `storage`, one word per beat, little-endian).
 
 Timing: every read burst waits `read_latency` cycles from its AR handshake, and
 two more for the model's own registers (`first_beat_latency`), before its first
@@ -17,7 +17,9 @@ are OKAY; IDs are echoed. Not synthesizable as a real memory controller and not
 meant to be: it models a link, not DRAM.
 """
 
-from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from types import SimpleNamespace
+
+from amaranth.hdl import Cat, ClockSignal, Module, Mux, Signal, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.memory import Memory
@@ -25,9 +27,37 @@ from amaranth.lib.wiring import In, Out
 
 from attenio import validate
 
+from . import hierarchy
 from .axi import AXI4LiteSignature, AXI4Signature
 
-__all__ = ["SimAXIMemory"]
+__all__ = ["SimAXIMemory", "SimSystem", "STORAGE_MODULE", "STORAGE_VERILOG"]
+
+#: the module of the memory model's word array in emitted Verilog (`SimAXIMemory._storage`)
+STORAGE_MODULE = "attenio_sim_storage"
+#: its Verilog: `storage` as Amaranth declares a memory (no initial contents), a read a
+#: cycle after its address while `ren` (old data on a write to the same word), byte writes
+STORAGE_VERILOG = f"""
+module {STORAGE_MODULE} #(parameter WIDTH = 64, parameter DEPTH = 1, parameter ABITS = 1) (
+  input clk,
+  input [ABITS-1:0] raddr,
+  input ren,
+  output reg [WIDTH-1:0] rdata,
+  input [ABITS-1:0] waddr,
+  input [WIDTH/8-1:0] wen,
+  input [WIDTH-1:0] wdata
+);
+  reg [WIDTH-1:0] storage [DEPTH-1:0];
+  integer i;
+  initial rdata = {{WIDTH{{1'b0}}}};
+  always @(posedge clk) begin
+    if (ren)
+      rdata <= storage[raddr];
+    for (i = 0; i < WIDTH / 8; i = i + 1)
+      if (wen[i])
+        storage[waddr][8 * i +: 8] <= wdata[8 * i +: 8];
+  end
+endmodule
+"""
 
 
 class SimAXIMemory(wiring.Component):
@@ -62,13 +92,33 @@ class SimAXIMemory(wiring.Component):
     #: cycles from a write burst's last data (WLAST) to its response (BVALID)
     write_response_latency = 1
 
+    def _storage(self, m):
+        """The word array `storage` and its read and write ports (read: `addr`, `en`, `data` a
+        cycle later; write: `addr`, `data`, `en` a bit a byte). Emitted as Verilog, it is a
+        module of its own (`STORAGE_VERILOG`): Amaranth writes a memory's initial contents
+        into the Verilog one word at a time, about 2 KB of host memory a word while
+        converting (a million words ran out of 8 GB), and the model is loaded through the
+        backdoor anyway. Elsewhere (amaranth.sim) it is an Amaranth memory."""
+        abits = max(1, (self._depth - 1).bit_length())
+        rd = SimpleNamespace(addr=Signal(abits), en=Signal(), data=Signal(self._dw))
+        wr = SimpleNamespace(addr=Signal(abits), en=Signal(self._dw // 8), data=Signal(self._dw))
+        if hierarchy.collecting():
+            m.submodules.storage = hierarchy.verilog_instance(
+                STORAGE_MODULE, STORAGE_VERILOG, p_WIDTH=self._dw, p_DEPTH=self._depth,
+                p_ABITS=abits, i_clk=ClockSignal("sync"), i_raddr=rd.addr, i_ren=rd.en,
+                o_rdata=rd.data, i_waddr=wr.addr, i_wen=wr.en, i_wdata=wr.data)
+            return rd, wr
+        m.submodules.storage = storage = Memory(shape=self._dw, depth=self._depth, init=[])
+        read, write = storage.read_port(), storage.write_port(granularity=8)
+        m.d.comb += [read.addr.eq(rd.addr), read.en.eq(rd.en), rd.data.eq(read.data),
+                     write.addr.eq(wr.addr), write.en.eq(wr.en), write.data.eq(wr.data)]
+        return rd, wr
+
     def elaborate(self, platform):
         m = Module()
         bus = self.s_axi
         shift = (self._dw // 8).bit_length() - 1
-        m.submodules.storage = storage = Memory(shape=self._dw, depth=self._depth, init=[])
-        rd = storage.read_port()
-        wr = storage.write_port(granularity=8)
+        rd, wr = self._storage(m)
 
         now = Signal(32)
         m.d.sync += now.eq(now + 1)
@@ -141,12 +191,13 @@ class SimAXIMemory(wiring.Component):
 class SimSystem(wiring.Component):
     """`attenio_top` with `SimAXIMemory` on its AXI4 port: only the CSR port and `irq` remain.
 
-    The memory instance is `mem`, so a bench reaches its words as `dut.mem.storage[i]`
-    (`STORAGE` names that path for the benches and the fast path's C++ harness).
+    The memory instance is `mem`, its word array's `storage` (module `STORAGE_MODULE`), so a
+    bench reaches its words as `dut.mem.storage.storage[i]` (`STORAGE` names that path for
+    the benches and the fast path's C++ harness).
     """
 
     #: the instance path, from this component, of the memory model's word array
-    STORAGE = ("mem", "storage")
+    STORAGE = ("mem", "storage", "storage")
 
     def __init__(self, plan, *, depth, read_latency=None):
         from .top import AttenIOTop

@@ -28,7 +28,7 @@ from amaranth.lib.wiring import Out
 
 from attenio.gen.verilog import verilator_bin_dir
 from attenio.hdl.axi import AXI4LiteSignature
-from attenio.hdl.sim_memory import SimSystem
+from attenio.hdl.sim_memory import STORAGE_MODULE, SimSystem
 
 from .runner import SimulatorMissing
 
@@ -117,8 +117,7 @@ def _recipe(verilog, toplevel, *, beat, depth, addr_width, threads, flags, cxx_o
     config = (f"#define ATTENIO_MEM(root) ((root)->{mem})\n"
               f"#define ATTENIO_BEAT {beat}\n#define ATTENIO_DEPTH {depth}\n")
     vlt = ("`verilator_config\n"
-           f'public_flat_rw -module "{toplevel}.{SimSystem.STORAGE[0]}" '
-           f'-var "{SimSystem.STORAGE[1]}"\n')
+           f'public_flat_rw -module "{STORAGE_MODULE}" -var "{SimSystem.STORAGE[-1]}"\n')
     return {"verilator": str(verilator), "flags": list(flags), "cxx_opt": cxx_opt,
             "threads": threads, "config": config, "vlt": vlt, "wrapper": wrapper,
             "verilog": _sha256(verilog), "main": _sha256(NATIVE / "fast_main.cpp")}
