@@ -29,6 +29,7 @@ so a = floor((M - d) / (2 d + 4)) for b = 1. The order-of-growth bound it is
 measured against is N^2 d^2 / M (meaningful for M >= d^2).
 """
 
+from dataclasses import dataclass
 from math import ceil, isqrt
 
 from . import validate
@@ -37,7 +38,7 @@ from .errors import ConfigError
 __all__ = [
     "mmm_io", "mmm_feasible", "mmm_optimum", "mmm_io_continuous",
     "attention_io", "q_blocks", "causal_limit", "block_runs", "block_keys", "key_rows",
-    "grouped_blocks_win",
+    "block_count", "block_row", "BlockRange", "block_range", "grouped_blocks_win",
     "attention_feasible", "attention_optimum", "attention_io_continuous",
     "attention_bound", "general_mmm_tile", "general_mmm_reads",
 ]
@@ -120,6 +121,62 @@ def block_keys(n, a, *, causal=False, n_kv=None):
     return [(r0 + i * rows, rows, keys + i * step)
             for r0, rows, keys, count, step in block_runs(n, a, causal=causal, n_kv=n_kv)
             for i in range(count)]
+
+
+def block_count(n, a):
+    """Q blocks of a pass of `n` rows in blocks of `a`: ceil(n / a), short block or not."""
+    return -(-n // a)
+
+
+def block_row(i, n, a, *, causal=False):
+    """The first row of block `i` (0 <= i <= `block_count`; the count itself gives n) in the
+    order of `block_runs`: a rows a block, but with causal masking the short block (n mod a
+    rows) is block 0, so block i >= 1 starts at n mod a + (i - 1) a."""
+    short = n % a
+    if i == 0:
+        return 0
+    return min(n, short + (i - 1) * a if causal and short else i * a)
+
+
+@dataclass(frozen=True)
+class BlockRange:
+    """The rows a launch of Q blocks `first` .. `first + count - 1` of every pass computes
+    (Q_BLOCK_FIRST, Q_BLOCK_COUNT), as the whole run's blocks compute them: query rows `row0`
+    .. `row0 + rows - 1` against the first `n_kv` keys. It is itself a run: `rows` query
+    rows aligned at the end of `n_kv` keys, whose blocks (`block_runs(rows, a)`) are the
+    range's, since rows is a multiple of a but for a short block, which stays first
+    (causal) or last. Without the mask n_kv is the run's N_kv; with it, the keys the
+    range's last row sees."""
+
+    first: int
+    count: int
+    row0: int
+    rows: int
+    n_kv: int
+
+    @property
+    def last(self):
+        return self.first + self.count - 1
+
+
+def block_range(n, a, first, count=0, *, causal=False, n_kv=None):
+    """The `BlockRange` of blocks `first` .. `first + count - 1` (`count` 0: to the last) of
+    a pass of `n` query rows in blocks of `a` rows against `n_kv` keys (default n); a block
+    past the last is a ConfigError naming it (the controller's BLOCK_RANGE)."""
+    n_kv = n if n_kv is None else n_kv
+    total = block_count(n, a)
+    validate.integer("block range", "Q_BLOCK_FIRST", first, lo=0, error=ConfigError)
+    validate.integer("block range", "Q_BLOCK_COUNT", count, lo=0, error=ConfigError)
+    if first >= total or first + count > total:
+        what = (f"first block {first}" if first >= total
+                else f"blocks {first} .. {first + count - 1}")
+        raise ConfigError(f"block range: {what} past the last of the {total} Q blocks of "
+                          f"N = {n} in blocks of {a} rows (blocks 0 .. {total - 1})")
+    count = count or total - first
+    row0 = block_row(first, n, a, causal=causal)
+    end = block_row(first + count, n, a, causal=causal) if first + count < total else n
+    keys = causal_limit(end - 1, n, n_kv) if causal else n_kv
+    return BlockRange(first, count, row0, end - row0, keys)
 
 
 def key_rows(n, a, *, causal=False, n_kv=None, weight_rows=False):

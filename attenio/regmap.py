@@ -20,7 +20,7 @@ __all__ = ["Access", "Register", "ErrorCode", "RegisterMap", "register_map", "FO
 #: the largest HEAD_GROUP: the controller scales by it bit by bit (8 bits, 8 cycles), and
 #: the lanes' scaled diagonal is that many times wider than a key count
 MAX_HEAD_GROUP = 255
-VERSION = 0x0001_0000   # 1.0: major in the upper half, minor in the lower
+VERSION = 0x0001_0001   # 1.1: major in the upper half, minor in the lower
 #: the FORMAT register's value of each number format (`attenio.formats.FORMAT_TABLE`)
 FORMAT_IDS = {row.name: row.register_id for row in FORMAT_TABLE}
 
@@ -55,6 +55,11 @@ class ErrorCode(enum.IntEnum):
                             # sequence is garbage, nothing is written outside the O regions
     KV_LEN_ZERO = 14        # a descriptor with KV_LEN = 0 (a batch has no SEQ_LEN default)
     TABLE_SHORT = 15        # ceil(N_kv / PAGE_ROWS) pages needed, fewer table entries given
+    # block ranges (Q_BLOCK_FIRST, Q_BLOCK_COUNT; docs/microarchitecture.md "Block ranges")
+    BLOCK_RANGE = 16        # Q_BLOCK_FIRST at or past a pass's last Q block, or FIRST + COUNT
+                            # past it: found after the setup's walk, nothing moved
+    BLOCK_RANGE_IN_BATCH = 17   # a block range with DESC_COUNT > 0: a batch runs every
+                                # sequence whole
 
 
 #: bytes of one block-table entry: the byte address of a page slot, u32 little-endian
@@ -261,6 +266,18 @@ def register_map(plan):
                      "descriptors the last batch ran to the end (the failing one's index "
                      "when it ended with an error)"),
         ]
+    regs += [
+        Register("Q_BLOCK_FIRST", 0x0C0, Access.RW, 32,
+                 "the first Q block the run computes, of every pass (the blocks of a pass "
+                 "numbered in the order they run: with MODE.CAUSAL the short block is 0); "
+                 "a block at or past the last is BLOCK_RANGE. With Q_BLOCK_COUNT 0 and this "
+                 "0 the run computes every block"),
+        Register("Q_BLOCK_COUNT", 0x0C4, Access.RW, 32,
+                 "Q blocks the run computes from Q_BLOCK_FIRST on, of every pass; 0: to the "
+                 "last. The range's O rows are written where the whole run writes them and "
+                 "no other; past the last block is BLOCK_RANGE; nonzero range registers with "
+                 "DESC_COUNT > 0 are BLOCK_RANGE_IN_BATCH"),
+    ]
     params = [
         ("VERSION", VERSION, "register map version"),
         ("MAX_SEQ_LEN", w.max_keys, "largest N and N_kv the hardware was generated for"),

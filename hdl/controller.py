@@ -15,7 +15,21 @@ cycles: with MODE.GROUPED a remainder ends the run with HEADS_NOT_GROUPED, still
 having moved no byte); and gb times N, N_kv - N and the Q and O head strides, by
 shift-and-add over the 8 bits of gb. That is done one adder or comparison a cycle,
 before LAUNCH, so it costs the run no counted cycle and the sequencers no multiplier
-or divider. Then it starts the read and write sequencers, and ends the run when
+or divider.
+
+A block range (Q_BLOCK_FIRST, Q_BLOCK_COUNT, not both 0; `attenio.analysis.block_range`)
+is a run of its own: the controller rewrites the latched run into the rows of the range,
+so the sequencers walk it as they walk any run and need no register of it. After N mod
+a_g it walks the blocks one a cycle, adding each block's rows (short_h for a causal first
+block, else a_g) to find the range's first row row0 and its end (BLOCK_RANGE when a block
+of the range starts at or past N), then steps Q_BASE and O_BASE on by their row strides
+once a cycle, row0 times, and sets SEQ_LEN to the range's rows, with the mask KV_LEN to the
+keys its last row sees (rows aligned at the end keep every row's keys), and N mod a_g to
+the range's rows mod a_g (0 unless it holds the short block: with the mask block 0, else
+the last). That is FIRST + COUNT + row0 + 4 cycles, at most
+about N + N / a_g: less than one block's pass over K and V, and uncounted, like the rest
+of the setup. A batch refuses a range (BLOCK_RANGE_IN_BATCH): its runs are its
+descriptors' sequences, whole. Then it starts the read and write sequencers, and ends the run when
 every output row has been acknowledged and the core is idle. An AXI error
 response does not hang the run: the data keep flowing and the run ends with
 `AXI_READ` or `AXI_WRITE`.
@@ -84,6 +98,8 @@ class Controller(wiring.Component):
             **paged,
             "start": In(1),
             "run": In(run_layout(addr_width, paged=bool(page_rows))),
+            # Q_BLOCK_FIRST, Q_BLOCK_COUNT: the run's blocks of every pass
+            "block_first": In(32), "block_count": In(32),
             "busy": Out(1),
             "done": Out(1),
             "error": Out(8),
@@ -159,6 +175,9 @@ class Controller(wiring.Component):
             m.d.comb += code.eq(ErrorCode.GROUP_OVER_BLOCK)
         with m.Elif(misaligned):
             m.d.comb += code.eq(ErrorCode.MISALIGNED)
+        if self._page_rows:
+            with m.Elif(self._batch & self._ranged):
+                m.d.comb += code.eq(ErrorCode.BLOCK_RANGE_IN_BATCH)
         return code
 
     def batch_states(self, m, batch_left, desc_ptr):
@@ -184,10 +203,65 @@ class Controller(wiring.Component):
                     batch_left.eq(batch_left - 1)]
                 m.next = "CHECK"
 
+    def range_states(self, m, block_first, block_count):
+        """The block range's walk (see the module's docstring): RANGE_FIRST to block FIRST's
+        first row, RANGE_SPAN over COUNT blocks to the range's end, RANGE_ROWS the Q and O
+        bases on by row0 rows, RANGE_CUT the run's SKIP (N_kv - N) of the range; then DIV_H."""
+        run, setup = self.seq_run, self.seq_run.setup
+        pos, left, first, row0, row_end = (self._walk_pos, self._walk_left, self._walk_first,
+                                           Signal(32), Signal(32))
+        past = pos >= run.seq_len          # the block at `pos` does not exist
+        size = Mux(first & run.causal & (setup.short_h != 0), setup.short_h, setup.a_g)
+
+        def fail():
+            m.d.sync += [self.error.eq(ErrorCode.BLOCK_RANGE), self.done.eq(1), self.busy.eq(0)]
+            m.next = "IDLE"
+
+        def step():
+            m.d.sync += [pos.eq(pos + size), left.eq(left - 1), first.eq(0)]
+
+        with m.State("RANGE_FIRST"):
+            with m.If(past):
+                fail()
+            with m.Elif(left == 0):
+                m.d.sync += [row0.eq(pos), left.eq(block_count)]
+                m.next = "RANGE_SPAN"
+            with m.Else():
+                step()
+        with m.State("RANGE_SPAN"):
+            with m.If(left == 0):       # COUNT 0 and a short last block end at N
+                m.d.sync += [row_end.eq(Mux((block_count == 0) | past, run.seq_len, pos)),
+                             left.eq(row0)]
+                m.next = "RANGE_ROWS"
+            with m.Elif(past):
+                fail()
+            with m.Else():
+                step()
+        with m.State("RANGE_ROWS"):
+            with m.If(left == 0):
+                m.d.sync += [run.seq_len.eq(row_end - row0),
+                             run.kv_len.eq(Mux(run.causal, row_end + setup.skip, run.kv_len)),
+                             # rows mod a_g: a short block in the range keeps its rows
+                             setup.short_h.eq(Mux(Mux(run.causal, block_first == 0,
+                                                      row_end == run.seq_len),
+                                                  setup.short_h, 0))]
+                m.next = "RANGE_CUT"
+            with m.Else():
+                m.d.sync += [run.q.base.eq(run.q.base + run.q.row_stride),
+                             run.o.base.eq(run.o.base + run.o.row_stride),
+                             left.eq(left - 1)]
+        with m.State("RANGE_CUT"):
+            m.d.sync += setup.skip.eq(run.kv_len - run.seq_len)
+            m.next = "DIV_H"
+
     def elaborate(self, platform):
         m = Module()
         # a batch (DESC_COUNT > 0) under way: its runs take their fields from descriptors
         self._batch = Signal()
+        # the block range as latched, and whether there is one (registered at LATCH's end)
+        block_first, block_count = Signal(32), Signal(32)
+        self._ranged = Signal()
+        m.d.sync += self._ranged.eq((block_first != 0) | (block_count != 0))
         # The check runs on the latched parameters and its verdict is registered before
         # anything acts on it: the CSRs, the comparisons and the clears of the DMA's
         # 64-bit counters are far apart on a chip, too far for one cycle.
@@ -244,6 +318,8 @@ class Controller(wiring.Component):
                            Mux(self.run.kv_len == 0, self.run.seq_len, self.run.kv_len))
         loads.update({name: (getattr(self, name), 0)
                       for name in ("cycles", "pe_busy", "exp_busy", "mem_stall")})
+        loads.update({"block_first": (block_first, self.block_first),
+                      "block_count": (block_count, self.block_count)})
         load = {name: Signal(name=f"load_{name}", attrs={"keep": 1}) for name in loads}
         m.d.sync += [flag.eq(0) for flag in load.values()]
         for name, (target, value) in loads.items():
@@ -270,6 +346,10 @@ class Controller(wiring.Component):
             m.d.sync += mul_x[name].eq(mul_x[name] << 1)
             with m.If(add[name]):
                 m.d.sync += acc.eq(acc + mul_x[name])
+        # the block range's walk: the row at which the next block starts, blocks (then rows)
+        # left to step, the next block is a pass's first
+        walk_pos, walk_left, walk_first = Signal(33), Signal(32), Signal()
+        self._walk_pos, self._walk_left, self._walk_first = walk_pos, walk_left, walk_first
         if self._page_rows:
             first = Signal()                # the launch's first run: it clears the DMA
             batch_left = Signal(32)         # descriptors not yet fetched
@@ -324,7 +404,13 @@ class Controller(wiring.Component):
                 with m.If(div_i == 1):
                     m.d.sync += [setup.short_h.eq(rem_next), num.eq(run.heads), rem.eq(0),
                                  quo.eq(0), div_i.eq(32), divisor.eq(setup.gb)]
-                    m.next = "DIV_H"
+                    with m.If(self._ranged):
+                        m.d.sync += [walk_pos.eq(0), walk_left.eq(block_first),
+                                     walk_first.eq(1)]
+                        m.next = "RANGE_FIRST"
+                    with m.Else():
+                        m.next = "DIV_H"
+            self.range_states(m, block_first, block_count)
             with m.State("DIV_H"):      # passes = HEADS div gb, and HEADS mod gb
                 divide()
                 with m.If(div_i == 1):

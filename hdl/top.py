@@ -202,6 +202,7 @@ class AttenIOTop(wiring.Component):
             ctrl.run.grouped.eq(csr.mode[1]),
             ctrl.run.kv_len.eq(csr.kv_len),
             ctrl.run.group.eq(csr.head_group),
+            ctrl.block_first.eq(csr.q_block_first), ctrl.block_count.eq(csr.q_block_count),
             csr.status.eq(Cat(ctrl.busy, ctrl.done)),
             csr.error.eq(ctrl.error),
             csr.bytes_read.eq(dma.bytes_read), csr.bytes_written.eq(dma.bytes_written),

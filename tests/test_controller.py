@@ -3,6 +3,7 @@
 import pytest
 
 from amaranth_sim import run_clocked
+from attenio.analysis import block_count, block_range
 from attenio.hdl.controller import Controller
 from attenio.hdl.sequencer import run_setup
 from attenio.regmap import ErrorCode
@@ -20,6 +21,8 @@ def simulate(run, body, block_rows=32):
         ctx.set(dut.run.group, run.get("group", 1))
         ctx.set(dut.run.causal, run.get("causal", 0))
         ctx.set(dut.run.grouped, run.get("grouped", 0))
+        ctx.set(dut.block_first, run.get("block_first", 0))
+        ctx.set(dut.block_count, run.get("block_count", 0))
         for t in ("q", "k", "v", "o"):
             for f in ("base", "head_stride", "row_stride"):
                 ctx.set(getattr(getattr(dut.run, t), f), run.get(f"{t}_{f}", run[f]))
@@ -169,3 +172,70 @@ def test_setup_passes_are_heads_div_gb_in_full(heads, group, grouped):
         assert ctx.get(dut.seq_start) and ctx.get(dut.error) == 0
         assert ctx.get(dut.seq_run.setup.passes) == heads // (group if grouped else 1)
     simulate({**GOOD, "heads": heads, "group": group, "grouped": grouped}, body)
+
+
+async def until_launch_or_done(ctx, dut, limit=2000):
+    """Ticks until the controller launches or ends the run; the cycles it took."""
+    for cycle in range(limit):
+        if ctx.get(dut.seq_start) or ctx.get(dut.done):
+            return cycle
+        assert ctx.get(dut.busy) and ctx.get(dut.cycles) == 0
+        await ctx.tick()
+    raise AssertionError(f"no launch within {limit} cycles")
+
+
+@pytest.mark.parametrize("a, n, kv_len, group, grouped, causal, first, count", [
+    (32, 64, 0, 1, 0, 0, 1, 1), (32, 45, 45, 2, 1, 1, 0, 1), (32, 45, 45, 2, 1, 1, 1, 0),
+    (32, 45, 50, 2, 1, 1, 1, 2), (7, 200, 256, 3, 1, 1, 30, 36), (7, 200, 256, 3, 1, 0, 99, 0),
+    (5, 203, 0, 1, 0, 1, 0, 0), (5, 203, 0, 1, 0, 0, 40, 1), (5, 203, 0, 1, 0, 1, 40, 1),
+    (5, 203, 0, 1, 0, 0, 3, 5), (1, 5, 9, 1, 1, 1, 4, 1), (30, 100, 130, 4, 1, 1, 7, 6),
+    (30, 100, 130, 4, 0, 1, 1, 2)])
+def test_a_block_range_launches_as_the_run_of_its_rows(a, n, kv_len, group, grouped, causal,
+                                                       first, count):
+    """Q_BLOCK_FIRST and Q_BLOCK_COUNT rewrite the run into the rows of its blocks
+    (`attenio.analysis.block_range`): N, N_kv (the keys of the range's last row with the mask),
+    the Q and O bases on by row0 rows, and the setup of that run, short block included."""
+    gb = group if grouped else 1
+    run = {**GOOD, "heads": 2 * group, "seq_len": n, "kv_len": kv_len, "group": group,
+           "grouped": grouped, "causal": causal, "q_head_stride": 1024 * 3,
+           "o_head_stride": 1024 * 5, "q_row_stride": 24, "o_row_stride": 40,
+           "block_first": first, "block_count": count}
+    r = block_range(n, a // gb, first, count, causal=bool(causal), n_kv=kv_len or n)
+    expect = run_setup(seq_len=r.rows, heads=run["heads"], block_rows=a, causal=bool(causal),
+                       kv_len=r.n_kv, group=group, grouped=bool(grouped),
+                       q_head_stride=1024 * 3, o_head_stride=1024 * 5)
+
+    async def body(ctx, dut):
+        cycles = await until_launch_or_done(ctx, dut)
+        assert ctx.get(dut.seq_start) and ctx.get(dut.error) == 0
+        # the walk: a block a cycle to the range's end, a row a cycle to row0
+        walk = first + count + r.row0 + 4 if first or count else 0     # none without a range
+        assert cycles == dut.check_cycles + dut.setup_cycles() + walk
+        got = {name: ctx.get(getattr(dut.seq_run.setup, name)) for name in expect}
+        assert got == expect
+        assert ctx.get(dut.seq_run.seq_len) == r.rows
+        assert ctx.get(dut.seq_run.kv_len) == r.n_kv
+        assert ctx.get(dut.seq_run.q.base) == 0x1000 + r.row0 * 24
+        assert ctx.get(dut.seq_run.o.base) == 0x1000 + r.row0 * 40
+        assert ctx.get(dut.seq_run.k.base) == 0x1000
+    simulate(run, body, block_rows=a)
+
+
+@pytest.mark.parametrize("a, n, causal, first, count", [
+    (32, 64, 0, 2, 0), (32, 64, 0, 0, 3), (32, 64, 1, 1, 2), (32, 65, 1, 3, 0), (5, 203, 0, 41, 1),
+    (5, 203, 1, 40, 2), (32, 64, 0, 2 ** 32 - 1, 0), (32, 64, 0, 1, 2 ** 32 - 1)])
+def test_a_range_past_the_last_block_ends_with_block_range(a, n, causal, first, count):
+    """A first block at or past the last, or a count past it, ends the run with BLOCK_RANGE
+    before anything starts, as `block_range` refuses it; a huge FIRST stops at the last block."""
+    with pytest.raises(Exception, match="past the last"):
+        block_range(n, a, first, count, causal=bool(causal))
+
+    async def body(ctx, dut):
+        cycles = await until_launch_or_done(ctx, dut)
+        assert cycles <= dut.check_cycles + dut.setup_cycles() + block_count(n, a) + 2
+        assert ctx.get(dut.done) and not ctx.get(dut.seq_start)
+        assert ctx.get(dut.error) == ErrorCode.BLOCK_RANGE
+        await ctx.tick()
+        assert not ctx.get(dut.busy) and not ctx.get(dut.seq_start)
+    simulate({**GOOD, "seq_len": n, "causal": causal, "kv_len": 0, "block_first": first,
+              "block_count": count}, body, block_rows=a)
