@@ -50,7 +50,7 @@ from dataclasses import asdict, dataclass, fields
 from math import ceil, isqrt
 
 from . import validate
-from .analysis import (attention_bound, attention_io, attention_optimum, block_runs,
+from .analysis import (attention_bound, attention_io, attention_optimum, block_range, block_runs,
                        grouped_blocks_win, key_rows)
 from .config import Config
 from .errors import ConfigError
@@ -448,11 +448,29 @@ class Plan:
         """Traffic of this plan's a beyond that of s = 1's a (0 at s = 1)."""
         return self.traffic.bytes - (self.traffic_unsplit or self.traffic).bytes
 
-    def traffic_at(self, *, seq_len, heads, causal=None, kv_len=None, grouped=None, group=None):
+    def block_range(self, first, count=0, *, seq_len, causal=None, kv_len=None, grouped=None,
+                    group=None):
+        """The `attenio.analysis.BlockRange` of Q blocks `first` .. `first + count - 1` (`count`
+        0: to the last) of each pass of a run of this hardware (Q_BLOCK_FIRST, Q_BLOCK_COUNT),
+        the run's options as `traffic_at` takes them: its rows and keys, a run of its own."""
+        w = self.workload
+        causal = w.causal if causal is None else causal
+        grouped = self.grouped if grouped is None else grouped
+        gb = (group or w.group) if grouped else 1
+        return block_range(seq_len, self.a // gb, first, count, causal=causal,
+                           n_kv=run_kv_len(w, seq_len, kv_len))
+
+    def traffic_at(self, *, seq_len, heads, causal=None, kv_len=None, grouped=None, group=None,
+                   blocks=None):
         """The traffic of a run of this hardware at runtime N = `seq_len`, `heads` query heads
         and N_kv = `kv_len` (default `run_kv_len`), with or without the causal mask (default:
         the workload's), with blocks serving `group` query heads (default the workload's g)
-        when `grouped` (default the Plan's)."""
+        when `grouped` (default the Plan's); `blocks` (first, count): only those Q blocks of
+        each pass (`block_range`)."""
+        if blocks is not None:
+            r = self.block_range(*blocks, seq_len=seq_len, causal=causal, kv_len=kv_len,
+                                 grouped=grouped, group=group)
+            seq_len, kv_len = r.rows, r.n_kv
         n_max = self.workload.max_keys
         validate.integer("plan", "runtime seq_len (at most the generated N)", seq_len,
                          lo=1, hi=n_max, error=ConfigError)

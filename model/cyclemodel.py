@@ -502,14 +502,21 @@ def _useful(plan, n, causal, n_kv=None, gb=1):
 
 
 def simulate(plan, *, seq_len=None, heads=None, causal=None, params=None, fast=True,
-             memory=None, kv_len=None, grouped=None, group=None):
+             memory=None, kv_len=None, grouped=None, group=None, blocks=None):
     """Run the schedule of `plan` for `seq_len` query rows and `kv_len` key rows (each <= the
     Plan's max_keys; kv_len's default: `attenio.plan.run_kv_len`) and `heads` query heads,
     with or without causal masking (default: the workload's), on `memory` (an
     `attenio.model.memmodel.Memory`; default: the budget's link, `Memory.of`). Which K/V
     head a query head reads does not change the time; whether a block serves the `group`
     query heads of a K/V head (`grouped`, MODE.GROUPED; defaults: the Plan's and the
-    workload's g) does: a pass of a Q block's rows then covers them all, heads / g passes."""
+    workload's g) does: a pass of a Q block's rows then covers them all, heads / g passes.
+    `blocks` (first, count): only those Q blocks of each pass (Q_BLOCK_FIRST, Q_BLOCK_COUNT),
+    which the hardware runs as the run of their rows (`attenio.plan.Plan.block_range`)."""
+    if blocks is not None:
+        n = plan.workload.seq_len if seq_len is None else seq_len
+        r = plan.block_range(*blocks, seq_len=n, causal=causal, kv_len=kv_len, grouped=grouped,
+                             group=group)
+        seq_len, kv_len = r.rows, r.n_kv
     params = params or RtlParams.of(plan)
     causal = plan.workload.causal if causal is None else causal
     w, b = plan.workload, plan.budget
@@ -568,15 +575,17 @@ def simulate(plan, *, seq_len=None, heads=None, causal=None, params=None, fast=T
 
 
 def model_counters(plan, *, seq_len=None, heads=None, causal=None, params=None, memory=None,
-                   kv_len=None, grouped=None, group=None):
+                   kv_len=None, grouped=None, group=None, blocks=None):
     """The CSR counters the RTL should report for a run of `plan` at runtime N, N_kv and
     heads, with or without causal masking (default: the workload's).
 
     Keys: cycles, pe_busy, exp_busy, mem_stall, bytes_read, bytes_written; equal to the
     generated design's counters on a memory the model describes exactly (`memory`).
+    `blocks` (first, count): a launch of those Q blocks of each pass (`simulate`).
     """
     return simulate(plan, seq_len=seq_len, heads=heads, causal=causal, params=params,
-                    memory=memory, kv_len=kv_len, grouped=grouped, group=group).counters()
+                    memory=memory, kv_len=kv_len, grouped=grouped, group=group,
+                    blocks=blocks).counters()
 
 
 def batch_counters(plan, seqs, *, heads, group=1, grouped=False, params=None, memory=None):

@@ -167,6 +167,9 @@ class E2EOptions:
     threads: int = 1             # Verilator --threads of the fast model
     progress_cycles: int = 20000
     progress: object = None      # a callable(cycles, bytes_written, wall_s), or None
+    blocks: tuple = None         # ((first, count), ...): one launch of those Q blocks of each
+                                 # pass each (Q_BLOCK_FIRST, Q_BLOCK_COUNT), checked by range;
+                                 # None: the whole run
 
 
 def compute_bound_cycles(plan, *, seq_len, heads, causal=False, kv_len=None, gb=1):
@@ -417,20 +420,36 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
                           f"holds {model_depth(plan) * beat} (the Plan's {w.heads} head(s) of "
                           f"{w.max_keys} rows); raise --heads or --seq-len, or use "
                           f"--memory axiram")
-    log(f"golden model: {heads} head(s) ({data.kv_heads} K/V), N = {n}, N_kv = {n_kv}, "
-        f"d = {d}, a = {plan.a} ...")
-    t0 = time.perf_counter()
     causal = w.causal
-    expect = data.golden(plan, causal=causal)
-    golden_s = time.perf_counter() - t0
-    ref = data.reference(causal=causal)
+    # a block range is a run of its own rows: only those are computed, here as in the RTL
+    spans = None
+    if opts.blocks is not None:
+        if opts.runs != 1:
+            raise ConfigError("block ranges run once each (runs = 1)")
+        spans = [plan.block_range(first, count, seq_len=n, causal=causal, kv_len=n_kv,
+                                  grouped=grouped, group=data.group)
+                 for first, count in opts.blocks]
+    rows = n if spans is None else sum(r.rows for r in spans)
+    log(f"golden model: {heads} head(s) ({data.kv_heads} K/V), N = {n}"
+        f"{'' if spans is None else f' ({rows} rows in {len(spans)} block range(s))'}, "
+        f"N_kv = {n_kv}, d = {d}, a = {plan.a} ...")
+    t0 = time.perf_counter()
+    if spans is None:
+        expect = data.golden(plan, causal=causal)
+        golden_s = time.perf_counter() - t0
+        ref = data.reference(causal=causal)
+    else:
+        expect = [data.golden(plan, causal=causal, span=r) for r in spans]
+        golden_s = time.perf_counter() - t0
+        ref = [data.reference(causal=causal, span=r) for r in spans]
 
     period = RtlParams.of(plan).score_period    # cycles a chunk of a K row
     rmap = register_map(plan)
     # KV_LEN = 0 (its reset) when N_kv = N: what a driver that predates KV_LEN writes
     regs = {"SEQ_LEN": n, "HEADS": heads, "SCALE_C": int(data.c),
             "MODE": int(causal) | int(grouped) << 1,
-            "KV_LEN": 0 if n_kv == n else n_kv, "HEAD_GROUP": data.group}
+            "KV_LEN": 0 if n_kv == n else n_kv, "HEAD_GROUP": data.group,
+            "Q_BLOCK_FIRST": 0, "Q_BLOCK_COUNT": 0}
     page_rows = plan.budget.page_rows
     if page_rows:
         layout, kv_segments, paging, _ = page_kv(layout, data.k, data.v, page_rows=page_rows,
@@ -458,7 +477,10 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
         "regmap": {r.name: r.offset for r in rmap},
         "o_region": [layout.tensors["O"][0], layout.size() - layout.tensors["O"][0]],
         "runs": [{name: [rmap[name].offset, value] for name, value in bad.items()}
-                 for bad in opts.bad_runs] + [{}] * opts.runs,
+                 for bad in opts.bad_runs] + ([{}] * opts.runs if spans is None else [
+                     {"Q_BLOCK_FIRST": [rmap["Q_BLOCK_FIRST"].offset, r.first],
+                      "Q_BLOCK_COUNT": [rmap["Q_BLOCK_COUNT"].offset, r.count]}
+                     for r in spans]),
         "counters": list(counter_names(rmap)), "progress_file": str(out_dir / "sim_progress.txt"),
         "seed": opts.seed, "latency": list(opts.latency),
         "backpressure": opts.backpressure, "progress_cycles": opts.progress_cycles,
@@ -470,7 +492,7 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
                                 + 10000)),
     }
     t0 = time.perf_counter()
-    progress = opts.progress or (lambda *_: None)
+    progress = across_runs(opts.progress or (lambda *_: None))
     if opts.engine == "fast":
         work = out_dir / "sim_fast"
         models = dict(toplevel=toplevel, beat=beat, depth=model_depth(plan),
@@ -502,7 +524,21 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
             r["o_bytes"] = bytes.fromhex(r.pop("o"))
     wall = time.perf_counter() - t0
     return _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s, n, heads,
-                   gb, log)
+                   gb, log, spans)
+
+
+def across_runs(progress):
+    """`progress` (a callable(cycles, bytes_written, wall_s)) fed the sums over a script's
+    runs: each run's counters and clock start from 0 again, the bar's go on."""
+    done = [0, 0, 0.0]          # the runs before this one
+    last = [0, 0, 0.0]
+
+    def feed(cycles, written, wall):
+        if cycles < last[0]:    # a new run
+            done[:] = [x + y for x, y in zip(done, last)]
+        last[:] = [cycles, written, wall]
+        progress(done[0] + cycles, done[1] + written, done[2] + wall)
+    return feed
 
 
 def cocotb_build_dir(root, verilog):
@@ -526,28 +562,47 @@ def cocotb_build_dir(root, verilog):
     return build_dir, design
 
 
-def _read_o(layout, blob, o_base, heads, n, d, dtype):
+def _read_o(layout, blob, o_base, heads, n, d, dtype, row0=0):
+    """O's rows `row0` .. `row0 + n - 1` of every head from the O region's bytes `blob`."""
     base, hs, rs = layout.tensors["O"]
     out = np.empty((heads, n, d), dtype.newbyteorder("="))
     for h in range(heads):
         for i in range(n):
-            start = base - o_base + h * hs + i * rs
+            start = base - o_base + h * hs + (row0 + i) * rs
             out[h, i] = np.frombuffer(blob[start:start + d * dtype.itemsize], dtype)
     return out
 
 
+def _only_rows_written(layout, blob, o_base, heads, span, d, dtype):
+    """Whether the O region's bytes `blob` hold the poison (`fast.POISON`) everywhere but in
+    the rows of `span` (a BlockRange) of every head: a range writes its rows and no other."""
+    base, hs, rs = layout.tensors["O"]
+    written = np.zeros(len(blob), bool)
+    for h in range(heads):
+        for i in range(span.row0, span.row0 + span.rows):
+            start = base - o_base + h * hs + i * rs
+            written[start:start + d * dtype.itemsize] = True
+    rest = np.frombuffer(blob, np.uint8)[~written]
+    return bool(np.all(rest == fast.POISON))
+
+
 def _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s, n, heads, gb,
-            log):
+            log, spans=None):
     d, causal = plan.workload.head_dim, plan.workload.causal
     n_kv = data.kv_len
-    traffic = plan.traffic_at(seq_len=n, heads=heads, kv_len=n_kv, grouped=gb > 1,
-                              group=data.group)
+    run_shape = dict(heads=heads, kv_len=n_kv, grouped=gb > 1, group=data.group)
+    traffic = plan.traffic_at(seq_len=n, **run_shape)
+    link = simulated_memory(plan, opts.memory)
+    # random latency and back-pressure slow the RTL where the model's memory does not
+    random = bool(opts.latency[0] and opts.latency[1]) or bool(opts.backpressure)
     runs, last_o = [], None
     for i, r in enumerate(got["runs"]):
         entry = {k: r[k] for k in ("status", "error", "counters", "sim_cycles")}
         entry["error_name"] = ErrorCode(r["error"]).name
         entry["bad"] = i < len(opts.bad_runs)
-        if not entry["bad"]:
+        if entry["bad"]:
+            entry["o_untouched"] = r["o_untouched"]
+        elif spans is None:
             o = _read_o(layout, r["o_bytes"], got["o_base"], heads, n, d, data.out_dtype)
             entry["bit_exact"] = bool(np.array_equal(o, expect))
             entry["mismatches"] = int(np.sum(o != expect))
@@ -555,9 +610,33 @@ def _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s,
                                          and r["counters"]["BYTES_WRITTEN"] == traffic.write_bytes)
             last_o = o
         else:
-            entry["o_untouched"] = r["o_untouched"]
+            k = i - len(opts.bad_runs)
+            span, want = spans[k], expect[k]
+            o = _read_o(layout, r["o_bytes"], got["o_base"], heads, span.rows, d,
+                        data.out_dtype, row0=span.row0)
+            blocks = (span.first, span.count)
+            t = plan.traffic_at(seq_len=n, blocks=blocks, **run_shape)
+            model = model_counters(plan, seq_len=n, memory=link, blocks=blocks, **run_shape)
+            c = r["counters"]
+            entry.update({
+                "first": span.first, "count": span.count, "row0": span.row0, "rows": span.rows,
+                "kv_len": span.n_kv, "bit_exact": bool(np.array_equal(o, want)),
+                "mismatches": int(np.sum(o != want)),
+                "only_its_rows_written": _only_rows_written(layout, r["o_bytes"], got["o_base"],
+                                                            heads, span, d, data.out_dtype),
+                "plan_bytes_read": t.read_bytes, "plan_bytes_written": t.write_bytes,
+                "bytes_match_plan": (c["BYTES_READ"] == t.read_bytes
+                                     and c["BYTES_WRITTEN"] == t.write_bytes),
+                "model": model,
+                "cycles_match_model": None if random else all(
+                    c[name.upper()] == model[name] for name in model),
+            })
+            entry["o"] = o
         runs.append(entry)
     good = [r for r in runs if not r["bad"]]
+    if spans is not None:
+        return _report_ranges(plan, opts, runs, got, data, out_dir, wall, golden_s, n, heads,
+                              gb, run_shape, link, expect, ref)
     c0 = good[0]["counters"] if good else runs[0]["counters"]
     report = {
         "config": plan.config.name, "simulator": opts.simulator, "memory": opts.memory,
@@ -569,14 +648,7 @@ def _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s,
         "rows_per_mac": plan.rows_per_mac,
         "plan_bytes_read": traffic.read_bytes, "plan_bytes_written": traffic.write_bytes,
         "runs": runs,
-        "wall_seconds": round(wall, 2), "golden_seconds": round(golden_s, 3),
-        # simulated cycles per second of the runs themselves (the build is not counted)
-        "sim_cycles_per_second": round(sum(r["sim_cycles"] for r in got["runs"])
-                                       / max(sum(r["wall_seconds"] for r in got["runs"]), 1e-9)),
-        # per second of the simulator's own CPU time: what a busy machine does not change
-        "sim_cycles_per_cpu_second": round(sum(r["sim_cycles"] for r in got["runs"])
-                                           / max(sum(r["cpu_seconds"] for r in got["runs"]),
-                                                 1e-9)),
+        "wall_seconds": round(wall, 2), "golden_seconds": round(golden_s, 3), **_rates(got),
     }
     cyc = c0["CYCLES"]
     if good and cyc:
@@ -589,16 +661,60 @@ def _report(plan, opts, layout, got, expect, ref, data, out_dir, wall, golden_s,
         report["compute_bound_cycles"] = compute
         report["memory_bound_cycles"] = round(memory)
         report["cycles_over_bound"] = cyc / max(compute, memory)
-        model = model_counters(plan, seq_len=n, heads=heads, kv_len=n_kv,
-                               memory=simulated_memory(plan, opts.memory), grouped=gb > 1,
-                               group=data.group)
+        model = model_counters(plan, seq_len=n, memory=link, **run_shape)
         report["model"] = model
         report["cycles_vs_model"] = cyc / model["cycles"]
-        # random latency and back-pressure slow the RTL where the model's memory does not
-        random = bool(opts.latency[0] and opts.latency[1]) or bool(opts.backpressure)
         report["model_agrees"] = (None if random else
                                   abs(report["cycles_vs_model"] - 1) <= MODEL_TOLERANCE)
     (out_dir / "sim_report.json").write_text(json.dumps(report, indent=2) + "\n")
     if last_o is not None:
         np.savez(out_dir / "sim_outputs.npz", **data.outputs(last_o, expect, ref))
+    return report
+
+
+def _rates(got):
+    """Simulated cycles per second of the runs themselves (the build not counted), per second
+    of wall time and of the simulator's own CPU time (what a busy machine does not change)."""
+    cycles = sum(r["sim_cycles"] for r in got["runs"])
+    return {"sim_cycles_per_second": round(cycles / max(sum(r["wall_seconds"]
+                                                            for r in got["runs"]), 1e-9)),
+            "sim_cycles_per_cpu_second": round(cycles / max(sum(r["cpu_seconds"]
+                                                                for r in got["runs"]), 1e-9))}
+
+
+def _report_ranges(plan, opts, runs, got, data, out_dir, wall, golden_s, n, heads, gb, run_shape,
+                   link, expect, ref):
+    """The report of a launch per block range (`E2EOptions.blocks`): each range's O rows
+    against the golden model's, its bytes against the Plan's for the range, its counters
+    against the model's; the sums over the ranges; and the whole run by the model."""
+    good = [r for r in runs if not r["bad"]]
+    outs = [r.pop("o") for r in good]
+    whole = model_counters(plan, seq_len=n, memory=link, **run_shape)
+    total = {name: sum(r["counters"][name] for r in good) for name in good[0]["counters"]}
+    report = {
+        "config": plan.config.name, "simulator": opts.simulator, "memory": opts.memory,
+        "engine": opts.engine, "seed": opts.seed,
+        "seq_len": n, "heads": heads, "head_dim": plan.workload.head_dim,
+        "causal": plan.workload.causal, "a": plan.a, "a_g": plan.a // gb,
+        "kv_len": data.kv_len, "kv_heads": data.kv_heads, "head_group": data.group,
+        "grouped": gb > 1, "split": plan.split, "rows_per_mac": plan.rows_per_mac,
+        "blocks_per_pass": -(-n // (plan.a // gb)),
+        "blocks": [b for r in good for b in range(r["first"], r["first"] + r["count"])],
+        "runs": runs, "counters": total,
+        "plan_bytes_read": sum(r["plan_bytes_read"] for r in good),
+        "plan_bytes_written": sum(r["plan_bytes_written"] for r in good),
+        "whole_run_model": whole,
+        "whole_run_plan_bytes": plan.traffic_at(seq_len=n, **run_shape).bytes,
+        "all_bit_exact": all(r["bit_exact"] and r["only_its_rows_written"] for r in good),
+        "all_bytes_match_plan": all(r["bytes_match_plan"] for r in good),
+        "all_cycles_match_model": (None if any(r["cycles_match_model"] is None for r in good)
+                                   else all(r["cycles_match_model"] for r in good)),
+        "wall_seconds": round(wall, 2), "golden_seconds": round(golden_s, 3), **_rates(got),
+    }
+    (out_dir / "sim_report.json").write_text(json.dumps(report, indent=2) + "\n")
+    outputs = data.outputs(np.concatenate(outs, axis=1), np.concatenate(expect, axis=1),
+                           np.concatenate(ref, axis=1))
+    outputs["rows"] = np.concatenate([np.arange(r["row0"], r["row0"] + r["rows"]) for r in good])
+    np.savez(out_dir / "sim_outputs.npz", **outputs)
+    report["o"] = outs      # the ranges' rows, for a caller that merges shards (not in the json)
     return report

@@ -289,20 +289,31 @@ class RunData:
         """K or V [kv_heads, N_kv, d] as [heads, N_kv, d]: query head h's is head h // g."""
         return np.repeat(x, self.group, axis=0)
 
-    def golden(self, plan, *, causal=False):
+    def _span(self, span):
+        """Q, K, V of the rows of `span` (an `attenio.analysis.BlockRange`; None: all): its
+        query rows and the keys they see, K and V per query head."""
+        q, k, v = self.q, self._per_query_head(self.k), self._per_query_head(self.v)
+        if span is None:
+            return q, k, v
+        rows = slice(span.row0, span.row0 + span.rows)
+        return q[:, rows], k[:, :span.n_kv], v[:, :span.n_kv]
+
+    def golden(self, plan, *, causal=False, span=None):
         """The golden model's output [heads, N, d] as stored, for the hardware of `plan`,
-        with or without causal masking (rows aligned at the end)."""
+        with or without causal masking (rows aligned at the end); `span` (a
+        `attenio.analysis.BlockRange`): only the range's rows [heads, span.rows, d], computed
+        as the hardware runs the range, as a run of its own (each row's result depends only
+        on its keys, so they are the whole run's rows)."""
         w = plan.workload
-        k, v = self._per_query_head(self.k), self._per_query_head(self.v)
+        q, k, v = self._span(span)
         if not self.is_float:
-            return golden.attention(self.q, k, v, c=self.c, a=plan.a, fmt=self.fmt,
+            return golden.attention(q, k, v, c=self.c, a=plan.a, fmt=self.fmt,
                                     max_seq_len=w.max_keys, causal=causal)
         dp = golden_fp.FloatDatapath(self._spec(self.fmt), max_seq_len=w.max_keys,
                                      head_dim=w.head_dim, split=plan.split,
                                      rows_per_mac=plan.rows_per_mac,
                                      fixed=self.fmt.fixed, out=self._out_spec(self.fmt))
-        return np.stack([golden_fp.attention(dp, self.q[h], k[h], v[h], causal=causal,
-                                             c=self.c)
+        return np.stack([golden_fp.attention(dp, q[h], k[h], v[h], causal=causal, c=self.c)
                          for h in range(self.heads)])
 
     def real(self, t, x=None):
@@ -314,17 +325,17 @@ class RunData:
                 "v" if t == "o" else t, 1.0)
         return golden.dequantize(x, self.scales["v" if t == "o" else t])
 
-    def reference(self, *, causal=False):
+    def reference(self, *, causal=False, span=None):
         """float64 softmax(Q K^T / sqrt(d)) V of the inputs as stored, in real units (with
-        `causal`, row i over keys 0 .. i)."""
+        `causal`, row i over keys 0 .. i); `span`: of the range's rows only (`golden`)."""
+        q, k, v = self._span(span)
         if self.is_float:
-            k, v = (self._per_query_head(self.real(t)) for t in "kv")
-            return np.stack([golden_fp.reference(self.real("q")[h], k[h], v[h], causal=causal)
+            q, k, v = (self.real(t, x) for t, x in zip("qkv", (q, k, v)))
+            return np.stack([golden_fp.reference(q[h], k[h], v[h], causal=causal)
                              for h in range(self.heads)])
         s = self.scales
-        return golden.reference(self.q, self._per_query_head(self.k),
-                                self._per_query_head(self.v), scale_q=s["q"], scale_k=s["k"],
-                                scale_v=s["v"], causal=causal)
+        return golden.reference(q, k, v, scale_q=s["q"], scale_k=s["k"], scale_v=s["v"],
+                                causal=causal)
 
     def outputs(self, rtl, expect, ref):
         """What sim_outputs.npz holds: `o` the RTL's output in real units, `rtl` and

@@ -247,3 +247,33 @@ def test_the_closed_forms_hold_any_32_bit_sequence_length_at_once():
     full = n // 24
     assert analysis.key_rows(n, 24, causal=True) == 15 + sum((39, 24 * (full - 1) + 39)) * full // 2
     assert analysis.attention_io(n, 64, 1024) == (n * 64 + 2 * 64 * n * -(-n // 1024), n * 64)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("extra_keys", [0, 3])
+def test_a_block_range_is_the_run_of_its_rows_with_the_same_blocks(causal, extra_keys):
+    """Every range of blocks of every small run: the run `block_range` gives (its rows aligned
+    at the end of its keys) has exactly the whole run's blocks of that range, rows shifted by
+    row0, each reading the same keys; count 0 runs to the last block."""
+    for n in range(1, 40):
+        for a in (1, 2, 3, 5, 8):
+            n_kv = n + extra_keys
+            whole = analysis.block_keys(n, a, causal=causal, n_kv=n_kv)
+            total = analysis.block_count(n, a)
+            assert total == len(whole)
+            for first in range(total):
+                for count in range(total - first + 1):
+                    r = analysis.block_range(n, a, first, count, causal=causal, n_kv=n_kv)
+                    assert r.count == (count or total - first) and r.first == first
+                    assert r.row0 == whole[first][0]
+                    ours = analysis.block_keys(r.rows, a, causal=causal, n_kv=r.n_kv)
+                    assert ours == [(r0 - r.row0, rows, keys)
+                                    for r0, rows, keys in whole[first:first + r.count]]
+
+
+@pytest.mark.parametrize("first, count, what", [
+    (4, 0, "first block 4 past the last of the 4 Q blocks"), (3, 2, "blocks 3 .. 4 past"),
+    (-1, 0, "Q_BLOCK_FIRST must be an integer >= 0"), (0, -2, "Q_BLOCK_COUNT must be")])
+def test_a_range_past_the_last_block_is_refused_naming_it(first, count, what):
+    with pytest.raises(ConfigError, match=what):
+        analysis.block_range(100, 32, first, count)

@@ -480,3 +480,34 @@ def test_the_fast_walk_finds_periods_longer_than_a_few_steps():
     t0 = time.process_time()
     assert simulate(huge).bytes_read == huge.traffic.read_bytes
     assert time.process_time() - t0 < 10
+
+
+@pytest.mark.parametrize("n, n_kv, causal, g, grouped", [
+    (777, 777, False, 1, False), (777, 800, True, 1, False), (300, 300, True, 2, True),
+    (301, 350, False, 4, True)])
+def test_block_ranges_are_runs_of_their_rows_and_partitions_add_up(n, n_kv, causal, g, grouped):
+    """A range of Q blocks costs what the run of its rows costs (`Plan.block_range`), for the
+    model and the Plan alike; a partition of the blocks into ranges moves the whole run's
+    bytes and computes its PE- and EXP-busy cycles, while each launch pays its own start
+    (cycles and memory stall: more in all than the whole run)."""
+    plan = make_plan(config(seq_len=1000, heads=4))
+    kw = dict(seq_len=n, kv_len=n_kv, heads=4, causal=causal, grouped=grouped, group=g)
+    whole = simulate(plan, **kw)
+    total = analysis.block_count(n, plan.a // (g if grouped else 1))
+    cuts = [0, 1, total // 2, total - 1, total]
+    parts = []
+    for first, end in zip(cuts, cuts[1:]):
+        if end == first:
+            continue
+        r = plan.block_range(first, end - first, seq_len=n, causal=causal, kv_len=n_kv,
+                             grouped=grouped, group=g)
+        got = simulate(plan, blocks=(first, end - first), **kw)
+        assert got.counters() == simulate(plan, **{**kw, "seq_len": r.rows,
+                                                   "kv_len": r.n_kv}).counters()
+        t = plan.traffic_at(blocks=(first, end - first), **kw)
+        assert (got.bytes_read, got.bytes_written) == (t.read_bytes, t.write_bytes)
+        parts.append(got)
+    for key in ("bytes_read", "bytes_written", "pe_busy", "exp_busy"):
+        assert sum(getattr(p, key) for p in parts) == getattr(whole, key)
+    assert sum(p.cycles for p in parts) > whole.cycles
+    assert simulate(plan, blocks=(0, 0), **kw).counters() == whole.counters()
