@@ -213,7 +213,18 @@ def cmd_sim(args):
 
     seqs = batch_from_args(args)
     if seqs:
+        if args.blocks or args.shards:
+            raise ConfigError("--blocks and --shards split one run; a batch (--kv-lens) runs "
+                              "every sequence whole (BLOCK_RANGE_IN_BATCH)")
         return _sim_batch(args, seqs)
+    if args.blocks and args.shards:
+        raise ConfigError("--blocks runs a sample of the blocks, --shards all of them: give one")
+    if args.address and not args.shards:
+        raise ConfigError("--address is the Ray cluster of --shards")
+    spec = None
+    if args.blocks:
+        from .sim.shards import BlockSpec
+        spec = BlockSpec.parse(args.blocks)     # a bad spec before anything is elaborated
     config = config_from_args(args)
     out = _out_dir(args, config)
     # What cannot run is refused before the planner and the elaboration: an output that
@@ -229,25 +240,46 @@ def cmd_sim(args):
                                         simulator=args.simulator,
                                         protocol=bool(args.latency_prob or args.latency_max
                                                       or args.backpressure))
-    check_fits(make_plan(config), seq_len=n, heads=heads, engine=engine, memory=memory,
-               kv_len=n_kv, kv_heads=kv_heads)
+    if args.shards:
+        if engine != "fast":
+            raise ConfigError(f"--shards runs each shard on the fast engine, not {engine} "
+                              f"(no --engine cocotb, --memory axiram, --simulator icarus, random "
+                              f"latency or back-pressure)")
+        if args.inputs:
+            raise ConfigError("--shards runs on generated inputs (no --inputs)")
+    fits = dict(seq_len=n, heads=heads, engine=engine, memory=memory, kv_len=n_kv,
+                kv_heads=kv_heads)
+    if spec is None:    # else on the planner's blocks, below: the golden model computes theirs
+        check_fits(make_plan(config), **fits)
     if args.inputs:     # the values (NaN, scales, the format's range), now that they fit
         RunData.make(config.format, head_dim=w.head_dim,
                      inputs=load_inputs(args.inputs, head_dim=w.head_dim))
     config = planned_config(config)
     progress(f"engine: {engine} ({why})")
     plan = make_plan(config)
-    bar = ProgressBar(plan.traffic_at(seq_len=n, heads=heads).write_bytes, label="  ")
+    spans = _block_spans(spec, config, args.seed, n=n, heads=heads, n_kv=n_kv, kv_heads=kv_heads)
+    ranges = None if spans is None else [(r.first, r.count) for r in spans]
+    if spans is not None:
+        check_fits(plan, **fits, golden_rows=sum(r.rows for r in spans))
+    written = (plan.traffic_at(seq_len=n, heads=heads).write_bytes if ranges is None else
+               sum(plan.traffic_at(seq_len=r.rows, heads=heads, kv_len=r.n_kv).write_bytes
+                   for r in spans))
+    bar = ProgressBar(written, label="  ")
     opts = E2EOptions(simulator=args.simulator, seed=args.seed, inputs=args.inputs,
                       input_kind=args.input_kind, latency=(args.latency_prob, args.latency_max),
                       backpressure=args.backpressure, memory=memory, engine=engine,
-                      threads=args.threads, progress=bar, verbose=args.verbose)
+                      threads=args.threads, progress=bar, verbose=args.verbose,
+                      blocks=ranges)
+    if args.shards:
+        return _sim_shards(args, config, out, dataclasses.replace(opts, progress=None), bar)
     try:
         report = run_e2e(config, out, opts, log=progress)
     except SimulatorMissing as exc:
         raise ConfigError(str(exc)) from None
     finally:
         bar.close()
+    if ranges is not None:
+        return _print_ranges(report, out)
     run = report["runs"][0]
     c = run["counters"]
     engine = ("the fast C++ harness" if report["engine"] == "fast"
@@ -275,6 +307,117 @@ def cmd_sim(args):
           f"simulated cycles/s in the runs; wrote {out / 'sim_report.json'} and {out / 'sim_outputs.npz'}")
     return 0 if (run["bit_exact"] and run["bytes_match_plan"]
                  and report.get("model_agrees") is not False) else 1
+
+
+def _block_spans(spec, config, seed, *, n, heads, n_kv, kv_heads):
+    """The `BlockRange`s (one launch each) of the blocks `spec` names (a `BlockSpec`, or None:
+    the whole run, None) on `config`'s Plan, in blocks of a div gb rows as the run groups."""
+    if spec is None:
+        return None
+    from .analysis import block_count
+    from .plan import make_plan
+    from .sim.e2e import run_grouped
+    from .sim.shards import contiguous
+
+    plan = make_plan(config)
+    group = heads // kv_heads
+    grouped = run_grouped(config, plan, heads=heads, seq_len=n, kv_len=n_kv or n, group=group)
+    gb = group if grouped else 1
+    ranges = contiguous(spec.select(block_count(n, plan.a // gb), seed))
+    return [plan.block_range(f, c, seq_len=n, kv_len=n_kv, grouped=grouped, group=group)
+            for f, c in ranges]
+
+
+def _counters_line(c, model):
+    return (f"cycles {c['CYCLES']:,} (model {model['cycles']:,}), PE busy {c['PE_BUSY']:,}, "
+            f"bytes read {c['BYTES_READ']:,}, written {c['BYTES_WRITTEN']:,}")
+
+
+def _print_ranges(report, out):
+    """`attenio sim --blocks`: each launch (a contiguous range of blocks) and the whole run by
+    the model; 0 if every range is bit-exact, bytes equal to the Plan, counters to the model."""
+    from .sim.shards import range_text
+
+    n, total = report["seq_len"], report["blocks_per_pass"]
+    print(f"\nN = {n:,}, N_kv = {report['kv_len']:,}, heads = {report['heads']}, "
+          f"d = {report['head_dim']}, a = {report['a']}{', causal' if report['causal'] else ''}"
+          f"{', grouped blocks' if report['grouped'] else ''}: blocks "
+          f"{', '.join(map(str, report['blocks']))} of {total:,} a pass, in "
+          f"{len(report['runs'])} launch(es), seed {report['seed']}")
+    ok = True
+    for r in report["runs"]:
+        if r["bad"]:
+            continue
+        agree = r["cycles_match_model"]
+        ok &= (r["error_name"] == "NONE" and r["bit_exact"] and r["only_its_rows_written"]
+               and r["bytes_match_plan"] and agree is not False)
+        exact = "bit-exact" if r["bit_exact"] else f"MISMATCH ({r['mismatches']} elements)"
+        model = {True: "= model", None: "not compared", False: "!= MODEL"}[agree]
+        print(f"  blocks {range_text(r['first'], r['count'])} (rows {r['row0']:,} .. "
+              f"{r['row0'] + r['rows'] - 1:,}, {r['kv_len']:,} keys): {exact}"
+              f"{'' if r['only_its_rows_written'] else ', OTHER ROWS WRITTEN'}; "
+              f"{_counters_line(r['counters'], r['model'])}: bytes "
+              f"{'= Plan' if r['bytes_match_plan'] else '!= PLAN'}, counters {model}"
+              f"{'' if r['error_name'] == 'NONE' else ', error ' + r['error_name']}")
+    whole, rate = report["whole_run_model"], report["sim_cycles_per_second"]
+    print(f"  the whole run by the model: {whole['cycles']:,} cycles, {whole['bytes_read']:,} "
+          f"bytes read, {whole['bytes_written']:,} written (Plan: "
+          f"{report['whole_run_plan_bytes']:,} bytes); at this run's "
+          f"{rate:,} simulated cycles/s, {whole['cycles'] / max(1, rate) / 3600:.1f} h to "
+          f"simulate in one process")
+    print(f"  wall time {report['wall_seconds']} s with the build; wrote {out / 'sim_report.json'}")
+    return 0 if ok else 1
+
+
+def _sim_shards(args, config, out, opts, bar):
+    """`attenio sim --shards K`: the run in K ranges of blocks on Ray, merged (`sim.shards`)."""
+    from .sim.shards import run_shards
+
+    skip = {"--shards": 1, "--address": 1, "--blocks": 1}
+    argv, rerun, i = sys.argv[1:], [], 0
+    while i < len(argv):
+        word = argv[i].split("=")[0]
+        if word in skip:
+            i += 1 + (skip[word] if "=" not in argv[i] else 0)
+            continue
+        rerun.append(argv[i])
+        i += 1
+    try:
+        r = run_shards(config, out, opts, args.shards, address=args.address,
+                       seed_cmd=" ".join(["attenio", *rerun]), progress=bar, log=progress)
+    finally:
+        bar.close()
+    o = r.pop("o", None)
+    if o is not None:       # O as stored, every row, [heads, N, d]
+        import numpy as np
+        np.save(out / "sim_shards_o.npy", o)
+    (out / "sim_shards_report.json").write_text(json.dumps(r, indent=2, default=str) + "\n")
+    whole = r["whole_run_model"]
+    print(f"\nN = {r['seq_len']:,}, N_kv = {r['kv_len']:,}, heads = {r['heads']}, a = {r['a']}: "
+          f"{r['shard_count']} shards on Ray, the fast model (C++ {r['cxx_opt']}) built once in "
+          f"{r['build_seconds']} s")
+    for s in r["shards"]:
+        if "error" in s:
+            print(f"  blocks {s['first']}:{s['first'] + s['count']}: FAILED: {s['error']}")
+            continue
+        print(f"  blocks {s['first']}:{s['first'] + s['count']} (rows {s['row0']:,} .. "
+              f"{s['row0'] + s['rows'] - 1:,}): {'bit-exact' if s['bit_exact'] else 'MISMATCH'}"
+              f"{'' if s['only_its_rows_written'] else ', OTHER ROWS WRITTEN'}; "
+              f"{_counters_line(s['counters'], s['model'])}; "
+              f"{'ok' if s['ok'] else 'NOT OK'}; {s['wall_seconds']} s, "
+              f"{s['sim_cycles_per_second']:,} cycles/s")
+    c = r["counters"]
+    print(f"  summed: bytes read {c['bytes_read']:,}, written {c['bytes_written']:,} (Plan "
+          f"{r['plan_bytes_read']:,}, {r['plan_bytes_written']:,}: "
+          f"{'equal' if r['bytes_equal_plan'] else 'DIFFERENT'}); PE busy {c['pe_busy']:,}, EXP "
+          f"busy {c['exp_busy']:,} ({'equal to' if r['additive_equal_whole'] else 'NOT'} the "
+          f"whole run's by the model); cycles {c['cycles']:,} against {whole['cycles']:,} for "
+          f"the whole run in one launch (each launch starts its own pipeline)")
+    for line in r["failed"]:
+        print(f"  rerun alone: {line}")
+    print(f"  wall time {r['wall_seconds']} s for the shards; wrote "
+          f"{out / 'sim_shards_report.json'}")
+    return 0 if r["all_ok"] and r["bytes_equal_plan"] and r["additive_equal_whole"] else 1
 
 
 def _compare_decoder(args, config, bws, caches, out):
@@ -481,6 +624,16 @@ def build_parser():
     p.add_argument("--verbose", action="store_true",
                    help="show the simulator's own log lines (cocotb's) as it runs; otherwise "
                         "they go to sim.log in the build directory")
+    p.add_argument("--blocks", metavar="SPEC",
+                   help="run only these Q blocks of each pass, one launch per contiguous range "
+                        "(Q_BLOCK_FIRST, Q_BLOCK_COUNT), each checked: comma-separated 'first', "
+                        "'last', a block, 'a:b' (a to b - 1), 'every K', 'random K' (--seed)")
+    p.add_argument("--shards", type=positive_int, metavar="K",
+                   help="run every Q block in K contiguous ranges, each in a process of its own "
+                        "on Ray, on one fast model built first; the report is merged")
+    p.add_argument("--address", metavar="ADDR",
+                   help="with --shards: an existing Ray cluster (default: a local Ray on this "
+                        "machine)")
 
     p = _add_command(sub, "synth", cmd_synth,
                      help="synthesize (Yosys) and, for ECP5, place and route (nextpnr)")

@@ -23,20 +23,24 @@ ELABORATION_BYTES_PER_WORD = 2048
 BACKDOOR_BYTES_PER_BYTE = 160
 
 
-def need_bytes(plan, *, seq_len, heads, engine, memory, kv_len=None, kv_heads=None):
+def need_bytes(plan, *, seq_len, heads, engine, memory, kv_len=None, kv_heads=None,
+               golden_rows=None):
     """{part: bytes} of host memory a run of `seq_len` query rows of `heads` heads needs,
-    against `kv_len` K/V rows (default seq_len) of `kv_heads` K/V heads (default heads)."""
+    against `kv_len` K/V rows (default seq_len) of `kv_heads` K/V heads (default heads), the
+    golden model and the reference computing `golden_rows` of them (default all: block
+    ranges compute their own rows only)."""
     d = plan.workload.head_dim
     kv_len = seq_len if kv_len is None else kv_len
     kv_heads = heads if kv_heads is None else kv_heads
-    rows = -(-seq_len // plan.a) * plan.a
+    golden_rows = seq_len if golden_rows is None else golden_rows
+    rows = -(-golden_rows // plan.a) * plan.a
     q_tensor, kv_tensor = heads * seq_len * d, kv_heads * kv_len * d
     fmt = plan.config.format
     tensors = 2 * q_tensor + 2 * kv_tensor                 # Q, O and K, V
     image = (q_tensor + 2 * kv_tensor) * fmt.element_bytes + q_tensor * fmt.out_bytes
     parts = {
         "golden model": golden.attention_peak_bytes(heads=heads, rows=rows, head_dim=d),
-        "float64 reference": golden.reference_peak_bytes(heads=heads, rows=seq_len,
+        "float64 reference": golden.reference_peak_bytes(heads=heads, rows=golden_rows,
                                                           seq_len=kv_len, head_dim=d),
         # float64 draws, int8 copies, the segments, the npz and the flat image
         "inputs and memory image": 6 * tensors + 4 * image,
@@ -66,10 +70,10 @@ def _gib(n):
 
 
 def check_fits(plan, *, seq_len, heads, engine, memory, available=None, kv_len=None,
-               kv_heads=None):
+               kv_heads=None, golden_rows=None):
     """Raise ConfigError naming the size needed if the run would not fit in memory."""
     parts = need_bytes(plan, seq_len=seq_len, heads=heads, engine=engine, memory=memory,
-                       kv_len=kv_len, kv_heads=kv_heads)
+                       kv_len=kv_len, kv_heads=kv_heads, golden_rows=golden_rows)
     total = sum(parts.values())
     available = available_bytes() if available is None else available
     if total > available:

@@ -49,7 +49,8 @@ from .runner import primitive_models, run_bench
 from .tb.counters import counter_names
 
 __all__ = ["ENGINES", "MEMORIES", "MODEL_TOLERANCE", "BUILD_COSTS", "Layout", "E2EOptions",
-           "expected_seconds", "fast_cxx_opt", "choose_engine", "run_e2e", "load_inputs",
+           "expected_seconds", "fast_cxx_opt", "choose_engine", "run_e2e", "run_grouped",
+           "build_fast_model", "across_runs", "load_inputs",
            "rtl_digest", "cached_verilog", "cocotb_build_dir"]
 
 #: how a run is simulated: the cocotb bench, or the fast C++ harness (attenio.sim.fast)
@@ -170,6 +171,9 @@ class E2EOptions:
     blocks: tuple = None         # ((first, count), ...): one launch of those Q blocks of each
                                  # pass each (Q_BLOCK_FIRST, Q_BLOCK_COUNT), checked by range;
                                  # None: the whole run
+    build_dir: str = None        # where the Verilog and the simulator models are (None: the
+                                 # output folder): runs that share one build
+    cxx_opt: str = None          # the fast model's C++ optimisation (None: by the run's length)
 
 
 def compute_bound_cycles(plan, *, seq_len, heads, causal=False, kv_len=None, gb=1):
@@ -362,6 +366,15 @@ def cached_verilog(config, build_dir, memory, log):
     return plan, v, name
 
 
+def run_grouped(config, plan, *, heads, seq_len, kv_len, group, grouped=None):
+    """Whether a run sets MODE.GROUPED: `grouped`, or by default where blocks serving the whole
+    group move less (`attenio.plan.wins_grouped`) and the heads are a multiple of it."""
+    if grouped is not None:
+        return grouped
+    return heads % group == 0 and wins_grouped(config, plan.a, seq_len=seq_len, kv_len=kv_len,
+                                               group=group)
+
+
 def run_e2e(config, out_dir, opts=None, *, log=print):
     """Simulate `config` end to end; returns the report dict (also written to sim_report.json)."""
     opts = opts or E2EOptions()
@@ -394,11 +407,10 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
                               f"this hardware is generated for (raise --seq-len or --kv-len)")
     if w.causal and n_kv < n:
         raise ConfigError(f"causal attention needs N_kv >= N, not {n_kv} < {n}")
-    plan, verilog, toplevel = cached_verilog(config, out_dir, opts.memory, log)
-    grouped = opts.grouped
-    if grouped is None:
-        grouped = heads % data.group == 0 and wins_grouped(
-            config, plan.a, seq_len=n, kv_len=n_kv, group=data.group)
+    build_root = Path(opts.build_dir).resolve() if opts.build_dir else out_dir
+    plan, verilog, toplevel = cached_verilog(config, build_root, opts.memory, log)
+    grouped = run_grouped(config, plan, heads=heads, seq_len=n, kv_len=n_kv, group=data.group,
+                          grouped=opts.grouped)
     if grouped and (heads % data.group or data.group > plan.a):
         raise ConfigError(f"grouped blocks need HEADS ({heads}) a multiple of the group "
                           f"({data.group}) and the group at most a = {plan.a}")
@@ -495,17 +507,14 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
     progress = across_runs(opts.progress or (lambda *_: None))
     if opts.engine == "fast":
         work = out_dir / "sim_fast"
-        models = dict(toplevel=toplevel, beat=beat, depth=model_depth(plan),
-                      addr_width=rmap.addr_width, threads=opts.threads)
-        if opts.quick_build:
-            cxx_opt = "-O0"
-        else:
+        work.mkdir(parents=True, exist_ok=True)
+        if spans is None:
             cycles = compute_bound_cycles(plan, seq_len=n, heads=heads, causal=causal,
                                           kv_len=n_kv, gb=gb) * len(params["runs"])
-            built = [opt for e, opt in BUILD_COSTS if e == "fast"
-                     and (work / "models" / fast.build_key(verilog, cxx_opt=opt, **models)).is_dir()]
-            cxx_opt = fast_cxx_opt(cycles, built)
-        exe = fast.build(verilog, cache_dir=work / "models", cxx_opt=cxx_opt, log=log, **models)
+        else:
+            cycles = sum(compute_bound_cycles(plan, seq_len=r.rows, heads=heads, causal=causal,
+                                              kv_len=r.n_kv, gb=gb) for r in spans)
+        exe, _ = _fast_model(plan, verilog, toplevel, build_root, opts, cycles, log)
         log(f"simulating on the fast Verilator model (seed {opts.seed}) ...")
         with follow(params["progress_file"], progress):
             got = fast.run(exe, params, work, segments,
@@ -539,6 +548,32 @@ def across_runs(progress):
         last[:] = [cycles, written, wall]
         progress(done[0] + cycles, done[1] + written, done[2] + wall)
     return feed
+
+
+def _fast_model(plan, verilog, toplevel, build_root, opts, cycles, log):
+    """The fast model of `verilog` (built in `build_root`/sim_fast/models unless it is there)
+    at `opts.cxx_opt`, or for a run of about `cycles` cycles (`fast_cxx_opt`: a level already
+    built counts no build; -O0 with `quick_build`); returns its executable and that level."""
+    models_dir = build_root / "sim_fast" / "models"
+    beat = plan.budget.axi_data_bits // 8
+    models = dict(toplevel=toplevel, beat=beat, depth=model_depth(plan),
+                  addr_width=register_map(plan).addr_width, threads=opts.threads)
+    cxx_opt = opts.cxx_opt or ("-O0" if opts.quick_build else None)
+    if cxx_opt is None:
+        built = [opt for e, opt in BUILD_COSTS if e == "fast"
+                 and (models_dir / fast.build_key(verilog, cxx_opt=opt, **models)).is_dir()]
+        cxx_opt = fast_cxx_opt(cycles, built)
+    return fast.build(verilog, cache_dir=models_dir, cxx_opt=cxx_opt, log=log, **models), cxx_opt
+
+
+def build_fast_model(config, build_dir, opts, *, cycles, log=print):
+    """Generate the Verilog of `config` and build its fast model in `build_dir` before runs
+    that share them (`E2EOptions.build_dir`, the shards of `attenio sim --shards`), for runs
+    of about `cycles` cycles each; returns the C++ optimisation it chose, for their
+    `E2EOptions.cxx_opt`."""
+    build_dir = Path(build_dir).resolve()
+    plan, verilog, toplevel = cached_verilog(config, build_dir, "model", log)
+    return _fast_model(plan, verilog, toplevel, build_dir, opts, cycles, log)[1]
 
 
 def cocotb_build_dir(root, verilog):

@@ -158,7 +158,7 @@ def test_a_rerun_does_no_work(tiny, monkeypatch):
 
     def no_ray():
         raise AssertionError("a rerun with every row present must not start Ray")
-    monkeypatch.setattr("attenio.sweep.runner._ray", no_ray)
+    monkeypatch.setattr("attenio.sweep.runner.ray_module", no_ray)
     again = run_sweep(spec, out, stream=io.StringIO())
     assert again.ran == [] and again.reused == 9
     assert (out / "results.jsonl").read_bytes() == before

@@ -19,17 +19,18 @@ from attenio.errors import ConfigError
 
 from .stages import RESOURCES, error_line, run_task
 
-__all__ = ["Summary", "run_sweep", "read_rows", "RESULTS"]
+__all__ = ["Summary", "run_sweep", "read_rows", "RESULTS", "ray_module", "connect_ray"]
 
 #: The results table in the output directory: JSON Lines, one row per point and stage.
 RESULTS = "results.jsonl"
 
 
-def _ray():
+def ray_module(user="attenio sweep runs its points"):
+    """The `ray` module, or a ConfigError saying that `user` needs it and how to install it."""
     try:
         import ray
     except ImportError:
-        raise ConfigError("attenio sweep runs its points on Ray, which is not installed: "
+        raise ConfigError(f"{user} on Ray, which is not installed: "
                           "pip install 'attenio[sweep]' (or 'ray')") from None
     return ray
 
@@ -147,7 +148,7 @@ def _unplaceable(ray, demand):
             f"(the largest has {most / 2**30:.1f} GiB)")
 
 
-def _connect(ray, address):
+def connect_ray(ray, address):
     """Start or join Ray; True if this call started it (and must shut it down)."""
     if ray.is_initialized():
         return False
@@ -168,8 +169,8 @@ def _connect(ray, address):
 
 
 def _execute(todo, spec, out, *, address, workers, table, progress):
-    ray = _ray()
-    started = _connect(ray, address)
+    ray = ray_module()
+    started = connect_ray(ray, address)
     ran = []
     try:
         remote = ray.remote(run_task)
