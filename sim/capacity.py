@@ -16,9 +16,11 @@ from . import golden
 
 __all__ = ["need_bytes", "available_bytes", "check_fits"]
 
-#: host bytes per word of the in-design memory model while it is elaborated, converted
-#: and Verilated (its initial contents are one Verilog statement a word)
-ELABORATION_BYTES_PER_WORD = 2048
+#: host bytes per word of the in-design memory model while it is elaborated, converted,
+#: Verilated and simulated: its word array is a Verilog module of its own, with no initial
+#: contents (`attenio.hdl.sim_memory.STORAGE_VERILOG`); at N = 131,072 (1,051,136 words) no
+#: process of `attenio sim --blocks first,last` took more than 300 MB, so this is a margin
+ELABORATION_BYTES_PER_WORD = 256
 #: host bytes per image byte in the cocotb bench's backdoor loader (a dict entry a byte)
 BACKDOOR_BYTES_PER_BYTE = 160
 

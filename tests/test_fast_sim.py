@@ -108,6 +108,11 @@ def test_a_run_too_large_for_the_machine_is_refused_with_the_size_it_needs():
     kv_image = 2 * 2 * 96 * 16                  # K and V, two heads, int8
     assert step["inputs and memory image"] >= 4 * kv_image
     assert shared["inputs and memory image"] < step["inputs and memory image"]
+    # block ranges: the golden model and the reference compute the sampled rows only
+    sample = need_bytes(plan, seq_len=96, heads=2, engine="fast", memory="model",
+                        golden_rows=32)
+    assert sample["golden model"] * 3 == parts["golden model"]
+    assert sample["memory model elaboration"] == parts["memory model elaboration"]
 
 
 def test_progress_bar_shows_percent_rate_and_time_left(tmp_path):
