@@ -47,3 +47,10 @@ def test_the_fp_cost_bench_counts_an_op_without_its_harness(tmp_path, monkeypatc
     # registers and fold (about 50 FF) are not counted
     assert row["latency"] == 1
     assert 0 < row["FF"] <= 32 and 0 < row["LUT"] < 100 and row["DSP"] == 0, row
+
+
+def test_the_shards_bench_projects_n_131072_from_a_rate():
+    bench = _load(ROOT / "bench" / "bench_shards.py")
+    rows, cycles, _ = bench.projection(300_000)
+    assert len(rows) == len(bench.MACHINES) and cycles > 3 * 10 ** 10
+    assert rows[0][2] == f"{cycles / 300_000 / 3600:,.1f} h"

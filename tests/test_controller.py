@@ -6,7 +6,7 @@ from amaranth_sim import run_clocked
 from attenio.analysis import block_count, block_range
 from attenio.hdl.controller import Controller
 from attenio.hdl.sequencer import run_setup
-from attenio.regmap import ErrorCode
+from attenio.regmap import ErrorCode, pack_descriptor
 
 GOOD = {"seq_len": 64, "heads": 2, "base": 0x1000, "head_stride": 1024, "row_stride": 16}
 
@@ -239,3 +239,46 @@ def test_a_range_past_the_last_block_ends_with_block_range(a, n, causal, first, 
         assert not ctx.get(dut.busy) and not ctx.get(dut.seq_start)
     simulate({**GOOD, "seq_len": n, "causal": causal, "kv_len": 0, "block_first": first,
               "block_count": count}, body, block_rows=a)
+
+
+def test_a_batch_refuses_a_block_range():
+    """With descriptors (DESC_COUNT > 0) a range is BLOCK_RANGE_IN_BATCH at the first
+    descriptor's check: a batch runs its sequences whole."""
+    dut = Controller(addr_width=32, max_seq_len=256, beat_bytes=8, block_rows=32, page_rows=16)
+
+    async def tb(ctx):
+        for t in ("q", "k", "v", "o"):
+            for f in ("base", "head_stride", "row_stride"):
+                ctx.set(getattr(getattr(dut.run, t), f), GOOD[f])
+        ctx.set(dut.run.group, 1)
+        ctx.set(dut.run.table_len, 16)
+        ctx.set(dut.desc_count, 1)
+        ctx.set(dut.desc_base, 0x8000)
+        ctx.set(dut.block_count, 1)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        for _ in range(20):
+            if ctx.get(dut.desc_fetch):
+                break
+            await ctx.tick()
+        else:
+            raise AssertionError("no descriptor fetched")
+        await ctx.tick()
+        words = {"SEQ_LEN": 64, "KV_LEN": 64, "HEADS": 2, "Q_BASE": 0x1000, "O_BASE": 0x2000,
+                 "TABLE": 0x3000, "TABLE_LEN": 16}
+        ctx.set(dut.desc, int.from_bytes(pack_descriptor(**{k.lower(): v
+                                                            for k, v in words.items()}),
+                                         "little"))
+        ctx.set(dut.desc_valid, 1)
+        await ctx.tick()
+        ctx.set(dut.desc_valid, 0)
+        for _ in range(10):
+            if ctx.get(dut.done):
+                break
+            assert not ctx.get(dut.seq_start)
+            await ctx.tick()
+        assert ctx.get(dut.done) and ctx.get(dut.error) == ErrorCode.BLOCK_RANGE_IN_BATCH
+        assert not ctx.get(dut.seq_start) and ctx.get(dut.desc_index) == 0
+
+    run_clocked(dut, tb)
