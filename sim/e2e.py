@@ -490,9 +490,9 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
         "o_region": [layout.tensors["O"][0], layout.size() - layout.tensors["O"][0]],
         "runs": [{name: [rmap[name].offset, value] for name, value in bad.items()}
                  for bad in opts.bad_runs] + ([{}] * opts.runs if spans is None else [
-                     {"Q_BLOCK_FIRST": [rmap["Q_BLOCK_FIRST"].offset, r.first],
-                      "Q_BLOCK_COUNT": [rmap["Q_BLOCK_COUNT"].offset, r.count]}
-                     for r in spans]),
+                     {"Q_BLOCK_FIRST": [rmap["Q_BLOCK_FIRST"].offset, first],
+                      "Q_BLOCK_COUNT": [rmap["Q_BLOCK_COUNT"].offset, count]}   # 0: to the last
+                     for first, count in opts.blocks]),
         "counters": list(counter_names(rmap)), "progress_file": str(out_dir / "sim_progress.txt"),
         "seed": opts.seed, "latency": list(opts.latency),
         "backpressure": opts.backpressure, "progress_cycles": opts.progress_cycles,

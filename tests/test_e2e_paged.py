@@ -131,3 +131,31 @@ def test_the_paged_plan_is_the_contiguous_one_plus_its_table():
     reads = dict((t.tensor, t.bytes) for t in plan.traffic.reads)
     assert reads.pop("table") > 0
     assert reads == dict((t.tensor, t.bytes) for t in contiguous.traffic.reads)
+
+
+def test_block_ranges_of_a_grouped_causal_prefill_over_pages(tmp_path_factory, seed):
+    """Q-block ranges (Q_BLOCK_FIRST, Q_BLOCK_COUNT) of a paged run: 90 causal rows of 8 query
+    heads on 2 K/V heads against 96 keys, blocks of 8 rows of each of a group's 4 heads (12
+    blocks, the short one of 2 rows first): the first block, a middle run and the last, each
+    bit-exact with the rest of O untouched, bytes equal to the Plan's for the range (its
+    blocks' table beats included) and every counter to the model's."""
+    need("verilator")
+    print(f"seed {seed}")
+    out = tmp_path_factory.getbasetemp() / "e2e_paged_fast"
+    config = paged(HW, kv_len=96, causal=True)
+    opts = E2EOptions(seed=seed, quick_build=True, seq_len=90, heads=8, head_group=4,
+                      grouped=True, memory="model", engine="fast",
+                      blocks=((0, 1), (5, 3), (11, 0)))
+    report = run_e2e(config, out, opts)
+    plan = make_plan(config)
+    assert report["blocks_per_pass"] == 12 and report["grouped"] and report["a_g"] == 8
+    assert [(r["row0"], r["rows"], r["kv_len"]) for r in report["runs"]] == [
+        (0, 2, 8), (34, 24, 64), (82, 8, 96)]
+    for r in report["runs"]:
+        assert r["error_name"] == "NONE" and r["bit_exact"] and r["only_its_rows_written"]
+        t = plan.traffic_at(seq_len=90, heads=8, kv_len=96, causal=True, grouped=True, group=4,
+                            blocks=(r["first"], r["count"]))
+        assert (r["counters"]["BYTES_READ"], r["counters"]["BYTES_WRITTEN"]) == (
+            t.read_bytes, t.write_bytes)
+        assert t.reads[-1].tensor == "table" and t.reads[-1].elements > 0
+        assert {k.lower(): v for k, v in r["counters"].items()} == r["model"]
