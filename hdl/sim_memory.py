@@ -5,7 +5,7 @@ back-pressure on every channel), but it costs a few Python coroutines per
 simulated cycle, so long end-to-end runs (N in the thousands, millions of
 cycles) use this model instead: the whole memory system runs in the simulator
 and Python only loads the memory and reads it back through the backdoor (the
-`storage` array of the `mem` instance's `storage`, one word per beat, little-endian).
+`storage` array of the `mem` instance's `ram`, one word per beat, little-endian).
 
 Timing: every read burst waits `read_latency` cycles from its AR handshake, and
 two more for the model's own registers (`first_beat_latency`), before its first
@@ -103,7 +103,7 @@ class SimAXIMemory(wiring.Component):
         rd = SimpleNamespace(addr=Signal(abits), en=Signal(), data=Signal(self._dw))
         wr = SimpleNamespace(addr=Signal(abits), en=Signal(self._dw // 8), data=Signal(self._dw))
         if hierarchy.collecting():
-            m.submodules.storage = hierarchy.verilog_instance(
+            m.submodules.ram = hierarchy.verilog_instance(
                 STORAGE_MODULE, STORAGE_VERILOG, p_WIDTH=self._dw, p_DEPTH=self._depth,
                 p_ABITS=abits, i_clk=ClockSignal("sync"), i_raddr=rd.addr, i_ren=rd.en,
                 o_rdata=rd.data, i_waddr=wr.addr, i_wen=wr.en, i_wdata=wr.data)
@@ -191,13 +191,14 @@ class SimAXIMemory(wiring.Component):
 class SimSystem(wiring.Component):
     """`attenio_top` with `SimAXIMemory` on its AXI4 port: only the CSR port and `irq` remain.
 
-    The memory instance is `mem`, its word array's `storage` (module `STORAGE_MODULE`), so a
-    bench reaches its words as `dut.mem.storage.storage[i]` (`STORAGE` names that path for
-    the benches and the fast path's C++ harness).
+    The memory instance is `mem`, its word array `storage` in its `ram` (module
+    `STORAGE_MODULE`; named apart from the array: with both `storage`, cocotb on Icarus took
+    `storage.storage` for the instance, not the array), so a bench reaches its words as `dut.mem.ram.storage[i]`
+    (`STORAGE` names that path for the benches and the fast path's C++ harness).
     """
 
     #: the instance path, from this component, of the memory model's word array
-    STORAGE = ("mem", "storage", "storage")
+    STORAGE = ("mem", "ram", "storage")
 
     def __init__(self, plan, *, depth, read_latency=None):
         from .top import AttenIOTop
