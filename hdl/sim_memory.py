@@ -192,9 +192,10 @@ class SimSystem(wiring.Component):
     """`attenio_top` with `SimAXIMemory` on its AXI4 port: only the CSR port and `irq` remain.
 
     The memory instance is `mem`, its word array `storage` in its `ram` (module
-    `STORAGE_MODULE`; named apart from the array: with both `storage`, cocotb on Icarus took
-    `storage.storage` for the instance, not the array), so a bench reaches its words as `dut.mem.ram.storage[i]`
-    (`STORAGE` names that path for the benches and the fast path's C++ harness).
+    `STORAGE_MODULE`; named apart from the array: with both `storage`, cocotb on Icarus
+    took `storage.storage` for the instance, not the array), so a bench reaches its words
+    as `dut.mem.ram.storage[i]` (`STORAGE` names that path for the benches and the fast
+    path's C++ harness).
     """
 
     #: the instance path, from this component, of the memory model's word array
