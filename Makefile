@@ -49,7 +49,7 @@ bench: $(STAMP)
 # docs/synthesis.md, "The bitstream". FORMAT picks the number format (int8 by default;
 # `make bitstream FORMAT=fp16`, any name of attenio.formats.FORMAT_TABLE); the host script
 # takes the same --format. MACS picks the array, with E = P (`make bitstream FORMAT=fp16
-# MACS=2x2`: the float 4x4 does not fit the board yet, docs/synthesis.md).
+# MACS=2x2`: the float 4x4 has not placed yet, docs/synthesis.md).
 FORMAT ?= int8
 MACS ?= 4x4
 BOARD_OPTS ?= --preset small --macs $(MACS) --exp-units $(firstword $(subst x, ,$(MACS))) \
