@@ -21,34 +21,20 @@ from pathlib import Path
 
 import numpy as np
 
-from attenio import preset
 from attenio.model.cyclemodel import model_counters
-from attenio.model.planner import choose_plan
 from attenio.report import table
 from attenio.sim.e2e import (E2EOptions, build_fast_model, compute_bound_cycles, run_e2e,
                              simulated_memory)
 from attenio.sim.shards import ADDITIVE, run_shards
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+# the hardware for each N as the simulation-speed bench generates it: one definition
+from bench_simspeed import config_for, mapping, quiet  # noqa: E402
+
 DOC = Path(__file__).parent.parent / "docs" / "simulation.md"
 BEGIN, END = "<!-- bench_shards: begin -->", "<!-- bench_shards: end -->"
 LONG = 131072
 MACHINES = (1, 2, 8, 32, 128, 512)
-
-
-def quiet(_message):
-    pass
-
-
-def config_for(n):
-    base = preset("small")
-    config = dataclasses.replace(base, name=f"small_n{n}",
-                                 workload=dataclasses.replace(base.workload, seq_len=n))
-    plan = choose_plan(config)
-    return dataclasses.replace(config, split=plan.split, rows_per_mac=plan.rows_per_mac), plan
-
-
-def mapping(plan):
-    return f"s={plan.split} r={plan.rows_per_mac} a={plan.a}"
 
 
 def compare(n):
