@@ -203,13 +203,43 @@ class Controller(wiring.Component):
                     batch_left.eq(batch_left - 1)]
                 m.next = "CHECK"
 
+    def range_loads(self, m):
+        """The walk's registers, and its writes to the latched run (`range_states`).
+
+        The walk writes the run only through kept flags of its own, as LATCH does (see
+        `elaborate`): a state decode and a 32-bit comparison would otherwise drive the
+        enables of some 200 flip-flops across the chip in one cycle. The range's N, N_kv,
+        SKIP follow row0 and row_end, both set a cycle or more before RANGE_ROWS ends; with
+        the mask the range's last row sees row_end + SKIP keys, so its SKIP is SKIP + row0."""
+        run, setup = self.seq_run, self.seq_run.setup
+        # the row at which the next block starts, blocks (then rows) left to step, the next
+        # block is a pass's first; the range's first row and its end
+        self._walk_pos, self._walk_left, self._walk_first = Signal(33), Signal(32), Signal()
+        self._row0, self._row_end = row0, row_end = Signal(32), Signal(32)
+        self._walk = flags = {name: Signal(name=f"walk_{name}", attrs={"keep": 1})
+                              for name in ("step_q", "step_o", "len", "kv_len", "skip", "short")}
+        m.d.sync += [flag.eq(0) for flag in flags.values()]
+        with m.If(flags["step_q"]):
+            m.d.sync += run.q.base.eq(run.q.base + run.q.row_stride)
+        with m.If(flags["step_o"]):
+            m.d.sync += run.o.base.eq(run.o.base + run.o.row_stride)
+        rows, kv_len, skip = Signal(32, name="range_rows"), Signal(32, name="range_kv_len"), \
+            Signal(32, name="range_skip")
+        m.d.sync += [rows.eq(row_end - row0), kv_len.eq(row_end + setup.skip),
+                     skip.eq(Mux(run.causal, setup.skip + row0, run.kv_len - row_end + row0))]
+        for name, target, value in [("len", run.seq_len, rows), ("kv_len", run.kv_len, kv_len),
+                                    ("skip", setup.skip, skip), ("short", setup.short_h, 0)]:
+            with m.If(flags[name]):
+                m.d.sync += target.eq(value)
+
     def range_states(self, m, block_first, block_count):
         """The block range's walk (see the module's docstring): RANGE_FIRST to block FIRST's
         first row, RANGE_SPAN over COUNT blocks to the range's end, RANGE_ROWS the Q and O
-        bases on by row0 rows, RANGE_CUT the run's SKIP (N_kv - N) of the range; then DIV_H."""
+        bases on by row0 rows (the step flags a cycle ahead), RANGE_CUT the range's N, N_kv,
+        SKIP and N mod a_g loaded (`range_loads`); then DIV_H."""
         run, setup = self.seq_run, self.seq_run.setup
-        pos, left, first, row0, row_end = (self._walk_pos, self._walk_left, self._walk_first,
-                                           Signal(32), Signal(32))
+        pos, left, first = self._walk_pos, self._walk_left, self._walk_first
+        row0, row_end, flags = self._row0, self._row_end, self._walk
         past = pos >= run.seq_len          # the block at `pos` does not exist
         size = Mux(first & run.causal & (setup.short_h != 0), setup.short_h, setup.a_g)
 
@@ -231,27 +261,25 @@ class Controller(wiring.Component):
         with m.State("RANGE_SPAN"):
             with m.If(left == 0):       # COUNT 0 and a short last block end at N
                 m.d.sync += [row_end.eq(Mux((block_count == 0) | past, run.seq_len, pos)),
-                             left.eq(row0)]
+                             left.eq(row0), flags["step_q"].eq(row0 != 0),
+                             flags["step_o"].eq(row0 != 0)]
                 m.next = "RANGE_ROWS"
             with m.Elif(past):
                 fail()
             with m.Else():
                 step()
-        with m.State("RANGE_ROWS"):
+        with m.State("RANGE_ROWS"):     # a step a cycle, row0 in all (the flags run ahead)
             with m.If(left == 0):
-                m.d.sync += [run.seq_len.eq(row_end - row0),
-                             run.kv_len.eq(Mux(run.causal, row_end + setup.skip, run.kv_len)),
+                m.d.sync += [flags["len"].eq(1), flags["kv_len"].eq(run.causal),
+                             flags["skip"].eq(1),
                              # rows mod a_g: a short block in the range keeps its rows
-                             setup.short_h.eq(Mux(Mux(run.causal, block_first == 0,
-                                                      row_end == run.seq_len),
-                                                  setup.short_h, 0))]
+                             flags["short"].eq(~Mux(run.causal, block_first == 0,
+                                                    row_end == run.seq_len))]
                 m.next = "RANGE_CUT"
             with m.Else():
-                m.d.sync += [run.q.base.eq(run.q.base + run.q.row_stride),
-                             run.o.base.eq(run.o.base + run.o.row_stride),
-                             left.eq(left - 1)]
-        with m.State("RANGE_CUT"):
-            m.d.sync += setup.skip.eq(run.kv_len - run.seq_len)
+                m.d.sync += [left.eq(left - 1), flags["step_q"].eq(left > 1),
+                             flags["step_o"].eq(left > 1)]
+        with m.State("RANGE_CUT"):      # the flags load the range's run
             m.next = "DIV_H"
 
     def elaborate(self, platform):
@@ -346,10 +374,8 @@ class Controller(wiring.Component):
             m.d.sync += mul_x[name].eq(mul_x[name] << 1)
             with m.If(add[name]):
                 m.d.sync += acc.eq(acc + mul_x[name])
-        # the block range's walk: the row at which the next block starts, blocks (then rows)
-        # left to step, the next block is a pass's first
-        walk_pos, walk_left, walk_first = Signal(33), Signal(32), Signal()
-        self._walk_pos, self._walk_left, self._walk_first = walk_pos, walk_left, walk_first
+        self.range_loads(m)
+        walk_pos, walk_left, walk_first = self._walk_pos, self._walk_left, self._walk_first
         if self._page_rows:
             first = Signal()                # the launch's first run: it clears the DMA
             batch_left = Signal(32)         # descriptors not yet fetched
