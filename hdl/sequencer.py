@@ -243,7 +243,8 @@ class ReadSequencer(wiring.Component):
             walk.page_walk()
         # The controller's `start` (from across the chip) enables the run's copy and the
         # state's move only: LOAD, a cycle later, loads the first pass's hundreds of
-        # flip-flops from that copy, their enables decoded from the state as PASS's are.
+        # flip-flops from that copy, their enables decoded from the state as PASS's are
+        # (the head pointers' from kept flags set with the state, `walk_registers`).
         with m.FSM():
             walk.setup()                # IDLE, LOAD
             walk.block_command()        # SIZE, BLOCK
@@ -348,6 +349,27 @@ class _ReadWalk:
         self.q_ptr, self.k_ptr, self.v_ptr = (Signal(self.addr_width, name=f"{t}_ptr")
                                               for t in "qkv")
         self.q_row = Signal(self.addr_width)    # this Q row of the pass's first head
+        # LOAD and PASS move the head pointers (and Q's row pointers with them) through
+        # kept flags, one per tensor, set as the state is entered: a decode of the state
+        # drove their enables across the chip (the fp16 2x2's worst path, 11.24 ns)
+        self.heads_load, self.heads_pass = (
+            {t: Signal(name=f"heads_{kind}_{t}", attrs={"keep": 1}) for t in "qkv"}
+            for kind in ("load", "pass"))
+        m.d.sync += [flag.eq(0) for flags in (self.heads_load, self.heads_pass)
+                     for flag in flags.values()]
+        for t in "qkv":
+            with m.If(self.heads_load[t]):
+                m.d.sync += getattr(self, f"{t}_head").eq(getattr(run, t).base)
+        with m.If(self.heads_load["q"]):
+            m.d.sync += [self.q_ptr.eq(run.q.base), self.q_row.eq(run.q.base)]
+        next_head = self.q_head + setup.q_group_stride
+        with m.If(self.heads_pass["q"]):
+            m.d.sync += [self.q_head.eq(next_head), self.q_row.eq(next_head),
+                         self.q_ptr.eq(next_head)]
+        for t in "kv":                  # set only when the pass moves to the next K/V head
+            with m.If(self.heads_pass[t]):
+                m.d.sync += getattr(self, f"{t}_head").eq(
+                    getattr(self, f"{t}_head") + getattr(run, t).head_stride)
 
     def command_port(self):
         """`cmd` and the kinds' FIFO write: the command of the state in hand (`issue_row`),
@@ -529,7 +551,7 @@ class _ReadWalk:
         m, seq, run, setup = self.m, self.sequencer, self.run, self.setup_fields
         with m.State("IDLE"):
             with m.If(seq.start):
-                m.d.sync += run.eq(seq.run)
+                m.d.sync += [run.eq(seq.run), *[flag.eq(1) for flag in self.heads_load.values()]]
                 m.next = "LOAD"
             if self.paged:
                 with m.Elif(seq.desc_fetch):
@@ -544,10 +566,7 @@ class _ReadWalk:
             m.d.comb += [seq.busy.eq(1),
                          self.passes_left.load.eq(1), self.passes_left.init.eq(setup.passes),
                          self.group_left.load.eq(1), self.group_left.init.eq(setup.kv_every)]
-            self.first_block_of_pass()
-            m.d.sync += [self.q_head.eq(run.q.base), self.k_head.eq(run.k.base),
-                         self.v_head.eq(run.v.base), self.q_ptr.eq(run.q.base),
-                         self.q_row.eq(run.q.base)]
+            self.first_block_of_pass()      # the head pointers: `heads_load`
             m.next = "SIZE"
 
     def block_command(self):
@@ -642,6 +661,8 @@ class _ReadWalk:
                 with m.Elif(self.passes_left.last):
                     m.next = "IDLE"
                 with m.Else():
+                    m.d.sync += [self.heads_pass["q"].eq(1),
+                                 *[self.heads_pass[t].eq(self.group_left.last) for t in "kv"]]
                     m.next = "PASS"
 
     @contextmanager
@@ -660,19 +681,14 @@ class _ReadWalk:
         passes to the next K/V head) and loads its first block."""
         m, seq, run, setup = self.m, self.sequencer, self.run, self.setup_fields
         with m.State("PASS"):           # the next pass's heads, a cycle after V_LAST's
-            # command is taken: its hundreds of enables then come from the state, not
-            # from the handshake and the decisions behind it
+            # command is taken: its hundreds of enables then come from the state (the head
+            # pointers' from flags set with it), not from the handshake and the decisions
+            # behind it
             m.d.comb += [seq.busy.eq(1), self.passes_left.step.eq(1),
                          self.group_left.step.eq(1),
                          self.group_left.load.eq(self.group_left.last),
                          self.group_left.init.eq(setup.kv_every)]
-            self.first_block_of_pass()
-            next_head = self.q_head + setup.q_group_stride
-            m.d.sync += [self.q_head.eq(next_head), self.q_row.eq(next_head),
-                         self.q_ptr.eq(next_head)]
-            with m.If(self.group_left.last):     # the next K/V head
-                m.d.sync += [self.k_head.eq(self.k_head + run.k.head_stride),
-                             self.v_head.eq(self.v_head + run.v.head_stride)]
+            self.first_block_of_pass()      # the head pointers: `heads_pass`
             m.next = "SIZE"
 
 
