@@ -203,14 +203,15 @@ class Controller(wiring.Component):
                     batch_left.eq(batch_left - 1)]
                 m.next = "CHECK"
 
-    def range_loads(self, m):
+    def range_loads(self, m, block_first):
         """The walk's registers, and its writes to the latched run (`range_states`).
 
         The walk writes the run only through kept flags of its own, as LATCH does (see
         `elaborate`): a state decode and a 32-bit comparison would otherwise drive the
         enables of some 200 flip-flops across the chip in one cycle. The range's N, N_kv,
-        SKIP follow row0 and row_end, both set a cycle or more before RANGE_ROWS ends; with
-        the mask the range's last row sees row_end + SKIP keys, so its SKIP is SKIP + row0."""
+        SKIP and N mod a_g follow row0 and row_end in registers of their own, both set a
+        cycle or more before RANGE_ROWS ends; with the mask the range's last row sees
+        row_end + SKIP keys, so its SKIP is SKIP + row0."""
         run, setup = self.seq_run, self.seq_run.setup
         # the row at which the next block starts, blocks (then rows) left to step, the next
         # block is a pass's first; the range's first row and its end
@@ -225,10 +226,15 @@ class Controller(wiring.Component):
             m.d.sync += run.o.base.eq(run.o.base + run.o.row_stride)
         rows, kv_len, skip = Signal(32, name="range_rows"), Signal(32, name="range_kv_len"), \
             Signal(32, name="range_skip")
+        # rows mod a_g: a short block in the range keeps its rows (with the mask the first
+        # block, else the last)
+        short = Signal.like(setup.short_h, name="range_short_h")
+        keep = Mux(run.causal, block_first == 0, row_end == run.seq_len)
         m.d.sync += [rows.eq(row_end - row0), kv_len.eq(row_end + setup.skip),
-                     skip.eq(Mux(run.causal, setup.skip + row0, run.kv_len - row_end + row0))]
+                     skip.eq(Mux(run.causal, setup.skip + row0, run.kv_len - row_end + row0)),
+                     short.eq(Mux(keep, setup.short_h, 0))]
         for name, target, value in [("len", run.seq_len, rows), ("kv_len", run.kv_len, kv_len),
-                                    ("skip", setup.skip, skip), ("short", setup.short_h, 0)]:
+                                    ("skip", setup.skip, skip), ("short", setup.short_h, short)]:
             with m.If(flags[name]):
                 m.d.sync += target.eq(value)
 
@@ -271,10 +277,7 @@ class Controller(wiring.Component):
         with m.State("RANGE_ROWS"):     # a step a cycle, row0 in all (the flags run ahead)
             with m.If(left == 0):
                 m.d.sync += [flags["len"].eq(1), flags["kv_len"].eq(run.causal),
-                             flags["skip"].eq(1),
-                             # rows mod a_g: a short block in the range keeps its rows
-                             flags["short"].eq(~Mux(run.causal, block_first == 0,
-                                                    row_end == run.seq_len))]
+                             flags["skip"].eq(1), flags["short"].eq(1)]
                 m.next = "RANGE_CUT"
             with m.Else():
                 m.d.sync += [left.eq(left - 1), flags["step_q"].eq(left > 1),
@@ -374,7 +377,7 @@ class Controller(wiring.Component):
             m.d.sync += mul_x[name].eq(mul_x[name] << 1)
             with m.If(add[name]):
                 m.d.sync += acc.eq(acc + mul_x[name])
-        self.range_loads(m)
+        self.range_loads(m, block_first)
         walk_pos, walk_left, walk_first = self._walk_pos, self._walk_left, self._walk_first
         if self._page_rows:
             first = Signal()                # the launch's first run: it clears the DMA
