@@ -4,7 +4,8 @@ any runs (well formed or not).
 By k-induction: the `WriteSequencer`'s `cmd` keeps the stream rules (valid up and the
 command put until ready, nothing offered the cycle after a reset), given that `start`
 comes only while it is not busy (the controller starts it between runs) and that the
-writer's `done` keeps the rules; the `ReadSequencer`'s `block` and `kind` keep them.
+writer's `done` keeps the rules; the `ReadSequencer`'s `block` and `kind` keep them, given
+the same of its `start` (both latch the run on `start` whatever their state).
 
 Bounded: the `ReadSequencer`'s `cmd` offers no other command until the one it offered
 is taken (a command withdrawn is offered again, as it was). It does not keep valid up:
@@ -55,7 +56,7 @@ class SequencersSpec(Elaboratable):
         m = Module()
         m.submodules.read = read = self.read
         m.submodules.write = write = self.write
-        m.d.comb += Assume(~write.start | ~write.busy)
+        m.d.comb += [Assume(~write.start | ~write.busy), Assume(~read.start | ~read.busy)]
         obeys_stream_rules(m, write.done, name="done")
         for port, name in ((write.cmd, "write_cmd"), (read.block, "block"), (read.kind, "kind")):
             keeps_stream_rules(m, port, name=name)
