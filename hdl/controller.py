@@ -26,7 +26,7 @@ of the range starts at or past N), then steps Q_BASE and O_BASE on by their row 
 once a cycle, row0 times, and sets SEQ_LEN to the range's rows, with the mask KV_LEN to the
 keys its last row sees (rows aligned at the end keep every row's keys), and N mod a_g to
 the range's rows mod a_g (0 unless it holds the short block: with the mask block 0, else
-the last). That is FIRST + COUNT + row0 + 4 cycles, at most
+the last). That is FIRST + COUNT + row0 + 5 cycles, at most
 about N + N / a_g: less than one block's pass over K and V, and uncounted, like the rest
 of the setup. A batch refuses a range (BLOCK_RANGE_IN_BATCH): its runs are its
 descriptors' sequences, whole. Then it starts the read and write sequencers, and ends the run when
@@ -207,11 +207,15 @@ class Controller(wiring.Component):
         run, setup = self.seq_run, self.seq_run.setup
         # the row at which the next block starts, blocks (then rows) left to step, the next
         # block is a pass's first; the range's first row and its end
-        self._walk_pos, self._walk_left, self._walk_first = Signal(33), Signal(32), Signal()
-        # whether the block at the walk's row does not exist (row >= N) and whether no block
-        # (or row) is left to step, as registers set with the row and the count: the walk's
-        # enables then start from flip-flops, not from a 33-bit comparison with the latched
-        # N across the chip (int8's worst path on a seed at 0577647, 11.98 ns)
+        self._walk_pos, self._walk_left = Signal(33), Signal(32)
+        # the rows from the walk's row to N, and the next block's rows (short_h for a causal
+        # first block, else a_g); whether the block at the walk's row does not exist (row
+        # >= N) and whether no block (or row) is left to step, as registers set with the
+        # row and the count: the walk's enables then start from flip-flops, not from a
+        # 33-bit comparison with the latched N across the chip (int8's worst path on a
+        # seed at 0577647, 11.98 ns), and each step's test is one comparison of two
+        # registers (after the step, row >= N when the rows to N were at most the block's)
+        self._walk_rest, self._walk_size = Signal(32), Signal(32)
         self._walk_past, self._walk_none = Signal(), Signal()
         self._row0, self._row_end = row0, row_end = Signal(32), Signal(32)
         self._walk = flags = {name: Signal(name=f"walk_{name}", attrs={"keep": 1})
@@ -236,33 +240,40 @@ class Controller(wiring.Component):
                 m.d.sync += target.eq(value)
 
     def range_states(self, m, block_first, block_count):
-        """The block range's walk (see the module's docstring): RANGE_FIRST to block FIRST's
-        first row, RANGE_SPAN over COUNT blocks to the range's end, RANGE_ROWS the Q and O
-        bases on by row0 rows (the step flags a cycle ahead), RANGE_CUT the range's N, N_kv,
-        SKIP and N mod a_g loaded (`range_loads`); then DIV_H."""
+        """The block range's walk (see the module's docstring): RANGE_START at block 0,
+        RANGE_FIRST to block FIRST's first row, RANGE_SPAN over COUNT blocks to the range's
+        end, RANGE_ROWS the Q and O bases on by row0 rows (the step flags a cycle ahead),
+        RANGE_CUT the range's N, N_kv, SKIP and N mod a_g loaded (`range_loads`); then
+        DIV_H."""
         run, setup = self.seq_run, self.seq_run.setup
-        pos, left, first = self._walk_pos, self._walk_left, self._walk_first
+        pos, left, rest, size = self._walk_pos, self._walk_left, self._walk_rest, self._walk_size
         past, none = self._walk_past, self._walk_none   # pos >= N, left == 0
         row0, row_end, flags = self._row0, self._row_end, self._walk
-        size = Mux(first & run.causal & (setup.short_h != 0), setup.short_h, setup.a_g)
 
         def fail():
             m.d.sync += [self.error.eq(ErrorCode.BLOCK_RANGE), self.done.eq(1), self.busy.eq(0)]
             m.next = "IDLE"
 
+        def count(value, zero):         # left = value, none = (value == 0) as `zero` says
+            m.d.sync += [left.eq(value), none.eq(zero)]
+
         def step():
-            m.d.sync += [pos.eq(pos + size), left.eq(left - 1), first.eq(0),
-                         past.eq(pos + size >= run.seq_len), none.eq(left == 1)]
+            m.d.sync += [pos.eq(pos + size), rest.eq(rest - size), past.eq(rest <= size),
+                         size.eq(setup.a_g)]
+            count(left - 1, left == 1)
 
-        def count(value):
-            m.d.sync += [left.eq(value), none.eq(value == 0)]
-
+        with m.State("RANGE_START"):    # block 0 at row 0 (N >= 1, the check: it exists)
+            m.d.sync += [pos.eq(0), rest.eq(run.seq_len), past.eq(0),
+                         size.eq(Mux(run.causal & (setup.short_h != 0), setup.short_h,
+                                     setup.a_g))]
+            count(block_first, block_first == 0)
+            m.next = "RANGE_FIRST"
         with m.State("RANGE_FIRST"):
             with m.If(past):
                 fail()
             with m.Elif(none):
                 m.d.sync += row0.eq(pos)
-                count(block_count)
+                count(block_count, block_count == 0)
                 m.next = "RANGE_SPAN"
             with m.Else():
                 step()
@@ -270,7 +281,7 @@ class Controller(wiring.Component):
             with m.If(none):            # COUNT 0 and a short last block end at N
                 m.d.sync += [row_end.eq(Mux((block_count == 0) | past, run.seq_len, pos)),
                              flags["step_q"].eq(row0 != 0), flags["step_o"].eq(row0 != 0)]
-                count(row0)
+                count(row0, row0 == 0)
                 m.next = "RANGE_ROWS"
             with m.Elif(past):
                 fail()
@@ -283,7 +294,7 @@ class Controller(wiring.Component):
                 m.next = "RANGE_CUT"
             with m.Else():
                 m.d.sync += [flags["step_q"].eq(left > 1), flags["step_o"].eq(left > 1)]
-                count(left - 1)
+                count(left - 1, left == 1)
         with m.State("RANGE_CUT"):      # the flags load the range's run
             m.next = "DIV_H"
 
@@ -380,7 +391,6 @@ class Controller(wiring.Component):
             with m.If(add[name]):
                 m.d.sync += acc.eq(acc + mul_x[name])
         self.range_loads(m, block_first)
-        walk_pos, walk_left, walk_first = self._walk_pos, self._walk_left, self._walk_first
         if self._page_rows:
             first = Signal()                # the launch's first run: it clears the DMA
             batch_left = Signal(32)         # descriptors not yet fetched
@@ -438,11 +448,7 @@ class Controller(wiring.Component):
                     m.d.sync += [setup.short_h.eq(rem_next), num.eq(run.heads), rem.eq(0),
                                  quo.eq(0), div_i.eq(32), divisor.eq(setup.gb)]
                     with m.If(self._ranged):
-                        # N >= 1 (the check): block 0 exists
-                        m.d.sync += [walk_pos.eq(0), walk_left.eq(block_first),
-                                     walk_first.eq(1), self._walk_past.eq(0),
-                                     self._walk_none.eq(block_first == 0)]
-                        m.next = "RANGE_FIRST"
+                        m.next = "RANGE_START"
                     with m.Else():
                         m.next = "DIV_H"
             self.range_states(m, block_first, block_count)

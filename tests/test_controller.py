@@ -209,7 +209,7 @@ def test_a_block_range_launches_as_the_run_of_its_rows(a, n, kv_len, group, grou
         cycles = await until_launch_or_done(ctx, dut)
         assert ctx.get(dut.seq_start) and ctx.get(dut.error) == 0
         # the walk: a block a cycle to the range's end, a row a cycle to row0
-        walk = first + count + r.row0 + 4 if first or count else 0     # none without a range
+        walk = first + count + r.row0 + 5 if first or count else 0     # none without a range
         assert cycles == dut.check_cycles + dut.setup_cycles() + walk
         got = {name: ctx.get(getattr(dut.seq_run.setup, name)) for name in expect}
         assert got == expect
@@ -232,7 +232,7 @@ def test_a_range_past_the_last_block_ends_with_block_range(a, n, causal, first, 
 
     async def body(ctx, dut):
         cycles = await until_launch_or_done(ctx, dut)
-        assert cycles <= dut.check_cycles + dut.setup_cycles() + block_count(n, a) + 2
+        assert cycles <= dut.check_cycles + dut.setup_cycles() + block_count(n, a) + 3
         assert ctx.get(dut.done) and not ctx.get(dut.seq_start)
         assert ctx.get(dut.error) == ErrorCode.BLOCK_RANGE
         await ctx.tick()
