@@ -152,10 +152,10 @@ def test_published_latency_is_the_pipeline(op):
     # the harness check above reads each result `latency` cycles after its inputs; a
     # latency off by one would misalign every result, so here only the counts
     kind, *formats = op.split("_", 1)
-    # widening is exact: bf16's bits placed in one stage, a narrower exponent's subnormals
-    # normalized in two
+    # widening is exact: bf16's bits placed and fp8's subnormals normalized in one stage,
+    # fp16's (10 mantissa bits) in two
     widening = kind == "cvt" and formats[0].endswith("_fp32")
-    assert latency(op) == ((1 if formats[0].startswith("bf16") else 2) if widening else
+    assert latency(op) == ((2 if formats[0].startswith("fp16") else 1) if widening else
                            {"mul": 9, "add": 9, "cvt": 6, "max": 2, "fix": 6}[kind])
 
 

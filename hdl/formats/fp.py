@@ -48,8 +48,8 @@ the mantissa steps the exponent, and out of the largest finite number gives inf)
 the special cases selected. Each builder tells it the range of e its numbers can have,
 so it builds only the pieces that range needs: an fp32 sum never shifts right, an
 fp16 product is never rounded. A storage format widened to fp32 is exact and takes
-one stage (bf16) or two (`_widen`). Each stage holds at most one carry chain or
-comparison.
+one stage (bf16, fp8) or two (fp16: `_widen`). Each stage holds at most one carry chain
+or comparison.
 
 No floating-point library is maintained for Amaranth 0.5 (libre-soc's ieee754fpu
 targets nmigen), hence these builders.
@@ -547,15 +547,20 @@ def convert(m, x, src, dst, *, domain="sync", en=None, name="fcvt"):
     return staged_convert(Stages(m, domain, en), x, src, dst, name)
 
 
+#: the widest mantissa `_widen` normalizes in one stage (fp8's; fp16's takes two)
+WIDEN_ONE_STAGE_BITS = 4
+
+
 def _widen(st, x, src, name):
     """fp32 bits of encoding `x` of a storage format `src`: exact, since every number of
     `src` is an fp32 number. The exponent is rebiased and the mantissa placed at the top;
     a subnormal of a format with fewer exponent bits becomes a normal fp32 number (its
     leading zeros shifted out, the exponent lowered by as many); bf16's subnormals are
-    fp32's; NaN is the canonical one. bf16 takes one stage (its bits placed); a format
-    with fewer exponent bits two, the leading zeros and the special cases in the first,
-    the shift and the exponent's subtraction in the second: the two in one stage were
-    the fp16 2x2's worst path (12.07 ns from V's register to the widened V)."""
+    fp32's; NaN is the canonical one. One stage, but for a mantissa wider than
+    `WIDEN_ONE_STAGE_BITS` (fp16's): two, the leading zeros and the special cases in the
+    first, the shift and the exponent's subtraction in the second. fp16's in one stage
+    was the fp16 2x2's worst path (12.07 ns from V's register to the widened V); fp8's
+    2 or 3 bits are a LUT or two."""
     M, E = src.man_bits, src.exp_bits
     x = Value.cast(x)
     mant, ef, sign = x[:M], x[M:M + E], x[M + E]
@@ -569,6 +574,11 @@ def _widen(st, x, src, name):
         return out
     lz, _ = _leading_zeros(mant)
     lz = lz[:max(1, (M - 1).bit_length())]
+    if M <= WIDEN_ONE_STAGE_BITS:
+        sub = Cat(pad, ((mant << (lz + 1))[:M]), (rebias - lz)[:8])   # 1.f * 2**(-bias - lz)
+        number = Mux(ef == 0, Mux(mant == 0, 0, sub), Cat(pad, mant, (ef + rebias)[:8]))
+        st.stage(out.eq(Mux(nan, FP32.nan, Cat(Mux(inf, FP32.inf, number), sign))))
+        return out
     # stage 1: the fields, the leading zeros, the cases
     mant1, lz1, sign1 = (Signal.like(v, name=f"{name}_{n}1")
                          for v, n in ((mant, "mant"), (lz, "lz"), (sign, "sign")))
