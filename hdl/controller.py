@@ -205,8 +205,7 @@ class Controller(wiring.Component):
         cycle or more before RANGE_ROWS ends; with the mask the range's last row sees
         row_end + SKIP keys, so its SKIP is SKIP + row0."""
         run, setup = self.seq_run, self.seq_run.setup
-        # the row at which the next block starts, blocks (then rows) left to step, the next
-        # block is a pass's first; the range's first row and its end
+        # the row at which the next block starts, and the blocks (then rows) left to step
         self._walk_pos, self._walk_left = Signal(33), Signal(32)
         # the rows from the walk's row to N, and the next block's rows (short_h for a causal
         # first block, else a_g); whether the block at the walk's row does not exist (row
@@ -217,6 +216,7 @@ class Controller(wiring.Component):
         # registers (after the step, row >= N when the rows to N were at most the block's)
         self._walk_rest, self._walk_size = Signal(32), Signal(32)
         self._walk_past, self._walk_none = Signal(), Signal()
+        # the range's first row and its end
         self._row0, self._row_end = row0, row_end = Signal(32), Signal(32)
         self._walk = flags = {name: Signal(name=f"walk_{name}", attrs={"keep": 1})
                               for name in ("step_q", "step_o", "len", "kv_len", "skip", "short")}
