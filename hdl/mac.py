@@ -127,9 +127,17 @@ def chain_layout(*, arith, rows_per_mac, banks=2, sums=1, value=True):
 
 
 def pick_layout(*, rows_per_mac, banks=2):
-    """The (bank, slot) of a word at a MAC's input, as the address of its (up, e) pair
-    (`pick_addr`), from a register of its own: what reads the word's pair (`MAC`)."""
-    return data.StructLayout({"addr": _slot_bits(rows_per_mac) + _bank_bits(banks)})
+    """What a MAC reads at the word at its input, from a register of its own: the word's
+    (bank, slot) as the address of its (up, e) pair (`addr`, `pick_addr`), and whether it
+    is a V word (`u`: valid and is_u), which selects O's read address. The entry word is
+    one register for every line, so a selection made from it would be one LUT shared by
+    the lines' MAC 0 (Yosys merges them), placed between lines: 5.4 ns of route into a
+    line's O block RAM address on the fp16 2x2 (97ae7ac, seed 2)."""
+    return data.StructLayout({"addr": _pick_bits(rows_per_mac, banks), "u": 1})
+
+
+def _pick_bits(rows_per_mac, banks):
+    return _slot_bits(rows_per_mac) + _bank_bits(banks)
 
 
 def pick_addr(bank, slot, *, rows_per_mac, banks=2):
@@ -243,7 +251,7 @@ class ScoreBanks(wiring.Component):
         at = score_at_layout(rows_per_mac=rows_per_mac, banks=banks)
         # addressed as the (up, e) pairs are (`pick_addr`): slot bits, then bank bits
         self.memory = Memory(shape=arith.score_shape,
-                             depth=2 ** pick_layout(rows_per_mac=rows_per_mac, banks=banks).size,
+                             depth=2 ** _pick_bits(rows_per_mac, banks),
                              init=[], attrs={"ram_style": "block"})
         super().__init__({
             "wr": In(data.StructLayout({"en": 1, "bank": range(banks), "slot": range(rows_per_mac),
@@ -279,7 +287,7 @@ class MAC(wiring.Component):
     (P, alpha) bus address).
     Ports: `line_id` the index of its line (an input, so that every line is the same
     module), `wi` the word from the previous MAC (or the line entry), `wo` the
-    word one cycle later, `pick_in` the (bank, slot) address of `wi` (the previous
+    word one cycle later, `pick_in` the (bank, slot) address of `wi` and whether it is a V word (the previous
     MAC's `pick_out`, a copy of its `wo`'s; for MAC 0 the line's, registered beside
     it), `score` the `banks` banks of r scores (bank * r + slot; written by the group's
     last MAC only; a float MAC has `score_at` / `score_rd` instead, the lane's read of
@@ -431,8 +439,9 @@ class MAC(wiring.Component):
         # next MAC's pair memory.
         if self._index < self._q - 1:
             pick_r = Signal.like(self.pick_out, name="pick", attrs={"keep": 1})
-            m.d.sync += pick_r.addr.eq(pick_addr(wi.bank, wi.slot, rows_per_mac=r,
-                                                 banks=self._banks))
+            m.d.sync += [pick_r.addr.eq(pick_addr(wi.bank, wi.slot, rows_per_mac=r,
+                                                  banks=self._banks)),
+                         pick_r.u.eq(wi.valid & wi.is_u)]
             m.d.comb += self.pick_out.eq(pick_r)
 
         # A float MAC's Q is a block RAM (`ram_style`): a LUT RAM cell takes about seven
@@ -512,7 +521,7 @@ class MAC(wiring.Component):
         # it the update's DSP would read V from beside the LUT-built q*k, a long route
         v_u = Signal.like(value, name="v_u", attrs={"keep": 1})
         o_new = Signal(arith.o_shape, name="o_new")
-        o_rd = self._o_memory(m, Mux(wi.valid & wi.is_u, wi.addr, self.drain_addr),
+        o_rd = self._o_memory(m, Mux(self.pick_in.u, wi.addr, self.drain_addr),
                               addr[-1], o_new, en[-1])
         m.d.sync += [up_u.eq(up_w), e_u.eq(e_w), o_u.eq(force(o_rd, w.first, 0)),
                      v_u.eq(value)]

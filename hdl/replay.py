@@ -54,8 +54,9 @@ class RowReplay(wiring.Component):
     `lanes_ready` / `consume` the array's interlock flags and their clears;
     `drain` the normalizer's block command (its `ready`: the normalizer is idle);
     `c` the softmax constant and `mask` the causal mask (`attenio.hdl.kv_buffer.mask_layout`)
-    for the lanes; `pick_next` the next entry word's (bank, slot) address, which each line
-    registers for its MAC 0 (`attenio.hdl.mac.pick_layout`: while the word is valid);
+    for the lanes; `pick_next` the next entry word's (bank, slot) address (while the word
+    is valid) and whether it is a V word, which each line registers for its MAC 0
+    (`attenio.hdl.mac.pick_layout`);
     `pe_active` a word for S or U entered
     the array; `starved` idle with no row to replay; `busy`.
     """
@@ -189,7 +190,8 @@ class RowReplay(wiring.Component):
         m.d.sync += [entry.eq(word), entry.value.eq(self.rd_data)]
         m.d.comb += [self.word.eq(entry),
                      self.pick_next.addr.eq(pick_addr(word.bank, word.slot, rows_per_mac=r,
-                                                      banks=banks))]
+                                                      banks=banks)),
+                     self.pick_next.u.eq(word.valid & word.is_u)]
         m.d.comb += [self.starved.eq(~active & ~row.valid),
                      self.pe_active.eq(entry.valid & (entry.is_s | entry.is_u)),
                      self.busy.eq(active | word.valid | entry.valid)]

@@ -57,9 +57,10 @@ def run(case, seed, banks=2):
         await ctx.tick()
         ctx.set(dut.wi, {"valid": 1, "is_u": 1, "addr": addr, "slot": slot, "bank": bank,
                          "first": 1, "value": [v]})
-        ctx.set(dut.pick_in.addr, pick_address(bank, slot))   # wi's, as the line's
+        ctx.set(dut.pick_in, {"addr": pick_address(bank, slot), "u": 1})   # wi's, as the line's
         await ctx.tick()
         ctx.set(dut.wi.valid, 0)
+        ctx.set(dut.pick_in.u, 0)
         ctx.set(dut.drain_addr, addr)
         for _ in range(MAC.update_latency(ARITH) + 2):
             await ctx.tick()
@@ -101,7 +102,8 @@ def test_a_mac_of_b_banks_holds_b_r_scores_and_addresses_b_r_pairs():
                   macs_per_lane=2, index=0, lane_index=LANE_INDEX, banks=banks)
         score = dut.signature.members["score"].shape
         assert isinstance(score, data.ArrayLayout) and score.length == banks * R
-        assert dut.signature.members["pick_in"].shape.size == (R - 1).bit_length() + bank_bits
+        assert dut.signature.members["pick_in"].shape["addr"].shape == \
+            (R - 1).bit_length() + bank_bits
         assert dut.signature.members["wi"].shape["bank"].shape == range(banks)
         dut._MustUse__silence = True        # not elaborated, on purpose
 

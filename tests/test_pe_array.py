@@ -292,7 +292,9 @@ class Bench:
         pick = {"bank": int(self.rng.integers(self.shape.banks)),
                 "slot": int(self.rng.integers(r)),
                 **(next_word or {})}
-        ctx.set(dut.pick_next.addr, pick["bank"] << (r - 1).bit_length() | pick["slot"])
+        ctx.set(dut.pick_next, {"addr": pick["bank"] << (r - 1).bit_length() | pick["slot"],
+                                "u": int(bool(next_word) and bool(next_word.get("valid"))
+                                         and bool(next_word.get("is_u")))})
         ctx.set(dut.consume, self.consume)
         self.word, self.consume = next_word, consume
         if request is not None:

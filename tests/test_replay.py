@@ -150,7 +150,7 @@ def check_replay(rng, mac_lines, macs_per_line, rows_per_mac, head_dim, split, s
                 got["value"] = [int(x) for x in entry.value]
                 want = expect.get(cycle)
                 assert want is not None and got == want[0], f"cycle {cycle}"
-                assert last_pick == pick_address(entry.bank, entry.slot, rows_per_mac)
+                assert last_pick.addr == pick_address(entry.bank, entry.slot, rows_per_mac)
                 if entry.is_s or entry.is_u:    # the block's c and mask reach the lanes
                     tag = tags[want[1]]
                     mask = ctx.get(dut.mask)
@@ -160,7 +160,9 @@ def check_replay(rng, mac_lines, macs_per_line, rows_per_mac, head_dim, split, s
             else:
                 assert expect.get(cycle) is None, f"cycle {cycle}: a word missing"
             assert ctx.get(dut.pe_active) == (entry.valid and (entry.is_s or entry.is_u))
-            last_pick = ctx.get(dut.pick_next.addr)
+            # MAC 0's O read address selection, a cycle ahead: valid V words only
+            assert last_pick is None or last_pick.u == (entry.valid and entry.is_u)
+            last_pick = ctx.get(dut.pick_next)
             assert ctx.get(dut.release) == (cycle in releases)
             assert ctx.get(dut.consume) == consumes.get(cycle, 0)
             assert ctx.get(dut.drain.valid) == (cycle in drains)
