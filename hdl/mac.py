@@ -286,15 +286,15 @@ class MAC(wiring.Component):
     `lane_index`: its group's index among the groups of its softmax lane (the
     (P, alpha) bus address).
     Ports: `line_id` the index of its line (an input, so that every line is the same
-    module), `wi` the word from the previous MAC (or the line entry), `wo` the
-    word one cycle later, `pick_in` the (bank, slot) address of `wi` and whether it is a V word (the previous
-    MAC's `pick_out`, a copy of its `wo`'s; for MAC 0 the line's, registered beside
-    it), `score` the `banks` banks of r scores (bank * r + slot; written by the group's
-    last MAC only; a float MAC has `score_at` / `score_rd` instead, the lane's read of
-    its group's `ScoreBanks`), `chain_in` / `chain_out` the adder chain of the partial scores
-    (s > 1), `pa` the lane's write bus (registered here, `pa_layout`), `drain_addr` /
-    `o_rd` the drain read port of O (data one cycle after the address; used only while
-    no V word is present).
+    module), `wi` the word from the previous MAC (or the line entry), `wo` the word one
+    cycle later, `pick_in` the (bank, slot) address of `wi` and whether it is a V word (the
+    previous MAC's `pick_out`, a copy of its `wo`'s; for MAC 0 the line's, registered beside
+    it), `score` the `banks` banks of r scores (bank * r + slot; written by the group's last
+    MAC only; a float MAC has `score_at` / `score_rd` instead, the lane's read of its
+    group's `ScoreBanks`), `chain_in` / `chain_out` the adder chain of the partial
+    scores (s > 1), `pa` the lane's write bus (registered here, `pa_layout`), `drain_addr` /
+    `o_rd` the drain read port of O (data one cycle after the address; used only while no V
+    word is present).
     """
 
     def __init__(self, *, arith, mac_lines, macs_per_line, rows_per_mac, head_dim,
