@@ -239,8 +239,6 @@ class ReadSequencer(wiring.Component):
         walk.tag_fifo()
         walk.walk_registers()
         walk.command_port()
-        walk.q_rows()
-        walk.block_port()
         if self._page_rows:
             walk.page_walk()
         # The controller's `start` (from across the chip) enables the run's copy (whatever
@@ -580,17 +578,9 @@ class _ReadWalk:
 
     def block_command(self):
         """SIZE sizes the next block (its rows and keys) in a cycle of its own; BLOCK
-        offers it on `block` and, once taken, starts its reads.
-
-        The command is registers alone, `block_valid` (high exactly in BLOCK) and a copy of
-        the block's fields, both loaded by SIZE: decoded from the state, the command
-        reached the KV buffer's block registers across the chip (11.39 ns, 6.25 of one
-        route, int8's small preset at 97ae7ac, seed 2). SIZE loads them only while no
-        command is offered, which it never is in SIZE: that keeps the stream rules
-        provable by induction from the registers alone (tests/formal/test_sequencer.py)."""
+        offers it on `block` and, once taken, starts its reads."""
         m, seq, run, setup = self.m, self.sequencer, self.run, self.setup_fields
         full, short, keys_end = self.full, self.short, self.keys_end
-        block_valid, command = self.block_valid, self.block_command_regs
         with m.State("SIZE"):           # one cycle per block to size it
             m.d.comb += seq.busy.eq(1)
             # causal: keys_end + rows_h, the three sums side by side and selected by
@@ -598,26 +588,24 @@ class _ReadWalk:
             # register: the KV buffer checks it and loads its counters from it in the
             # cycle it takes the command (the controller refused a seq_len or kv_len
             # above max_seq_len)
-            rows_valid = Mux(short, setup.short, Mux(full, setup.a_full, self.rows_left))
-            size_keys = Mux(run.causal, Mux(short, keys_end + setup.short_h,
-                                            Mux(full, keys_end + setup.a_g,
-                                                keys_end + self.rows_left_h)),
-                            run.kv_len)
             m.d.sync += [
-                self.rows_valid.eq(rows_valid),
+                self.rows_valid.eq(Mux(short, setup.short,
+                                       Mux(full, setup.a_full, self.rows_left))),
                 self.rows_h.eq(Mux(short, setup.short_h,
                                    Mux(full, setup.a_g, self.rows_left_h))),
-                self.size_keys.eq(size_keys)]
-            with m.If(~block_valid):
-                m.d.sync += [block_valid.eq(1), command.rows_valid.eq(rows_valid),
-                             command.n_keys.eq(size_keys), command.causal.eq(run.causal),
-                             command.gdiag.eq(Mux(run.causal, self.gkeys_end, 0)),
-                             command.step.eq(setup.gb)]
+                self.size_keys.eq(Mux(run.causal, Mux(short, keys_end + setup.short_h,
+                                                      Mux(full, keys_end + setup.a_g,
+                                                          keys_end + self.rows_left_h)),
+                                      run.kv_len))]
             m.next = "BLOCK"
         with m.State("BLOCK"):
-            m.d.comb += seq.busy.eq(1)
+            m.d.comb += [seq.busy.eq(1), seq.block.valid.eq(1),
+                         seq.block.payload.rows_valid.eq(self.rows_valid),
+                         seq.block.payload.n_keys.eq(self.size_keys),
+                         seq.block.payload.causal.eq(run.causal),
+                         seq.block.payload.gdiag.eq(Mux(run.causal, self.gkeys_end, 0)),
+                         seq.block.payload.step.eq(setup.gb)]
             with m.If(seq.block.ready):
-                m.d.sync += block_valid.eq(0)
                 m.d.comb += [self.q_left.load.eq(1), self.q_left.init.eq(self.rows_valid),
                              self.q_heads.load.eq(1)]
                 if self.paged:
@@ -631,37 +619,12 @@ class _ReadWalk:
                                              else self.size_keys <= self.lead),
                              keys_end.eq(self.size_keys),
                              self.gkeys_end.eq(self.gkeys_end + self.rows_valid),
-                             self.head_first.eq(0), self.issuing.eq(1), self.in_q.eq(1)]
+                             self.head_first.eq(0), self.issuing.eq(1)]
                 if self.lead > 1:       # the lead's K rows, and the V rows left: min(lead, n)
                     rows = Mux(self.size_keys < self.lead, self.size_keys, self.lead)
                     m.d.comb += [assign for counter in (self.k_lead, self.v_lead)
                                  for assign in (counter.load.eq(1), counter.init.eq(rows))]
                 m.next = "Q"
-
-    def block_port(self):
-        """`block` from registers of its own (`block_command` loads them)."""
-        seq = self.sequencer
-        self.block_valid = Signal(name="block_valid")
-        self.block_command_regs = Signal.like(seq.block.payload, name="block_command")
-        self.m.d.comb += [seq.block.valid.eq(self.block_valid),
-                          seq.block.payload.eq(self.block_command_regs)]
-
-    def q_rows(self):
-        """The Q state's steps, under `in_q`, a register that is high exactly in Q (set as
-        BLOCK enters it, cleared as its last row is taken): each Q row taken steps the
-        heads' counter and the Q pointers. Decoded from the state, their enables were a
-        route across the chip to the counter (11.28 ns, the fp16 2x2 at 97ae7ac, seed 1)."""
-        m, run = self.m, self.run
-        self.in_q = in_q = Signal(name="in_q")
-        taken = in_q & self.issued
-        with m.If(taken):
-            m.d.comb += [self.q_heads.step.eq(1), self.q_heads.load.eq(self.q_heads.last)]
-            m.d.sync += self.q_ptr.eq(self.q_ptr + run.q.head_stride)
-            with m.If(self.q_heads.last):
-                m.d.sync += [self.q_row.eq(self.q_row + run.q.row_stride),
-                             self.q_ptr.eq(self.q_row + run.q.row_stride)]
-            with m.If(self.q_left.last):
-                m.d.sync += in_q.eq(0)
 
     def block_reads(self):
         """The reads of one block, a command a state per cycle taken: its Q rows (row t of
@@ -670,7 +633,13 @@ class _ReadWalk:
         on to the next block, the next pass, or IDLE."""
         m, run = self.m, self.run
         with m.State("Q"):              # row t of each of the pass's heads, then t + 1
-            self.issue_row(Kind.Q, self.q_ptr)      # the pointers step in `q_rows`
+            self.issue_row(Kind.Q, self.q_ptr)
+            with m.If(self.issued):
+                m.d.comb += [self.q_heads.step.eq(1), self.q_heads.load.eq(self.q_heads.last)]
+                m.d.sync += self.q_ptr.eq(self.q_ptr + run.q.head_stride)
+                with m.If(self.q_heads.last):
+                    m.d.sync += [self.q_row.eq(self.q_row + run.q.row_stride),
+                                 self.q_ptr.eq(self.q_row + run.q.row_stride)]
             self.count_down(self.q_left, "K_FIRST")
         with m.State("K_FIRST"):
             self.issue_row(Kind.K, self.k_ptr, run.k)
