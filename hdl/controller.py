@@ -219,8 +219,7 @@ class Controller(wiring.Component):
         self._walk_past, self._walk_none = Signal(), Signal()
         # FIRST == 0 and COUNT == 0, and whether the range ends at N (set with row_end):
         # registers, so that no 32-bit comparison of the latched run reaches an enable or
-        # a reset in the walk's cycle (`range_short_h`'s reset was one, 11.10 and 13.28 ns,
-        # on int8's round 52)
+        # a reset (such as `range_short_h`'s) in the walk's cycle
         self._first_zero, self._count_zero = Signal(), Signal()
         self._ends_at_n = Signal()
         m.d.sync += [self._first_zero.eq(block_first == 0),
@@ -320,10 +319,10 @@ class Controller(wiring.Component):
         # anything acts on it: the CSRs, the comparisons and the clears of the DMA's
         # 64-bit counters are far apart on a chip, too far for one cycle.
         code = self.check(m, self.seq_run)
-        # the DMA's clear a cycle after the state that asks for it, from a register: its
-        # decode reached the DMA's sticky error across the chip in one cycle (11.57 ns, the
-        # fp16 2x2 at 8670d1d, seed 3); nothing reaches the DMA before it (LAUNCH, or a
-        # descriptor's read, come later)
+        # the DMA's clear a cycle after the state that asks for it, from a register: a
+        # decode of the state would have to reach the DMA's sticky error across the chip
+        # in one cycle; nothing reaches the DMA before it (LAUNCH, or a descriptor's read,
+        # come later)
         clear, dma_clear = Signal(), Signal(name="dma_clear_q", attrs={"keep": 1})
         m.d.comb += [clear.eq(0), self.dma_clear.eq(dma_clear)]
         m.d.sync += dma_clear.eq(clear)

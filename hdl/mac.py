@@ -131,8 +131,8 @@ def pick_layout(*, rows_per_mac, banks=2):
     (bank, slot) as the address of its (up, e) pair (`addr`, `pick_addr`), and whether it
     is a V word (`u`: valid and is_u), which selects O's read address. The entry word is
     one register for every line, so a selection made from it would be one LUT shared by
-    the lines' MAC 0 (Yosys merges them), placed between lines: 5.4 ns of route into a
-    line's O block RAM address on the fp16 2x2 (97ae7ac, seed 2)."""
+    the lines' MAC 0 (Yosys merges them), placed between the lines, far from each line's
+    O memory."""
     return data.StructLayout({"addr": _pick_bits(rows_per_mac, banks), "u": 1})
 
 

@@ -499,10 +499,9 @@ def staged_add(st, a, b, name):
     r1, s1 = regs(1, sa=sa, sb=sb, siga=siga, sigb=sigb, ea=ea, eb=eb,
                   dab=(fa - fb)[:9], dba=(fb - fa)[:9],
                   nan=na | nb | (ia & ib & (sa != sb)), inf=ia | ib, inf_sign=Mux(ia, sa, sb))
-    # which is larger drives some 70 LUTs of stage 2: kept copies, one for the smaller
-    # operand (and its trailing zeros, stage 2's deepest logic), one for the larger, one
-    # for the rest (a single register's route to all of them was 3.4 ns of a 10.9 ns path
-    # on the fp16 2x2, 8670d1d seed 1)
+    # which is larger drives some 70 LUTs of stage 2, too many for one register's route:
+    # kept copies, one for the smaller operand (and its trailing zeros, stage 2's deepest
+    # logic), one for the larger, one for the rest
     ge = {use: Signal(name=f"{name}_a_ge1_{use}", attrs={"keep": 1})
           for use in ("small", "big", "rest")}
     a_ge = magnitude_of(a) >= magnitude_of(b)      # the encodings compare as integers
