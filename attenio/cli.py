@@ -181,7 +181,8 @@ def _sim_batch(args, seqs):
     out = _out_dir(args, config)
     engine = "cocotb" if args.engine == "cocotb" or args.simulator != "verilator" else "fast"
     opts = BatchOptions(seed=args.seed, heads=w.heads, head_group=w.group,
-                        grouped=plan.grouped, engine=engine, simulator=args.simulator)
+                        grouped=plan.grouped, engine=engine, simulator=args.simulator,
+                        head_scales=args.head_scales)
     try:
         r = run_batch(config, out, seqs, opts, log=progress)
     except ValueError as exc:
@@ -253,7 +254,8 @@ def cmd_sim(args):
         check_fits(make_plan(config), **fits)
     if args.inputs:     # the values (NaN, scales, the format's range), now that they fit
         RunData.make(config.format, head_dim=w.head_dim,
-                     inputs=load_inputs(args.inputs, head_dim=w.head_dim))
+                     inputs=load_inputs(args.inputs, head_dim=w.head_dim),
+                     head_scales=args.head_scales)
     config = planned_config(config)
     progress(f"engine: {engine} ({why})")
     plan = make_plan(config)
@@ -269,7 +271,7 @@ def cmd_sim(args):
                       input_kind=args.input_kind, latency=(args.latency_prob, args.latency_max),
                       backpressure=args.backpressure, memory=memory, engine=engine,
                       threads=args.threads, progress=bar, verbose=args.verbose,
-                      blocks=ranges)
+                      blocks=ranges, head_scales=args.head_scales)
     if args.shards:
         return _sim_shards(args, config, out, dataclasses.replace(opts, progress=None), bar)
     try:
@@ -604,6 +606,11 @@ def build_parser():
                         "quantized for int8) or int8 with scale_*")
     p.add_argument("--input-kind", default="gaussian", choices=INPUT_KINDS,
                    help="random inputs to use without --inputs")
+    p.add_argument("--head-scales", action="store_true",
+                   help="a scale a tensor and K/V head (int8, fp8; Q's shared by the K/V "
+                        "head's query heads), each query head's softmax constant from "
+                        "SCALE_C_TABLE (MODE.HEAD_SCALES), in one launch; default: a scale a "
+                        "tensor, SCALE_C")
     p.add_argument("--latency-prob", type=probability, default=0.0, metavar="P",
                    help="probability of a random memory stall per access")
     p.add_argument("--latency-max", type=non_negative_int, default=0, metavar="CYCLES",

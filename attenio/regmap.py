@@ -8,11 +8,13 @@ Read-only hardware parameters take their values from the Plan.
 """
 
 import enum
+import re
 from dataclasses import dataclass
 
 from .formats import FORMAT_TABLE
 
-__all__ = ["Access", "Register", "ErrorCode", "RegisterMap", "register_map", "FORMAT_IDS",
+__all__ = ["Access", "Register", "Window", "ErrorCode", "RegisterMap", "register_map", "FORMAT_IDS",
+           "SCALE_TABLE_ENTRIES",
            "MAX_HEAD_GROUP", "TABLE_ENTRY_BYTES", "DESCRIPTOR_FIELDS", "DESCRIPTOR_BYTES",
            "DescFlag", "descriptor_stride", "pack_descriptor", "unpack_descriptor", "pack_table", "table_pages",
            "table_beats", "paged_row_addr"]
@@ -20,7 +22,10 @@ __all__ = ["Access", "Register", "ErrorCode", "RegisterMap", "register_map", "FO
 #: the largest HEAD_GROUP: the controller scales by it bit by bit (8 bits, 8 cycles), and
 #: the lanes' scaled diagonal is that many times wider than a key count
 MAX_HEAD_GROUP = 255
-VERSION = 0x0001_0001   # 1.1: major in the upper half, minor in the lower
+VERSION = 0x0001_0002   # 1.2: major in the upper half, minor in the lower
+#: entries of SCALE_C_TABLE, the softmax constant of each query head (MODE.HEAD_SCALES): one
+#: ECP5 block RAM of 32-bit words holds 512, a run of more heads takes one SCALE_C for all
+SCALE_TABLE_ENTRIES = 256
 #: the FORMAT register's value of each number format (`attenio.formats.FORMAT_TABLE`)
 FORMAT_IDS = {row.name: row.register_id for row in FORMAT_TABLE}
 
@@ -60,6 +65,7 @@ class ErrorCode(enum.IntEnum):
                             # past it: found after the setup's walk, nothing moved
     BLOCK_RANGE_IN_BATCH = 17   # a block range with DESC_COUNT > 0: a batch runs every
                                 # sequence whole
+    SCALE_TABLE_SHORT = 18  # MODE.HEAD_SCALES with HEADS above SCALE_TABLE_ENTRIES (256)
 
 
 #: bytes of one block-table entry: the byte address of a page slot, u32 little-endian
@@ -71,13 +77,14 @@ class DescFlag(enum.IntFlag):
 
     CAUSAL = 1
     GROUPED = 2
+    HEAD_SCALES = 4
 
 
 #: A sequence's descriptor in a batch (DESC_BASE, DESC_COUNT): eight u32 words, little
-#: endian, in this order. What the batch shares (HEAD_GROUP, SCALE_C, the strides, the
-#: K/V offsets in a page slot, PAGE_LIMIT) stays in the registers.
+#: endian, in this order. What the batch shares (HEAD_GROUP, SCALE_C and SCALE_C_TABLE, the
+#: strides, the K/V offsets in a page slot, PAGE_LIMIT) stays in the registers.
 DESCRIPTOR_FIELDS = (
-    ("FLAGS", "DescFlag: CAUSAL, GROUPED, as MODE's bits for this sequence"),
+    ("FLAGS", "DescFlag: CAUSAL, GROUPED, HEAD_SCALES, as MODE's bits for this sequence"),
     ("SEQ_LEN", "query rows N (1 for a decode step, more for a chunked prefill)"),
     ("KV_LEN", "key/value rows N_kv, 1..MAX_SEQ_LEN (0 is KV_LEN_ZERO)"),
     ("HEADS", "query heads; query head h reads K/V head h div HEAD_GROUP"),
@@ -160,14 +167,36 @@ class Register:
 
 
 @dataclass(frozen=True)
+class Window:
+    """A table of `entries` 32-bit words from `offset` (read and write), kept in a memory
+    rather than in registers; entry i is the word at offset + 4 i, also named "NAME[i]"."""
+    name: str
+    offset: int
+    entries: int
+    doc: str
+
+    def __post_init__(self):
+        span = 4 * self.entries
+        if span & (span - 1) or self.offset % span:
+            raise ValueError(f"window {self.name}: {self.entries} entries at 0x{self.offset:x} "
+                             f"are not a power of two aligned to their size")
+
+    @property
+    def index_bits(self):
+        return (self.entries - 1).bit_length()
+
+
+@dataclass(frozen=True)
 class RegisterMap:
     registers: tuple
     data_width: int = 32
+    windows: tuple = ()
 
     @property
     def addr_width(self):
         """Byte-address bits the AXI4-Lite slave decodes."""
-        end = max(r.offset + 4 * r.words for r in self.registers)
+        end = max([r.offset + 4 * r.words for r in self.registers]
+                  + [w.offset + 4 * w.entries for w in self.windows])
         return max(12, (end - 1).bit_length())
 
     def __getitem__(self, name):
@@ -175,6 +204,22 @@ class RegisterMap:
             if r.name == name:
                 return r
         raise KeyError(name)
+
+    def window(self, name):
+        for w in self.windows:
+            if w.name == name:
+                return w
+        raise KeyError(name)
+
+    def offset(self, name):
+        """The byte offset of register `name`, or of a window's entry "NAME[i]"."""
+        m = re.fullmatch(r"(\w+)\[(\d+)\]", name)
+        if m is None:
+            return self[name].offset
+        w, i = self.window(m[1]), int(m[2])
+        if i >= w.entries:
+            raise KeyError(f"{name}: {w.name} has {w.entries} entries")
+        return w.offset + 4 * i
 
     def __iter__(self):
         return iter(self.registers)
@@ -189,6 +234,8 @@ class RegisterMap:
                  "fields": [{"name": f[0], "lsb": f[1], "width": f[2], "doc": f[3]}
                             for f in r.fields]}
                 for r in self.registers],
+            "windows": [{"name": w.name, "offset": w.offset, "entries": w.entries,
+                         "access": Access.RW.value, "doc": w.doc} for w in self.windows],
         }
 
 
@@ -216,7 +263,7 @@ def register_map(plan):
                  "query rows N of the run, 1..MAX_SEQ_LEN"),
         Register("HEADS", 0x010, Access.RW, 32, "number of query heads of the run", value=1),
         Register("SCALE_C", 0x014, Access.RW, 32,
-                 plan.config.format.SCALE_C_DOC),
+                 plan.config.format.SCALE_C_DOC + "; every head's, unless MODE.HEAD_SCALES"),
         Register("MODE", 0x018, Access.RW, 32, "how the run computes attention",
                  fields=(("CAUSAL", 0, 1, "causal masking: query row i sees keys 0..i only; "
                           "a Q block reads K and V up to its last row"),
@@ -224,7 +271,12 @@ def register_map(plan):
                           "query heads of a K/V head (row t of head h at block row "
                           "t*HEAD_GROUP + h), so each K/V row read serves the whole group; "
                           "HEADS must be a multiple of HEAD_GROUP, and HEAD_GROUP at most "
-                          "BLOCK_ROWS (else HEADS_NOT_GROUPED, GROUP_OVER_BLOCK)"))),
+                          "BLOCK_ROWS (else HEADS_NOT_GROUPED, GROUP_OVER_BLOCK)"),
+                         ("HEAD_SCALES", 2, 1, "query head h takes its softmax constant from "
+                          "SCALE_C_TABLE[h], not SCALE_C (a scale_q and scale_k per head); "
+                          "with GROUPED a block takes its group's first head's, so a group's "
+                          "heads share one. HEADS above the table's entries is "
+                          "SCALE_TABLE_SHORT"))),
         Register("KV_LEN", 0x01C, Access.RW, 32,
                  "key/value rows N_kv of the run, 1..MAX_SEQ_LEN; 0: equal to SEQ_LEN. Causal "
                  "rows are aligned at the end: query row i sees keys up to i + N_kv - N"),
@@ -297,4 +349,8 @@ def register_map(plan):
         regs.append(Register(name, 0x080 + 4 * i, Access.CONST, 32, doc, value=value))
     for i, (name, doc) in enumerate(_COUNTERS):
         regs.append(Register(name, 0x100 + 8 * i, Access.RO, 64, doc))
-    return RegisterMap(tuple(regs))
+    windows = (Window("SCALE_C_TABLE", 0x400, SCALE_TABLE_ENTRIES,
+                      "entry h: query head h's softmax constant under MODE.HEAD_SCALES, as "
+                      "SCALE_C is written; read as each of the run's passes begins, so written "
+                      "while no run is under way"),)
+    return RegisterMap(tuple(regs), windows=windows)

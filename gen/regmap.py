@@ -32,6 +32,13 @@ def regmap_c_header(rmap, *, prefix="ATTENIO"):
             lines.append(f"#define {prefix}_{r.name}_{name}_SHIFT {lsb}u  /* {doc} */")
             lines.append(f"#define {prefix}_{r.name}_{name}_MASK 0x{(1 << width) - 1 << lsb:X}u")
         lines.append("")
+    for w in rmap.windows:
+        lines.append(f"/* {w.doc} (rw, {w.entries} words of 32 bits) */")
+        lines.append(f"#define {prefix}_{w.name}_OFFSET 0x{w.offset:03X}u")
+        lines.append(f"#define {prefix}_{w.name}_ENTRIES {w.entries}u")
+        lines.append(f"#define {prefix}_{w.name}_ENTRY_OFFSET(i) "
+                     f"({prefix}_{w.name}_OFFSET + 4u * (uint32_t)(i))")
+        lines.append("")
     if any(r.name == "PAGE_ROWS" for r in rmap):
         lines.append("/* Paged K/V: a block-table entry is a page slot's byte address (u32 LE) */")
         lines.append(f"#define {prefix}_TABLE_ENTRY_BYTES {TABLE_ENTRY_BYTES}u")
@@ -62,6 +69,9 @@ def regmap_markdown(rmap):
         if r.fields:
             doc += "; " + ", ".join(f"bit {lsb}: {name} ({fdoc})" for name, lsb, _, fdoc in r.fields)
         lines.append(f"| 0x{r.offset:03X} | {r.name} | {r.access.value} | {r.width} | {r.value} | {doc} |")
+    for w in rmap.windows:
+        lines.append(f"| 0x{w.offset:03X} | {w.name}[0..{w.entries - 1}] | rw | 32 each | 0 | "
+                     f"{w.doc} |")
     lines += ["", "## Error codes", "", "| code | name |", "|---:|---|"]
     lines += [f"| {e.value} | {e.name} |" for e in ErrorCode]
     return "\n".join(lines) + "\n"

@@ -4,8 +4,9 @@ A run is started by the CSR START pulse. It latches the run's parameters the nex
 cycle (LATCH), with KV_LEN = 0 resolved to SEQ_LEN (so drivers that never write KV_LEN
 run self-attention), and first checks what the hardware cannot serve (N = 0, N or N_kv
 above the generated maximum, causal with N_kv < N, no heads, HEAD_GROUP = 0 or above
-255, MODE.GROUPED with HEAD_GROUP above the block's rows, a base address or stride that
-is not a multiple of the AXI beat) and, if so, ends the run five cycles later with an
+255, MODE.GROUPED with HEAD_GROUP above the block's rows, MODE.HEAD_SCALES with more
+heads than SCALE_C_TABLE holds, a base address or stride that is not a multiple of the
+AXI beat) and, if so, ends the run five cycles later with an
 error code and done set, having moved no byte. Otherwise it clears the DMA's byte
 counters and error status and derives what the sequencers need of the run
 (`setup_layout`): gb, the query heads a block serves (HEAD_GROUP with MODE.GROUPED, else
@@ -52,7 +53,7 @@ from attenio.regmap import (DESCRIPTOR_BYTES, DESCRIPTOR_FIELDS, DescFlag, Error
                             descriptor_stride)
 
 from .dma import error_layout
-from attenio.regmap import MAX_HEAD_GROUP
+from attenio.regmap import MAX_HEAD_GROUP, SCALE_TABLE_ENTRIES
 
 from .sequencer import run_layout
 
@@ -163,6 +164,8 @@ class Controller(wiring.Component):
                   (run.group == 0, ErrorCode.HEAD_GROUP_ZERO),
                   (run.group > MAX_HEAD_GROUP, ErrorCode.HEAD_GROUP_TOO_LARGE),
                   (run.grouped & (run.group > self._block_rows), ErrorCode.GROUP_OVER_BLOCK),
+                  (run.head_scales & (run.heads > SCALE_TABLE_ENTRIES),
+                   ErrorCode.SCALE_TABLE_SHORT),
                   (misaligned, ErrorCode.MISALIGNED)]
         if self._page_rows:
             tests.append((self._batch & self._ranged, ErrorCode.BLOCK_RANGE_IN_BATCH))
@@ -188,6 +191,7 @@ class Controller(wiring.Component):
                 m.d.sync += [
                     run.causal.eq(word["FLAGS"][DescFlag.CAUSAL.bit_length() - 1]),
                     run.grouped.eq(word["FLAGS"][DescFlag.GROUPED.bit_length() - 1]),
+                    run.head_scales.eq(word["FLAGS"][DescFlag.HEAD_SCALES.bit_length() - 1]),
                     run.seq_len.eq(word["SEQ_LEN"]), run.kv_len.eq(word["KV_LEN"]),
                     run.heads.eq(word["HEADS"]), run.q.base.eq(word["Q_BASE"]),
                     run.o.base.eq(word["O_BASE"]), run.table.eq(word["TABLE"]),

@@ -13,10 +13,15 @@ answers on the third cycle counting its AR handshake's as the first, with read-o
 read multiplexer in two).
 
 `READ_BANK` words share the first level of the read multiplexer.
+
+A window of the map (`attenio.regmap.Window`: a table such as SCALE_C_TABLE) is a
+memory here, written and read by the bus at the same pace as a register, and read by
+the hardware through a port of its own (``x_addr``, ``x_data`` a cycle later).
 """
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Module, Mux, Signal, unsigned
 from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from attenio.regmap import Access
@@ -38,7 +43,8 @@ class CSRBlock(wiring.Component):
 
     Ports, by register name (lower case): an RW register `x` drives ``x`` (its
     current value); an RO register `x` reads ``x`` (driven by the hardware); a W1
-    register `x` pulses ``x`` for one cycle when written with bit 0 set.
+    register `x` pulses ``x`` for one cycle when written with bit 0 set. A window `x`:
+    ``x_addr`` in (an entry's index), ``x_data`` out (that entry, a cycle later).
     """
 
     def __init__(self, regmap):
@@ -52,6 +58,10 @@ class CSRBlock(wiring.Component):
                 members[name] = In(r.width)
             elif r.access is Access.W1:
                 members[name] = Out(1)
+        for w in regmap.windows:
+            name = w.name.lower()
+            members[f"{name}_addr"] = In(range(w.entries))
+            members[f"{name}_data"] = Out(32)
         super().__init__(members)
 
     @property
@@ -81,6 +91,22 @@ class CSRBlock(wiring.Component):
                             self._write(m, r, word)
                 with m.Default():
                     pass
+
+        # a window: one memory, its two read ports the bus's and the hardware's
+        win_ports = []
+        for w in self._regmap.windows:
+            m.submodules[w.name.lower()] = mem = Memory(shape=unsigned(32), depth=w.entries,
+                                                         init=[])
+            wr, rd_hw, rd_bus = mem.write_port(granularity=8), mem.read_port(), mem.read_port()
+            name = w.name.lower()
+            m.d.comb += [rd_hw.addr.eq(getattr(self, f"{name}_addr")),
+                         getattr(self, f"{name}_data").eq(rd_hw.data),
+                         wr.addr.eq(bus.awaddr[2:2 + w.index_bits]), wr.data.eq(bus.wdata)]
+            hit = bus.awaddr[2 + w.index_bits:] == w.offset >> (2 + w.index_bits)
+            with m.If(take_write & hit):
+                m.d.comb += wr.en.eq(bus.wstrb)
+                m.d.sync += bus.bresp.eq(OKAY)
+            win_ports.append((w, rd_bus))
 
         # -- reads: three cycles from AR to R ---------------------------------------
         # The read-only inputs (counters, status) come from all over the chip, so each is
@@ -142,6 +168,15 @@ class CSRBlock(wiring.Component):
                     with m.Case(b):
                         m.d.sync += [bus.rdata.eq(bank_data[b]),
                                      bus.rresp.eq(Mux(bank_ok[b], OKAY, SLVERR))]
+        # a window's entry: its read port takes the registered address as the banks select,
+        # its word is there when they have
+        for w, rd in win_ports:
+            in_win = Signal(name=f"rd_{w.name.lower()}")
+            m.d.comb += rd.addr.eq(rd_word[:w.index_bits])
+            with m.If(rd_pend):
+                m.d.sync += in_win.eq(rd_word[w.index_bits:] == w.offset >> (2 + w.index_bits))
+            with m.If(rd_banked & in_win):
+                m.d.sync += [bus.rdata.eq(rd.data), bus.rresp.eq(OKAY)]
         return m
 
     def _value(self, r):

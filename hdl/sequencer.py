@@ -40,8 +40,8 @@ from amaranth.lib.wiring import In, Out
 
 from attenio import validate
 from attenio.analysis import block_keys
-from attenio.regmap import (DESCRIPTOR_BYTES, MAX_HEAD_GROUP, TABLE_ENTRY_BYTES,
-                            descriptor_stride, paged_row_addr, table_beats)
+from attenio.regmap import (DESCRIPTOR_BYTES, MAX_HEAD_GROUP, SCALE_TABLE_ENTRIES,
+                            TABLE_ENTRY_BYTES, descriptor_stride, paged_row_addr, table_beats)
 
 from .counter import DownCounter
 # the core's feed, its K/V order and block command: one definition
@@ -81,6 +81,8 @@ def run_layout(addr_width, *, paged=False):
                                 "row_stride": unsigned(addr_width)})
     fields = {"seq_len": unsigned(32), "heads": unsigned(32), "causal": 1,
               "grouped": 1, "kv_len": unsigned(32), "group": unsigned(32),
+              # SCALE_C, and MODE.HEAD_SCALES: each pass's c from SCALE_C_TABLE instead
+              "scale_c": unsigned(32), "head_scales": 1,
               "q": tensor, "k": tensor, "v": tensor, "o": tensor,
               "setup": setup_layout(addr_width)}
     if paged:
@@ -170,8 +172,11 @@ class ReadSequencer(wiring.Component):
 
     Ports: `start` (pulse, with `run` valid), `cmd` (to the DMA reader), `kind`
     (one per command, to whoever tags the data), `block` (one per Q block, to the
-    core), `busy`. `banks`: the array's score banks B, which set the K/V order (B - 1
-    K rows ahead, `attenio.hdl.kv_buffer.kv_order`).
+    core) and `block_c` (its softmax constant, a register), `busy`; `scale_addr` out and
+    `scale_data` in (a cycle later): the read port of SCALE_C_TABLE, whose entry for the
+    pass's first query head is `block_c` under the run's `head_scales`, else the run's
+    `scale_c`. `banks`: the array's score banks B, which set the K/V order (B - 1 K rows
+    ahead, `attenio.hdl.kv_buffer.kv_order`).
     """
 
     #: cycles from `start` to the first block offered on `block`: the run latched, the
@@ -209,6 +214,8 @@ class ReadSequencer(wiring.Component):
             "kind": Out(stream.Signature(Kind)),
             "block": Out(stream.Signature(start_layout(rows=block_rows,
                                                        max_seq_len=max_seq_len))),
+            "block_c": Out(32),
+            "scale_addr": Out(range(SCALE_TABLE_ENTRIES)), "scale_data": In(32),
             "busy": Out(1),
         }
         if page_rows:
@@ -377,6 +384,22 @@ class _ReadWalk:
             with m.If(self.heads_pass[t]):
                 m.d.sync += getattr(self, f"{t}_head").eq(
                     getattr(self, f"{t}_head") + getattr(run, t).head_stride)
+        self.scale_walk()
+
+    def scale_walk(self):
+        """The pass's softmax constant, `block_c`: loaded in the SIZE after LOAD or PASS
+        (`c_load`, a kept flag set with those states) from the table's word for the pass's
+        first query head, whose index `scale_addr` holds from `start` (0) or the previous
+        load (+ gb) on, so the word is read in LOAD or PASS and the table's read port and
+        the selection are all that lie before the register."""
+        m, seq, run, setup = self.m, self.sequencer, self.run, self.setup_fields
+        self.c_load = Signal(name="scale_c_load", attrs={"keep": 1})
+        m.d.sync += self.c_load.eq(0)
+        with m.If(seq.start):
+            m.d.sync += seq.scale_addr.eq(0)
+        with m.If(self.c_load):
+            m.d.sync += [seq.block_c.eq(Mux(run.head_scales, seq.scale_data, run.scale_c)),
+                         seq.scale_addr.eq(seq.scale_addr + setup.gb)]
 
     def command_port(self):
         """`cmd` and the kinds' FIFO write: the command of the state in hand (`issue_row`),
@@ -570,6 +593,7 @@ class _ReadWalk:
                 with m.If(seq.cmd.valid & seq.cmd.ready):
                     m.next = "IDLE"
         with m.State("LOAD"):
+            m.d.sync += self.c_load.eq(1)
             m.d.comb += [seq.busy.eq(1),
                          self.passes_left.load.eq(1), self.passes_left.init.eq(setup.passes),
                          self.group_left.load.eq(1), self.group_left.init.eq(setup.kv_every)]
@@ -691,6 +715,7 @@ class _ReadWalk:
             # command is taken: its hundreds of enables then come from the state (the head
             # pointers' from flags set with it), not from the handshake and the decisions
             # behind it
+            m.d.sync += self.c_load.eq(1)
             m.d.comb += [seq.busy.eq(1), self.passes_left.step.eq(1),
                          self.group_left.step.eq(1),
                          self.group_left.load.eq(self.group_left.last),

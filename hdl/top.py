@@ -202,11 +202,11 @@ class AttenIOTop(wiring.Component):
             ctrl.run.grouped.eq(csr.mode[1]),
             ctrl.run.kv_len.eq(csr.kv_len),
             ctrl.run.group.eq(csr.head_group),
+            ctrl.run.scale_c.eq(csr.scale_c), ctrl.run.head_scales.eq(csr.mode[2]),
             ctrl.block_first.eq(csr.q_block_first), ctrl.block_count.eq(csr.q_block_count),
             csr.status.eq(Cat(ctrl.busy, ctrl.done)),
             csr.error.eq(ctrl.error),
             csr.bytes_read.eq(dma.bytes_read), csr.bytes_written.eq(dma.bytes_written),
-            core.c.eq(csr.scale_c),
             self.irq.eq(ctrl.done),
         ]
         m.d.comb += [getattr(csr, name).eq(getattr(ctrl, name))
@@ -249,6 +249,9 @@ class AttenIOTop(wiring.Component):
             wiring.connect(m, cmd_slice.o, cmd)
         wiring.connect(m, dma.wr_done, wseq.done)
         wiring.connect(m, rseq.block, core.start)
+        # each block's softmax constant, SCALE_C or its head's SCALE_C_TABLE entry
+        m.d.comb += [core.c.eq(rseq.block_c), csr.scale_c_table_addr.eq(rseq.scale_addr),
+                     rseq.scale_data.eq(csr.scale_c_table_data)]
         # data: beats -> elements, each with its row's kind -> core -> beats; paged, the
         # read sequencer keeps its table's beats and passes the rest on
         if paged:

@@ -20,7 +20,8 @@ import numpy as np
 from attenio.errors import ConfigError
 from attenio.model.cyclemodel import batch_counters
 from attenio.plan import BatchSequence, batch_traffic
-from attenio.regmap import (DESCRIPTOR_BYTES, DescFlag, ErrorCode, descriptor_stride, pack_descriptor, pack_table, register_map,
+from attenio.regmap import (DESCRIPTOR_BYTES, DescFlag, ErrorCode, descriptor_stride,
+                            pack_descriptor, pack_table, register_map,
                             table_pages, unpack_descriptor)
 
 from . import fast
@@ -38,6 +39,8 @@ class BatchOptions:
     heads: int = 8              # query heads of every sequence
     head_group: int = 4         # query heads a K/V head (HEAD_GROUP)
     grouped: bool = True        # MODE.GROUPED of every sequence
+    head_scales: bool = False   # DescFlag.HEAD_SCALES of every sequence: the batch's one
+                                # SCALE_C_TABLE, a c a head
     engine: str = "fast"        # "fast" (the in-design memory) or "cocotb"
     simulator: str = "verilator"
     memory: str = "model"       # "model" or "axiram" (cocotb only)
@@ -110,7 +113,8 @@ def batch_image(plan, seqs, datas, *, heads, group, grouped, rng, bad_batches=()
     # O's place is known before the descriptors that name it: after the descriptor lists
     o_start, o_end = place_o(addr + 0x1000 * (1 + len(bad_batches)))
     descs = b"".join(pack_descriptor(
-        flags=(DescFlag.CAUSAL if s.causal else 0) | (DescFlag.GROUPED if grouped else 0),
+        flags=(DescFlag.CAUSAL if s.causal else 0) | (DescFlag.GROUPED if grouped else 0)
+        | (DescFlag.HEAD_SCALES if datas[0].head_scales else 0),
         seq_len=s.seq_len, kv_len=s.kv_len, heads=heads, q_base=q, o_base=o,
         table=t, table_len=len(table)).ljust(stride, b"\0")
         for s, (q, o), t, table in zip(seqs, places, table_at, tables))
@@ -135,7 +139,7 @@ def batch_image(plan, seqs, datas, *, heads, group, grouped, rng, bad_batches=()
         bad_regs.append({"DESC_BASE": list_addr, "DESC_COUNT": upto})
         addr = list_addr + stride * upto
         assert addr <= o_start, "the malformed descriptor lists outgrew their room"
-    regs = {"HEADS": heads, "HEAD_GROUP": group, "SCALE_C": int(datas[0].c),
+    regs = {"HEADS": heads, "HEAD_GROUP": group, **datas[0].registers(),
             "Q_HEAD_STRIDE": q_hs, "Q_ROW_STRIDE": row, "O_HEAD_STRIDE": o_hs,
             "O_ROW_STRIDE": o_row, "K_BASE": 0, "K_HEAD_STRIDE": head_bytes,
             "K_ROW_STRIDE": row, "V_BASE": kv_heads * head_bytes,
@@ -161,9 +165,11 @@ def run_batch(config, out_dir, seqs, opts=None, *, log=print):
     rng = np.random.default_rng(opts.seed)
     datas = [RunData.make(config.format, head_dim=w.head_dim, seq_len=s.seq_len,
                           kv_len=s.kv_len, heads=opts.heads, group=opts.head_group,
-                          seed=opts.seed * 1000 + i) for i, s in enumerate(seqs)]
-    # SCALE_C is the batch's: every sequence computes with the first one's constant
-    datas = [dataclasses.replace(d, c=datas[0].c) for d in datas]
+                          seed=opts.seed * 1000 + i, head_scales=opts.head_scales)
+             for i, s in enumerate(seqs)]
+    # SCALE_C and SCALE_C_TABLE are the batch's: every sequence computes with the first
+    # one's constants
+    datas = [dataclasses.replace(d, c=datas[0].c, head_c=datas[0].head_c) for d in datas]
     plan, verilog, toplevel = cached_verilog(config, out_dir, opts.memory, log)
     segments, regs, places, o_region, _, bad_regs = batch_image(
         plan, seqs, datas, heads=opts.heads, group=opts.head_group, grouped=opts.grouped,
@@ -181,9 +187,9 @@ def run_batch(config, out_dir, seqs, opts=None, *, log=print):
     params = {
         "image": str(out_dir / "sim_image.npz"), "results": str(out_dir / "sim_results.json"),
         "memory": opts.memory, "beat": beat, "mem_size": mem_size,
-        "regs": {name: [rmap[name].offset, value] for name, value in regs.items()},
+        "regs": {name: [rmap.offset(name), value] for name, value in regs.items()},
         "regmap": {r.name: r.offset for r in rmap}, "o_region": list(o_region),
-        "runs": [{name: [rmap[name].offset, value] for name, value in bad.items()}
+        "runs": [{name: [rmap.offset(name), value] for name, value in bad.items()}
                  for bad in bad_regs] + [{}],
         "counters": list(counter_names(rmap)),
         "progress_file": str(out_dir / "sim_progress.txt"), "seed": opts.seed,
@@ -236,6 +242,8 @@ def run_batch(config, out_dir, seqs, opts=None, *, log=print):
         "config": plan.config.name, "engine": opts.engine, "simulator": opts.simulator,
         "memory": opts.memory, "seed": opts.seed, "page_rows": plan.budget.page_rows,
         "heads": opts.heads, "head_group": opts.head_group, "grouped": opts.grouped,
+        "head_scales": opts.head_scales,
+        "head_c": list(datas[0].head_c) if opts.head_scales else [int(datas[0].c)],
         "sequences": per_seq, "error": ErrorCode(good["error"]).name,
         "status": good["status"], "counters": counters,
         "bad_runs": [{"error": ErrorCode(r["error"]).name, "status": r["status"],

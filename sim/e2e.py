@@ -39,8 +39,8 @@ from attenio.model.cyclemodel import model_counters
 from attenio.model.memmodel import Memory
 from attenio.model.rtl_params import RtlParams
 from attenio.plan import make_plan, run_kv_len, wins_grouped
-from attenio.regmap import (TABLE_ENTRY_BYTES, ErrorCode, pack_table, register_map,
-                            table_pages)
+from attenio.regmap import (SCALE_TABLE_ENTRIES, TABLE_ENTRY_BYTES, DescFlag, ErrorCode,
+                            pack_table, register_map, table_pages)
 
 from . import fast
 from .progress import follow
@@ -154,6 +154,8 @@ class E2EOptions:
     grouped: bool = None         # MODE.GROUPED (default: where grouped blocks move less)
     inputs: str = None           # npz with q, k, v (float or int8 with scale_q/k/v)
     input_kind: str = "gaussian"  # golden.make_inputs kind when no npz is given
+    head_scales: bool = False    # a scale a tensor and K/V head, each head's c from
+                                 # SCALE_C_TABLE (MODE.HEAD_SCALES), in one launch
     runs: int = 1                # back-to-back runs without reset (same inputs)
     latency: tuple = (0.0, 0)    # (probability, max cycles) of a random memory stall
     backpressure: float = 0.0    # probability of a pause on each AXI channel per cycle
@@ -399,8 +401,11 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
                         kind=opts.input_kind, seq_len=seq_len,
                         kv_len=run_kv_len(w, seq_len, opts.kv_len),
                         heads=opts.heads or w.heads, seed=opts.seed,
-                        group=opts.head_group or w.group)
+                        group=opts.head_group or w.group, head_scales=opts.head_scales)
     heads, n, n_kv = data.heads, data.seq_len, data.kv_len
+    if data.head_scales and heads > SCALE_TABLE_ENTRIES:
+        raise ConfigError(f"a scale a head takes one SCALE_C_TABLE entry a query head: "
+                          f"{heads} heads, the table holds {SCALE_TABLE_ENTRIES}")
     for what, rows in (("N", n), ("N_kv", n_kv)):
         if rows > w.max_keys:
             raise ConfigError(f"the inputs have {what} = {rows} rows, above the {w.max_keys} "
@@ -458,8 +463,9 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
     period = RtlParams.of(plan).score_period    # cycles a chunk of a K row
     rmap = register_map(plan)
     # KV_LEN = 0 (its reset) when N_kv = N: what a driver that predates KV_LEN writes
-    regs = {"SEQ_LEN": n, "HEADS": heads, "SCALE_C": int(data.c),
-            "MODE": int(causal) | int(grouped) << 1,
+    regs = {"SEQ_LEN": n, "HEADS": heads, **data.registers(),
+            "MODE": int(causal) * DescFlag.CAUSAL | int(grouped) * DescFlag.GROUPED
+            | int(data.head_scales) * DescFlag.HEAD_SCALES,
             "KV_LEN": 0 if n_kv == n else n_kv, "HEAD_GROUP": data.group,
             "Q_BLOCK_FIRST": 0, "Q_BLOCK_COUNT": 0}
     page_rows = plan.budget.page_rows
@@ -485,10 +491,10 @@ def run_e2e(config, out_dir, opts=None, *, log=print):
     params = {
         "image": str(image), "results": str(results), "memory": opts.memory, "beat": beat,
         "mem_size": (layout.size() + 0xFFFF) // 0x10000 * 0x10000,
-        "regs": {name: [rmap[name].offset, value] for name, value in regs.items()},
+        "regs": {name: [rmap.offset(name), value] for name, value in regs.items()},
         "regmap": {r.name: r.offset for r in rmap},
         "o_region": [layout.tensors["O"][0], layout.size() - layout.tensors["O"][0]],
-        "runs": [{name: [rmap[name].offset, value] for name, value in bad.items()}
+        "runs": [{name: [rmap.offset(name), value] for name, value in bad.items()}
                  for bad in opts.bad_runs] + ([{}] * opts.runs if spans is None else [
                      {"Q_BLOCK_FIRST": [rmap["Q_BLOCK_FIRST"].offset, first],
                       "Q_BLOCK_COUNT": [rmap["Q_BLOCK_COUNT"].offset, count]}   # 0: to the last

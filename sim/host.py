@@ -24,7 +24,7 @@ import struct
 import numpy as np
 
 from attenio.hdl.board import CMD, STATUS
-from attenio.regmap import Access, ErrorCode
+from attenio.regmap import Access, DescFlag, ErrorCode
 
 from .run_data import RunData
 from .tb.counters import counter_names
@@ -76,7 +76,7 @@ class AttenIOHost:
         await self._status("ping")
 
     def _offset(self, reg):
-        return self.regmap[reg].offset if isinstance(reg, str) else int(reg)
+        return self.regmap.offset(reg) if isinstance(reg, str) else int(reg)
 
     async def csr_write(self, reg, value):
         off = self._offset(reg)
@@ -129,7 +129,7 @@ class AttenIOHost:
 
     async def run(self, data, *, poll_limit=100000):
         """Load the Q, K, V of `data` (a `RunData`: the elements as its format stores them,
-        its SCALE_C), run, and return (o, counters), o [heads, N, d] as memory holds it
+        its SCALE_C, or each head's c in SCALE_C_TABLE), run, and return (o, counters), o [heads, N, d] as memory holds it
         (`RunData.out_dtype`), to compare with `data.golden`."""
         if data.k.shape != data.q.shape:
             raise ValueError(f"the board's runs have K and V of Q's shape {list(data.q.shape)}, "
@@ -140,7 +140,8 @@ class AttenIOHost:
         for name in "QKV":
             x = getattr(data, name.lower())
             await self.mem_write(lay.base[name], np.ascontiguousarray(x, data.dtype).tobytes())
-        regs = {"SEQ_LEN": n, "HEADS": heads, "SCALE_C": int(data.c)}
+        regs = {"SEQ_LEN": n, "HEADS": heads, **data.registers(),
+                "MODE": int(data.head_scales) * DescFlag.HEAD_SCALES}
         for t in "QKVO":
             regs.update({f"{t}_BASE": lay.base[t], f"{t}_HEAD_STRIDE": lay.head_stride[t],
                          f"{t}_ROW_STRIDE": lay.row_stride[t]})
@@ -168,7 +169,7 @@ class AttenIOHost:
         memory image the tests use (`attenio.sim.batch.batch_image`: Q of each sequence, its
         pages in a seeded random order, its block table, the descriptors), the shared
         registers and DESC_BASE / DESC_COUNT, START once, DONE once. `datas`: each
-        sequence's `RunData` (the first one's SCALE_C serves the batch). Returns ([o of each
+        sequence's `RunData` (the first one's SCALE_C and SCALE_C_TABLE serve the batch). Returns ([o of each
         sequence, as memory holds it], counters)."""
         from .batch import batch_image
 
@@ -232,6 +233,9 @@ def main(argv=None):
     p.add_argument("--port", required=True, help="serial port of the board, e.g. /dev/ttyUSB0")
     p.add_argument("--baud", type=int, default=115200)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--head-scales", action="store_true",
+                   help="a scale a tensor and head, each head's c in SCALE_C_TABLE "
+                        "(MODE.HEAD_SCALES); default: a scale a tensor, SCALE_C")
     add_shared_options(p)
     args = p.parse_args(argv)
     try:
@@ -242,7 +246,7 @@ def main(argv=None):
     w = plan.workload
     host = AttenIOHost(SerialLink(args.port, args.baud), register_map(plan))
     data = RunData.make(plan.config.format, head_dim=w.head_dim, seq_len=w.seq_len,
-                        heads=w.heads, seed=args.seed)
+                        heads=w.heads, seed=args.seed, head_scales=args.head_scales)
 
     async def go():
         await host.ping()

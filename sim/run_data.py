@@ -15,6 +15,12 @@ int8, and scaled per tensor for fp8 as the FP8 recipes do (scale = amax / the fo
 largest number, the scaled values rounded to nearest and saturated); int8 arrays with
 their scales are dequantized for a float format. A scaled format's SCALE_C carries
 scale_q * scale_k, and its O (in V's units) is returned times scale_v.
+
+With `head_scales` the scales are a tensor's and K/V head's instead (MODE.HEAD_SCALES: one
+launch, each query head's c from SCALE_C_TABLE): K and V of each K/V head, and Q of the g
+query heads that share it, together (a grouped block takes one c for the g heads it
+holds; a scale_q per query head would need a c per block row). int8 inputs with their
+scales are dequantized and quantized again per head.
 """
 
 import zipfile
@@ -181,8 +187,10 @@ def fp8_quantize(spec, x):
 @dataclass
 class RunData:
     """Q [heads, N, d], K and V [kv_heads, N_kv, d] as stored (`dtype`, little-endian in
-    memory), the SCALE_C value `c`, and for int8 the scales (`scales`, empty for a float
-    format). Query head h attends with K/V head h // `group`."""
+    memory), the SCALE_C value `c`, and the scales of a scaled format (`scales`: int8's and
+    fp8's, empty for fp16 and bf16): one number a tensor, or with `head_c` (each query
+    head's c, MODE.HEAD_SCALES) an array a tensor of one scale a K/V head. Query head h
+    attends with K/V head h // `group`."""
 
     fmt: object
     q: np.ndarray
@@ -190,13 +198,14 @@ class RunData:
     v: np.ndarray
     c: int
     scales: dict
+    head_c: tuple = None
 
     @classmethod
     def make(cls, fmt, *, head_dim, inputs=None, kind="gaussian", seq_len=None, heads=1,
-             seed=0, kv_len=None, group=1):
+             seed=0, kv_len=None, group=1, head_scales=False):
         """From the npz dict of `load_inputs`, or from `golden.make_inputs(kind, ...)`: `heads`
         query heads of `seq_len` rows, heads / `group` K/V heads of `kv_len` rows (None:
-        seq_len)."""
+        seq_len); `head_scales`: scales a tensor and K/V head (the module's docstring)."""
         is_float = isinstance(fmt, FloatFormat)
         if inputs is None:
             if heads % group:
@@ -204,9 +213,11 @@ class RunData:
                                   f"g = {group}")
             inputs = golden.make_inputs(kind, seq_len=seq_len if kv_len is None else kv_len,
                                         rows=seq_len, head_dim=head_dim, heads=heads,
-                                        seed=seed, quantized=not is_float)
+                                        seed=seed, quantized=not (is_float or head_scales))
             # every g-th head's K and V: the K/V heads (each tensor's scale still holds)
             inputs = {**inputs, "k": inputs["k"][::group], "v": inputs["v"][::group]}
+        if head_scales:
+            return cls._make_head_scaled(fmt, inputs, head_dim)
         if is_float:
             spec, stored, scales = cls._spec(fmt), {}, {}
             for t in "qkv":
@@ -237,6 +248,73 @@ class RunData:
                     raise ConfigError(f"int8 inputs: {t}: {exc}") from None
         c = golden.softmax_constant(scales["q"], scales["k"], head_dim, fmt)
         return cls(fmt, out["q"], out["k"], out["v"], c, scales)
+
+    @classmethod
+    def _make_head_scaled(cls, fmt, inputs, head_dim):
+        """`make` with a scale a tensor and K/V head, Q's shared by the K/V head's g query
+        heads, and each query head's c (`head_c`)."""
+        x = {t: golden.dequantize(inputs[t], inputs[f"scale_{t}"])
+             if inputs[t].dtype == np.int8 else np.asarray(inputs[t], np.float64) for t in "qkv"}
+        heads, kv_heads = x["q"].shape[0], x["k"].shape[0]
+        g = heads // kv_heads
+        # a K/V head's share of each tensor: Q's g heads, row after row of them
+        parts = {"q": x["q"].reshape(kv_heads, -1, head_dim), "k": x["k"], "v": x["v"]}
+        is_float = isinstance(fmt, FloatFormat)
+        scaled = not is_float or row_of(fmt.name).scaled
+        spec = cls._spec(fmt) if is_float else None
+
+        def quantize(t, part):
+            if not is_float:
+                try:
+                    return golden.quantize(part)
+                except ValueError as exc:
+                    raise ConfigError(f"int8 inputs: {t}: {exc}") from None
+            if scaled:
+                return fp8_quantize(spec, part)
+            return golden_fp.store(spec, part), 1.0
+
+        stored, scales = {}, {}
+        for t in "qkv":
+            codes, sc = zip(*(quantize(t, part) for part in parts[t]))
+            stored[t] = np.stack(codes).reshape(x[t].shape)
+            scales[t] = np.array(sc, np.float64)
+            if is_float and not np.isfinite(spec.to_float(stored[t])).all():
+                raise ConfigError(f"{fmt.name} inputs: {t} holds values that round to "
+                                  f"infinity in {fmt.name}; scale them into its range")
+        if is_float:
+            base = np.float32(np.uint32(fmt.softmax_constant(head_dim=head_dim)).view(np.float32))
+            kv_c = [int(np.float32(base * np.float32(sq) * np.float32(sk)).view(np.uint32))
+                    for sq, sk in zip(scales["q"], scales["k"])]
+        else:
+            kv_c = [golden.softmax_constant(sq, sk, head_dim, fmt)
+                    for sq, sk in zip(scales["q"], scales["k"])]
+        head_c = tuple(int(kv_c[h // g]) for h in range(heads))
+        return cls(fmt, stored["q"], stored["k"], stored["v"], head_c[0],
+                   scales if scaled else {}, head_c)
+
+    @property
+    def head_scales(self):
+        """MODE.HEAD_SCALES: each query head's c from SCALE_C_TABLE."""
+        return self.head_c is not None
+
+    def c_of(self, h):
+        """The softmax constant query head `h` computes with."""
+        return self.c if self.head_c is None else self.head_c[h]
+
+    def registers(self):
+        """SCALE_C and, with `head_scales`, each head's SCALE_C_TABLE entry, by name."""
+        regs = {"SCALE_C": int(self.c)}
+        if self.head_scales:
+            regs.update({f"SCALE_C_TABLE[{h}]": c for h, c in enumerate(self.head_c)})
+        return regs
+
+    def _scale(self, t, heads):
+        """Tensor t's scale, broadcast over an array of `heads` leading heads (query heads
+        or K/V heads) when it is one a K/V head."""
+        s = self.scales.get(t, 1.0)
+        if np.ndim(s) == 0:
+            return s
+        return np.repeat(s, heads // len(s))[:, None, None]
 
     @staticmethod
     def _spec(fmt):
@@ -307,23 +385,29 @@ class RunData:
         w = plan.workload
         q, k, v = self._span(span)
         if not self.is_float:
-            return golden.attention(q, k, v, c=self.c, a=plan.a, fmt=self.fmt,
-                                    max_seq_len=w.max_keys, causal=causal)
+            if not self.head_scales:
+                return golden.attention(q, k, v, c=self.c, a=plan.a, fmt=self.fmt,
+                                        max_seq_len=w.max_keys, causal=causal)
+            return np.concatenate([
+                golden.attention(q[h:h + 1], k[h:h + 1], v[h:h + 1], c=self.c_of(h), a=plan.a,
+                                 fmt=self.fmt, max_seq_len=w.max_keys, causal=causal)
+                for h in range(self.heads)])
         dp = golden_fp.FloatDatapath(self._spec(self.fmt), max_seq_len=w.max_keys,
                                      head_dim=w.head_dim, split=plan.split,
                                      rows_per_mac=plan.rows_per_mac,
                                      fixed=self.fmt.fixed, out=self._out_spec(self.fmt))
-        return np.stack([golden_fp.attention(dp, q[h], k[h], v[h], causal=causal, c=self.c)
+        return np.stack([golden_fp.attention(dp, q[h], k[h], v[h], causal=causal,
+                                             c=self.c_of(h))
                          for h in range(self.heads)])
 
     def real(self, t, x=None):
         """Tensor `t` ("q", "k", "v" or "o", given as `x`) in real units (float64)."""
         x = getattr(self, t) if x is None else x
+        scale = self._scale("v" if t == "o" else t, x.shape[0])
         if self.is_float:
             spec = self._out_spec(self.fmt) if t == "o" else self._spec(self.fmt)
-            return spec.to_float(x).astype(np.float64) * self.scales.get(
-                "v" if t == "o" else t, 1.0)
-        return golden.dequantize(x, self.scales["v" if t == "o" else t])
+            return spec.to_float(x).astype(np.float64) * scale
+        return golden.dequantize(x, scale)
 
     def reference(self, *, causal=False, span=None):
         """float64 softmax(Q K^T / sqrt(d)) V of the inputs as stored, in real units (with
@@ -334,8 +418,14 @@ class RunData:
             return np.stack([golden_fp.reference(q[h], k[h], v[h], causal=causal)
                              for h in range(self.heads)])
         s = self.scales
-        return golden.reference(q, k, v, scale_q=s["q"], scale_k=s["k"], scale_v=s["v"],
-                                causal=causal)
+        if not self.head_scales:
+            return golden.reference(q, k, v, scale_q=s["q"], scale_k=s["k"], scale_v=s["v"],
+                                    causal=causal)
+        g = self.group
+        return np.concatenate([
+            golden.reference(q[h:h + 1], k[h:h + 1], v[h:h + 1], scale_q=s["q"][h // g],
+                             scale_k=s["k"][h // g], scale_v=s["v"][h // g], causal=causal)
+            for h in range(self.heads)])
 
     def outputs(self, rtl, expect, ref):
         """What sim_outputs.npz holds: `o` the RTL's output in real units, `rtl` and

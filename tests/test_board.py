@@ -192,11 +192,11 @@ def test_host_checks_the_hardware():
 
 
 def _host_script_run(config, name, seed, *, n, d, heads, format_name="int8", divisor=DIVISOR,
-                     quick_build=False):
+                     quick_build=False, head_scales=False):
     """The host code over the simulated UART (`divisor` cycles a bit) into `attenio_board`
     of `config` in format `format_name`; checks O bit for bit and the bytes moved, at the
     format's widths. `quick_build`: a -O0 model, for a run short enough that its build
-    dominates."""
+    dominates. `head_scales`: a scale a head, each head's c in SCALE_C_TABLE."""
     config = {**config, "format_name": format_name}
     resolved = resolve(**config)
     fmt = resolved.format
@@ -209,7 +209,7 @@ def _host_script_run(config, name, seed, *, n, d, heads, format_name="int8", div
               module="attenio.sim.benches.bench_board", build_dir=build / "verilator",
               quick_build=quick_build,
               params={"config": config, "divisor": divisor, "seed": seed % 1000,
-                      "results": str(results)})
+                      "results": str(results), "head_scales": head_scales})
     r = json.loads(results.read_text())
     o_bytes = heads * n * d * fmt.out_bytes
     assert r["format"] == format_name
@@ -224,8 +224,12 @@ def _host_script_run(config, name, seed, *, n, d, heads, format_name="int8", div
 
 
 @pytest.mark.skipif(not simulator_available("verilator"), reason="verilator is not installed")
-def test_host_script_through_simulated_board(seed):
-    _host_script_run(TINY, "board_tiny", seed, n=16, d=8, heads=2, quick_build=True)
+@pytest.mark.parametrize("head_scales", [False, True])
+def test_host_script_through_simulated_board(seed, head_scales):
+    """int8, one scale a tensor (SCALE_C) or a head (SCALE_C_TABLE, MODE.HEAD_SCALES)."""
+    r = _host_script_run(TINY, "board_tiny", seed, n=16, d=8, heads=2, quick_build=True,
+                         head_scales=head_scales)
+    assert len(set(r["head_c"])) == (2 if head_scales else 1)
 
 
 @pytest.mark.skipif(not simulator_available("verilator"), reason="verilator is not installed")

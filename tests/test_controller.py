@@ -6,7 +6,7 @@ from amaranth_sim import run_clocked
 from attenio.analysis import block_count, block_range
 from attenio.hdl.controller import Controller
 from attenio.hdl.sequencer import run_setup
-from attenio.regmap import ErrorCode, pack_descriptor
+from attenio.regmap import SCALE_TABLE_ENTRIES, ErrorCode, pack_descriptor
 
 GOOD = {"seq_len": 64, "heads": 2, "base": 0x1000, "head_stride": 1024, "row_stride": 16}
 
@@ -21,6 +21,8 @@ def simulate(run, body, block_rows=32):
         ctx.set(dut.run.group, run.get("group", 1))
         ctx.set(dut.run.causal, run.get("causal", 0))
         ctx.set(dut.run.grouped, run.get("grouped", 0))
+        ctx.set(dut.run.head_scales, run.get("head_scales", 0))
+        ctx.set(dut.run.scale_c, run.get("scale_c", 0x3E00_0000))
         ctx.set(dut.block_first, run.get("block_first", 0))
         ctx.set(dut.block_count, run.get("block_count", 0))
         for t in ("q", "k", "v", "o"):
@@ -48,6 +50,9 @@ def simulate(run, body, block_rows=32):
     ({"group": 256}, ErrorCode.HEAD_GROUP_TOO_LARGE),
     ({"group": 256, "grouped": 1}, ErrorCode.HEAD_GROUP_TOO_LARGE),
     ({"group": 33, "grouped": 1}, ErrorCode.GROUP_OVER_BLOCK),
+    ({"heads": SCALE_TABLE_ENTRIES + 1, "head_scales": 1}, ErrorCode.SCALE_TABLE_SHORT),
+    ({"heads": 2 * SCALE_TABLE_ENTRIES, "group": 2, "grouped": 1, "head_scales": 1},
+     ErrorCode.SCALE_TABLE_SHORT),
 ])
 def test_bad_runs_end_at_once_with_their_code_and_start_nothing(change, code):
     async def body(ctx, dut):
@@ -91,6 +96,19 @@ def test_good_run_counts_and_ends_when_writes_finish():
         assert ctx.get(dut.mem_stall) == 4          # cycles 3, 7, 11 and 15
         assert ctx.get(dut.cycles) == 21
     simulate(GOOD, body)
+
+
+@pytest.mark.parametrize("heads, head_scales", [(SCALE_TABLE_ENTRIES, 1),
+                                                (SCALE_TABLE_ENTRIES + 1, 0)])
+def test_a_run_within_the_scale_table_or_without_it_launches_with_its_c(heads, head_scales):
+    """The table holds SCALE_TABLE_ENTRIES heads; without MODE.HEAD_SCALES any number of
+    heads takes SCALE_C. The sequencers get both with the run."""
+    async def body(ctx, dut):
+        await until_launch(ctx, dut)
+        assert ctx.get(dut.seq_start) and ctx.get(dut.error) == 0
+        assert ctx.get(dut.seq_run.head_scales) == head_scales
+        assert ctx.get(dut.seq_run.scale_c) == 0x3E12_3456
+    simulate({**GOOD, "heads": heads, "head_scales": head_scales, "scale_c": 0x3E12_3456}, body)
 
 
 def test_axi_error_is_reported_at_the_end():

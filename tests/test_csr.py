@@ -125,6 +125,40 @@ def test_every_word_reads_three_cycles_after_its_ar():
     run(tb)
 
 
+def test_scale_table_window_is_written_read_and_served_to_the_hardware(rng):
+    """SCALE_C_TABLE: each entry written (byte strobes too) reads back OKAY on the third
+    cycle, and the hardware's port gives it a cycle after its address; the word past the
+    window is unmapped."""
+    w = RMAP.window("SCALE_C_TABLE")
+    picks = sorted({0, w.entries - 1, *map(int, rng.integers(0, w.entries, 6))})
+    values = {i: int(rng.integers(0, 2 ** 32)) for i in picks}
+
+    async def tb(ctx, dut):
+        bus = dut.s_axil
+        for i, v in values.items():
+            assert await axil_write(ctx, bus, RMAP.offset(f"SCALE_C_TABLE[{i}]"), v) == 0
+        assert await axil_write(ctx, bus, w.offset + 4 * picks[0], 0xAABBCCDD, strb=0b1010) == 0
+        values[picks[0]] = values[picks[0]] & 0x00FF00FF | 0xAA00CC00
+        for i, v in values.items():
+            assert await axil_read_timed(ctx, bus, w.offset + 4 * i) == (3, v, 0), i
+            ctx.set(dut.scale_c_table_addr, i)
+            await ctx.tick()
+            assert ctx.get(dut.scale_c_table_data) == v, i
+        end = w.offset + 4 * w.entries
+        assert await axil_read_timed(ctx, bus, end) == (3, 0, 0b10)
+        assert await axil_write(ctx, bus, end, 1) == 0b10
+    run(tb)
+
+
+def test_window_entries_are_named_and_bounded():
+    w = RMAP.window("SCALE_C_TABLE")
+    assert RMAP.offset("SCALE_C_TABLE[3]") == w.offset + 12
+    assert RMAP.offset("SCALE_C") == RMAP["SCALE_C"].offset
+    with pytest.raises(KeyError, match=f"SCALE_C_TABLE\\[{w.entries}\\]: SCALE_C_TABLE has "
+                                       f"{w.entries} entries"):
+        RMAP.offset(f"SCALE_C_TABLE[{w.entries}]")
+
+
 def test_start_is_a_one_cycle_pulse():
     async def tb(ctx, dut):
         bus = dut.s_axil
@@ -167,8 +201,13 @@ def test_rendered_maps_carry_every_register(tmp_path):
         assert m and int(m.group(1), 16) == r.offset
         if r.access is Access.CONST:
             assert f"#define ATTENIO_{r.name}_VALUE {r.value}u" in header
+    assert [w["name"] for w in data["windows"]] == ["SCALE_C_TABLE"]
+    w = RMAP.window("SCALE_C_TABLE")
+    assert f"#define ATTENIO_SCALE_C_TABLE_OFFSET 0x{w.offset:03X}u" in header
+    assert f"#define ATTENIO_SCALE_C_TABLE_ENTRIES {w.entries}u" in header
     md = regmap_markdown(RMAP)
-    assert md.count("\n| 0x") == len(RMAP.registers)
+    assert md.count("\n| 0x") == len(RMAP.registers) + len(RMAP.windows)
+    assert f"| 0x{w.offset:03X} | SCALE_C_TABLE[0..{w.entries - 1}] | rw |" in md
 
 
 def test_header_compiles(tmp_path):
@@ -179,7 +218,8 @@ def test_header_compiles(tmp_path):
         pytest.skip("no C compiler on this machine to compile the generated header")
     (tmp_path / "attenio_regs.h").write_text(regmap_c_header(RMAP))
     (tmp_path / "t.c").write_text('#include "attenio_regs.h"\n'
-                                  "int main(void) { return ATTENIO_CYCLES_HI_OFFSET == 0x104u ? 0 : 1; }\n")
+                                  "int main(void) { return ATTENIO_CYCLES_HI_OFFSET == 0x104u && "
+                                  "ATTENIO_SCALE_C_TABLE_ENTRY_OFFSET(3) == 0x40Cu ? 0 : 1; }\n")
     subprocess.run([cc, "-Wall", "-Werror", "-o", str(tmp_path / "t"), str(tmp_path / "t.c")],
                    check=True)
     assert subprocess.run([str(tmp_path / "t")]).returncode == 0

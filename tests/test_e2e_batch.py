@@ -62,6 +62,16 @@ def test_a_small_ragged_batch_runs_exact_in_one_launch(tmp_path_factory, seed):
     assert report["plan_bytes_read"] == runs + 32 * len(SMALL)
 
 
+def test_a_batch_takes_each_heads_c_from_the_scale_table(tmp_path_factory, seed):
+    """DescFlag.HEAD_SCALES: every sequence's query heads take their c from the batch's one
+    SCALE_C_TABLE (the first sequence's scales a K/V head), grouped, bit-exact."""
+    need("verilator")
+    out = tmp_path_factory.getbasetemp() / "e2e_paged_fast"
+    report = run_batch(PAGED, out, SMALL[:3], BatchOptions(seed=seed, head_scales=True))
+    check_batch(report)
+    assert report["head_scales"] and len(set(report["head_c"])) == 2
+
+
 def test_malformed_batches_end_with_their_code_and_leave_the_inputs_alone(
         tmp_path_factory, seed):
     """Three malformed launches before a good one: a descriptor with KV_LEN = 0

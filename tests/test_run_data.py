@@ -152,3 +152,53 @@ def test_float_inputs_past_the_formats_range_are_refused():
     RunData.make(BF16Format(), head_dim=4, inputs={"q": x, "k": x, "v": x})
     with pytest.raises(ConfigError, match="fp16 inputs: q holds values that round to infinity"):
         RunData.make(FP16Format(), head_dim=4, inputs={"q": x, "k": x, "v": x})
+
+
+@pytest.mark.parametrize("name", ["int8", "fp8_e4m3", "fp8_e5m2", "fp16"])
+def test_head_scales_are_a_tensors_and_kv_heads(rng, name):
+    """`head_scales`: K and V scaled a K/V head, Q a K/V head's g query heads together; each
+    query head's c is the per-tensor c of its K/V head's own tensors, so a head's run alone
+    (`head_scales` off) computes the same c; SCALE_C_TABLE holds them by query head."""
+    from attenio.formats import format_by_name
+    fmt = format_by_name(name)
+    heads, kv_heads, n, d = 6, 2, 5, 8
+    j = np.arange(kv_heads)[:, None, None]
+    x = {"q": rng.normal(size=(heads, n, d)), "k": rng.normal(size=(kv_heads, n, d)) * 4.0 ** -j,
+         "v": rng.normal(size=(kv_heads, n, d)) * 8.0 ** j}
+    data = RunData.make(fmt, head_dim=d, inputs=x, head_scales=True)
+    assert data.head_scales and len(data.head_c) == heads and data.group == 3
+    for kv in range(kv_heads):
+        alone = RunData.make(fmt, head_dim=d, inputs={"q": x["q"][3 * kv:3 * kv + 3],
+                                                      "k": x["k"][kv:kv + 1],
+                                                      "v": x["v"][kv:kv + 1]})
+        assert data.head_c[3 * kv:3 * kv + 3] == (alone.c,) * 3
+        assert np.array_equal(data.q[3 * kv:3 * kv + 3], alone.q)
+        assert np.array_equal(data.v[kv], alone.v[0])
+        for t in ("q", "k", "v"):
+            assert np.array_equal(data.real(t)[3 * kv if t == "q" else kv],
+                                  alone.real(t)[0]), t
+    if name == "fp16":          # unscaled: one c for every head, no scales
+        assert data.scales == {} and len(set(data.head_c)) == 1
+    else:
+        assert len(set(data.head_c)) == 2
+        assert {t: s.shape for t, s in data.scales.items()} == {t: (2,) for t in "qkv"}
+    regs = data.registers()
+    assert regs["SCALE_C"] == data.head_c[0]
+    assert [regs[f"SCALE_C_TABLE[{h}]"] for h in range(heads)] == list(data.head_c)
+    assert not RunData.make(fmt, head_dim=d, inputs=x).head_scales
+
+
+def test_head_scaled_golden_and_reference_are_each_heads_own(rng):
+    """With `head_scales` every query head's O (golden, and float64 in real units) is its K/V
+    head's run alone."""
+    config = dataclasses.replace(preset("small"), format=Int8Format())
+    plan = make_plan(config)
+    x = {"q": rng.normal(size=(4, 9, 16)), "k": rng.normal(size=(2, 9, 16)) * [[[1]], [[0.1]]],
+         "v": rng.normal(size=(2, 9, 16))}
+    data = RunData.make(config.format, head_dim=16, inputs=x, head_scales=True)
+    gold, ref = data.golden(plan), data.reference()
+    for kv in range(2):
+        alone = RunData.make(config.format, head_dim=16, inputs={
+            "q": x["q"][2 * kv:2 * kv + 2], "k": x["k"][kv:kv + 1], "v": x["v"][kv:kv + 1]})
+        assert np.array_equal(gold[2 * kv:2 * kv + 2], alone.golden(plan))
+        assert np.allclose(ref[2 * kv:2 * kv + 2], alone.reference())

@@ -10,6 +10,7 @@ from amaranth.hdl import UnusedElaboratable
 from amaranth_sim import cycles_until, run_clocked
 from attenio.hdl.sequencer import (Kind, ReadSequencer, WriteSequencer, read_schedule,
                                    run_setup, write_schedule)
+from attenio.regmap import SCALE_TABLE_ENTRIES
 
 ROW_BYTES = 16
 
@@ -85,6 +86,17 @@ def test_read_sequencer_with_more_banks_reads_its_twins_lead(rng, banks, seq_len
                          banks=banks)
 
 
+@pytest.mark.parametrize("seq_len, heads, block_rows, causal, group, grouped", [
+    (9, 5, 4, False, 1, False), (7, 6, 4, True, 3, False), (13, 8, 8, True, 4, True)])
+def test_read_sequencer_takes_each_passs_c_from_the_table(rng, seq_len, heads, block_rows,
+                                                          causal, group, grouped):
+    """MODE.HEAD_SCALES: every block of pass p gets entry p * gb (its first query head's),
+    SCALE_C without; the table's read port answers a cycle after its address."""
+    for head_scales in (True, False):
+        check_read_sequencer(rng, seq_len, heads, block_rows, causal, None, group, grouped,
+                             head_scales=head_scales)
+
+
 @pytest.mark.parametrize("tag_depth", [2, 3, 5])
 def test_read_sequencer_never_loses_a_tag_when_its_tags_back_up(rng, tag_depth):
     """The kinds are taken one cycle in ten: the tag FIFO fills, and the commands wait on
@@ -118,11 +130,17 @@ def test_read_sequencer_refuses_a_tag_fifo_of_one():
 
 
 def check_read_sequencer(rng, seq_len, heads, block_rows, causal, kv_len, group, grouped, *,
-                         tag_depth=16, kind_ready=0.5, banks=2):
+                         tag_depth=16, kind_ready=0.5, banks=2, head_scales=None):
     """Runs the read sequencer under random back-pressure (`kind_ready`: the chance the
     kinds are taken in a cycle) and holds it to its twin; returns the most commands that
-    were ever issued and their kinds not yet taken."""
+    were ever issued and their kinds not yet taken. Each block's `block_c` is SCALE_C, or
+    with `head_scales` (None: drawn) the table's word of its pass's first query head, read
+    from a random table through a port that answers a cycle after its address."""
     t = run_params(rng, seq_len, heads)
+    if head_scales is None:
+        head_scales = bool(rng.integers(2))
+    table = [int(x) for x in rng.integers(0, 2 ** 32, SCALE_TABLE_ENTRIES)]
+    scale_c = int(rng.integers(0, 2 ** 32))
     expect_cmds, expect_blocks = read_schedule(seq_len=seq_len, heads=heads, block_rows=block_rows,
                                                q=t["q"], k=t["k"], v=t["v"], causal=causal,
                                                kv_len=kv_len, group=group, grouped=grouped,
@@ -135,15 +153,23 @@ def check_read_sequencer(rng, seq_len, heads, block_rows, causal, kv_len, group,
         assert expect_blocks[0][0] == gb * (seq_len % a_g)
     dut = ReadSequencer(addr_width=32, block_rows=block_rows, row_bytes=ROW_BYTES, max_seq_len=64,
                         tag_depth=tag_depth, banks=banks)
-    cmds, kinds, blocks = [], [], []
+    cmds, kinds, blocks, block_cs = [], [], [], []
     ready = rng.integers(0, 2, size=(100000, 3))
     ready[:, 1] = rng.random(100000) < kind_ready
     outstanding = 0
 
+    async def tick(ctx):        # the table's read port: its word a cycle after the address
+        addr = ctx.get(dut.scale_addr)
+        await ctx.tick()
+        ctx.set(dut.scale_data, table[addr])
+
     async def tb(ctx):
         set_run(ctx, dut.run, seq_len, heads, t, causal, kv_len, group, grouped, block_rows)
+        ctx.set(dut.run.scale_c, scale_c)
+        ctx.set(dut.run.head_scales, int(head_scales))
+        ctx.set(dut.scale_addr, int(rng.integers(SCALE_TABLE_ENTRIES)))   # the last run's
         ctx.set(dut.start, 1)
-        await ctx.tick()
+        await tick(ctx)
         ctx.set(dut.start, 0)
         nonlocal outstanding
         for cyc in range(int(10 / kind_ready) * len(expect_cmds) + 100):
@@ -161,14 +187,18 @@ def check_read_sequencer(rng, seq_len, heads, block_rows, causal, kv_len, group,
             if ctx.get(dut.block.valid) and ctx.get(dut.block.ready):
                 p = ctx.get(dut.block.payload)
                 blocks.append((p.rows_valid, p.n_keys, p.gdiag))
+                block_cs.append(ctx.get(dut.block_c))
                 assert p.causal == causal and p.step == gb
-            await ctx.tick()
+            await tick(ctx)
             if len(kinds) == len(expect_cmds) and not ctx.get(dut.busy):
                 break
         assert not ctx.get(dut.busy)
 
     run_clocked(dut, tb)
     assert blocks == expect_blocks
+    per_pass = len(expect_blocks) // (heads // gb)
+    assert block_cs == [table[i // per_pass * gb] if head_scales else scale_c
+                        for i in range(len(expect_blocks))]
     assert cmds == [a for _, a in expect_cmds]
     assert kinds == [k for k, _ in expect_cmds]
     return outstanding

@@ -68,7 +68,7 @@ async def attention_run(dut):
     w = plan.workload
     data = RunData.make(plan.config.format, head_dim=w.head_dim,
                         kind=P.get("input_kind", "gaussian"), seq_len=w.seq_len, heads=w.heads,
-                        seed=P["seed"])
+                        seed=P["seed"], head_scales=P.get("head_scales", False))
     start = get_sim_time("ns")
     o, counters = await host.run(data)
     expect = data.golden(plan)
@@ -78,7 +78,8 @@ async def attention_run(dut):
               "bytes_received": link.bytes_received,
               "sim_cycles": int((get_sim_time("ns") - start) // PERIOD_NS),
               "plan_read_bytes": traffic.read_bytes, "plan_write_bytes": traffic.write_bytes,
-              "format": plan.config.format.name, "o_hex": o.tobytes().hex(),
+              "format": plan.config.format.name, "head_c": list(data.head_c or [data.c]),
+              "o_hex": o.tobytes().hex(),
               "expect_hex": expect.tobytes().hex()}
     with open(P["results"], "w") as f:
         json.dump(result, f)

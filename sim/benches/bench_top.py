@@ -70,8 +70,8 @@ async def end_to_end(dut):
     progress = open(P["progress_file"], "a") if P.get("progress_file") else None
     for run, overrides in enumerate(P["runs"]):
         mem.write(o_base, bytes([POISON]) * o_size)
-        for name, (_, value) in {**P["regs"], **overrides}.items():
-            await regs.write(name, value)
+        for offset, value in {**P["regs"], **overrides}.values():
+            await regs.write_at(offset, value)
         t0, cpu0, start_time = time.perf_counter(), time.process_time(), get_sim_time("ns")
         await regs.write("CTRL", 1)
         last_wall, last_percent, status = time.perf_counter(), 0.0, 0

@@ -78,7 +78,11 @@ class Registers:
         return await self.master.read_dword(self.offsets[name])
 
     async def write(self, name, value):
-        await self.master.write_dword(self.offsets[name], value & 0xFFFF_FFFF)
+        await self.write_at(self.offsets[name], value)
+
+    async def write_at(self, offset, value):
+        """The word at byte `offset`: a window's entry (`attenio.regmap.Window`) too."""
+        await self.master.write_dword(offset, value & 0xFFFF_FFFF)
 
     async def read64(self, name):
         """A 64-bit register: the low word first (reading it latches the high word)."""

@@ -3,7 +3,9 @@ master that keeps AXI4-Lite's (one response per request, held until ready with R
 stable, none after reset), the responses (OKAY for a mapped offset, SLVERR for an
 unmapped one or a write to a read-only register), RW registers that take exactly the
 strobed bytes written, W1 registers that pulse once per write, CONST registers that
-read their value.
+read their value, and a window's entry (any one) that holds exactly the strobed bytes
+written: the hardware's port gives it a cycle later, and a read of it on the bus
+returns it unless the master wrote it while the read was under way.
 
 The invariants that make the induction close are ZipCPU's (faxil_slave.v): the
 outstanding counts, tied to BVALID and ARREADY, which this slave's one-at-a-time
@@ -11,13 +13,14 @@ handshakes make exact.
 """
 
 import pytest
+from amaranth.asserts import AnyConst
 from amaranth.hdl import Assert, Assume, Cat, Cover, Elaboratable, Module, ResetSignal, Signal
 
 from attenio import preset
 from attenio.hdl import csr
 from attenio.hdl.csr import CSRBlock
 from attenio.plan import make_plan
-from attenio.regmap import Access, Register, RegisterMap, register_map
+from attenio.regmap import Access, Register, RegisterMap, Window, register_map
 
 from .sby import formal, inputs_of, prove
 from .streams import keeps_stream_rules, obeys_stream_rules, past
@@ -35,7 +38,7 @@ REGMAP = RegisterMap(registers=(
     Register("STATUS", 0x0C, Access.RO, 32, "a status"),
     Register("CYCLES", 0x10, Access.RO, 64, "a counter"),
     Register("BASE", 4 * 2 * csr.READ_BANK, Access.RW, 32, "a setting in the third bank"),
-))
+), windows=(Window("TABLE", 4 * 4 * csr.READ_BANK, 4, "a table of four words"),))
 DEPTH = 8           # k of the induction: longer than a read's three cycles
 
 
@@ -43,6 +46,10 @@ def _word_is(addr, r, word=None):
     index = addr[2:]
     words = range(r.words) if word is None else [word]
     return sum((index == r.offset // 4 + w for w in words), start=0) != 0
+
+
+def _in_window(addr, w):
+    return addr[2 + w.index_bits:] == w.offset >> (2 + w.index_bits)
 
 
 class StickyStart(CSRBlock):
@@ -119,15 +126,18 @@ class CSRSpec(Elaboratable):
         r_const = Signal()        # the read is of a constant's first word
         r_zero = Signal()         # the read is of a W1 word, which reads 0
         writable = [r for r in regs if r.access in (Access.RW, Access.W1)]
+        windows = dut.regmap.windows
         with m.If(aw_take):
             m.d.sync += b_want.eq(SLVERR)
-            with m.If(sum((_word_is(bus.awaddr, r) for r in writable), start=0) != 0):
+            with m.If(sum((_word_is(bus.awaddr, r) for r in writable), start=0)
+                      + sum((_in_window(bus.awaddr, w) for w in windows), start=0) != 0):
                 m.d.sync += b_want.eq(OKAY)
         with m.If(ar_take):
             m.d.sync += [r_want.eq(SLVERR),
                          r_const.eq(_word_is(bus.araddr, const, 0)),
                          r_zero.eq(_word_is(bus.araddr, pulse))]
-            with m.If(sum((_word_is(bus.araddr, r) for r in regs), start=0) != 0):
+            with m.If(sum((_word_is(bus.araddr, r) for r in regs), start=0)
+                      + sum((_in_window(bus.araddr, w) for w in windows), start=0) != 0):
                 m.d.sync += r_want.eq(OKAY)
         with m.If(bus.bvalid):
             m.d.comb += Assert(bus.bresp == b_want, "BRESP: OKAY iff a writable word")
@@ -155,6 +165,33 @@ class CSRSpec(Elaboratable):
                 wrote = past(m, aw_take & _word_is(bus.awaddr, r) & bus.wdata[0] & bus.wstrb[0],
                              name=f"{r.name.lower()}_written")
                 m.d.comb += Assert(port == wrote, f"{r.name} pulses once per write")
+
+        # A window's entry, any one (`pick`), against a model of it: not reset, as the
+        # memory is not
+        for w in windows:
+            name = w.name.lower()
+            pick = AnyConst(range(w.entries))
+            word = w.offset // 4 + pick            # the byte address's low bits are ignored
+            model = Signal(32, name=f"{name}_model", reset_less=True)
+            with m.If(aw_take & (bus.awaddr[2:] == word)):
+                for byte in range(4):
+                    with m.If(bus.wstrb[byte]):
+                        m.d.sync += model[8 * byte:8 * byte + 8].eq(
+                            bus.wdata[8 * byte:8 * byte + 8])
+            m.d.comb += getattr(dut, f"{name}_addr").eq(pick)
+            was = past(m, model, name=f"{name}_model_past", reset_less=True)
+            started = past(m, 1, name=f"{name}_started", reset_less=True)
+            with m.If(started):
+                m.d.comb += Assert(getattr(dut, f"{name}_data") == was,
+                                   f"{w.name}'s port gives the entry a cycle later")
+            r_pick, clobbered = Signal(name=f"r_{name}"), Signal(name=f"{name}_clobbered")
+            with m.If(ar_take):
+                m.d.sync += [r_pick.eq(bus.araddr[2:] == word), clobbered.eq(0)]
+            with m.If(aw_take & (bus.awaddr[2:] == word) & (reads != 0)):
+                m.d.sync += clobbered.eq(1)
+            with m.If(bus.rvalid & r_pick & ~clobbered):
+                m.d.comb += Assert(bus.rdata == model, f"{w.name}'s entry reads as written")
+            m.d.comb += Cover(bus.rvalid & r_pick & ~clobbered & (bus.rdata != 0))
 
         m.d.comb += [Cover(bus.rvalid & (bus.rresp == SLVERR) & ~bus.rready),
                      Cover(bus.bvalid & (bus.bresp == OKAY) & getattr(dut, pulse.name.lower())),
