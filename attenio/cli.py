@@ -289,7 +289,8 @@ def cmd_sim(args):
     print(f"\nN = {report['seq_len']}, N_kv = {report['kv_len']}, heads = {report['heads']} "
           f"({report['kv_heads']} K/V), d = {report['head_dim']}, "
           f"a = {report['a']}{', causal' if report['causal'] else ''}"
-          f"{', grouped blocks (MODE.GROUPED)' if report['grouped'] else ''}, "
+          f"{', grouped blocks (MODE.GROUPED)' if report['grouped'] else ''}"
+          f"{', a scale a head (MODE.HEAD_SCALES)' if report['head_scales'] else ''}, "
           f"simulator {report['simulator']} ({engine}), seed {report['seed']}")
     print(f"  output: {'bit-exact' if run['bit_exact'] else 'MISMATCH'} against the golden model "
           f"({run['mismatches']} differing elements)")
@@ -343,7 +344,8 @@ def _print_ranges(report, out):
     n, total = report["seq_len"], report["blocks_per_pass"]
     print(f"\nN = {n:,}, N_kv = {report['kv_len']:,}, heads = {report['heads']}, "
           f"d = {report['head_dim']}, a = {report['a']}{', causal' if report['causal'] else ''}"
-          f"{', grouped blocks' if report['grouped'] else ''}: blocks "
+          f"{', grouped blocks' if report['grouped'] else ''}"
+          f"{', a scale a head' if report['head_scales'] else ''}: blocks "
           f"{', '.join(map(str, report['blocks']))} of {total:,} a pass, in "
           f"{len(report['runs'])} launch(es), seed {report['seed']}")
     ok = True

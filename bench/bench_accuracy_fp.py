@@ -16,7 +16,7 @@ bf16 and both fp8 formats, each through `RunData` as `attenio sim` runs it (int8
 and fp8 scaled per tensor, as the paper preset maps the format), on Gaussian and
 heavy-tailed (Student's t, 3 degrees of freedom) inputs of four heads whose K and V
 ranges differ (K shrinks by 2x and V grows by 8x a head): one scale a tensor for all
-heads (one launch), or one a tensor and head (a launch a head). Target: E4M3 below 3 %
+heads, or one a tensor and head (MODE.HEAD_SCALES), each in one launch. Target: E4M3 below 3 %
 on Gaussian inputs with scales a head. `--quick` runs N = 1024 only and writes nothing.
 """
 
@@ -89,9 +89,10 @@ def heads_inputs(kind, n, seed):
             "v": draw((HEADS, n, D)) * V_GAIN ** h}
 
 
-def _real_out(fmt, plan, x):
-    """O in real units of inputs `x` (a dict of float arrays) through `RunData`."""
-    data = RunData.make(fmt, head_dim=D, inputs=x)
+def _real_out(fmt, plan, x, head_scales):
+    """O in real units of inputs `x` (a dict of float arrays) through `RunData`, in one
+    launch: one scale a tensor (SCALE_C) or a tensor and head (SCALE_C_TABLE)."""
+    data = RunData.make(fmt, head_dim=D, inputs=x, head_scales=head_scales)
     return data.real("o", data.golden(plan))
 
 
@@ -108,11 +109,9 @@ def formats_rows(n):
             plan = choose_plan(dataclasses.replace(
                 base, format=fmt, workload=dataclasses.replace(base.workload, seq_len=n,
                                                                  head_dim=D)))
-            for scales, heads in (("a tensor", [slice(None)]),
-                                  ("a tensor and head", [slice(h, h + 1) for h in range(HEADS)])):
+            for scales, head_scales in (("a tensor", False), ("a tensor and head", True)):
                 try:
-                    out = np.concatenate([_real_out(fmt, plan, {t: x[t][h] for t in "qkv"})
-                                          for h in heads])
+                    out = _real_out(fmt, plan, x, head_scales)
                 except ConfigError as exc:        # inputs the format cannot hold
                     rows.append((name, kind, scales, str(exc)))
                     continue
@@ -165,9 +164,10 @@ def render(rows, target_rows, wall, fmt_rows=()):
         f"mapped as the paper preset's planner maps it, against float64 attention of the",
         f"unrounded inputs: {HEADS} heads of {ROWS} query rows against N keys, d = {D}; head h's",
         f"K times {K_GAIN:g}^h and V times {V_GAIN:g}^h (heads of different ranges). *a tensor*:",
-        f"one scale a tensor for every head, what one launch of the hardware takes (SCALE_C",
-        f"carries scale_q * scale_k, O returns times scale_v); *a tensor and head*: one a",
-        f"tensor and head, a launch a head. `heavy`: Student's t with 3 degrees of freedom.",
+        f"one scale a tensor for every head (SCALE_C carries scale_q * scale_k, O returns",
+        f"times scale_v); *a tensor and head*: one a tensor and head, each head's c in",
+        f"SCALE_C_TABLE (MODE.HEAD_SCALES, `attenio sim --head-scales`); both one launch.",
+        f"`heavy`: Student's t with 3 degrees of freedom.",
         f"Target: E4M3 below {100 * TARGET_E4M3:g} % on Gaussian inputs, scales a tensor and head.",
         "",
         "int8 writes O as int8 on V's scale (docs/accuracy.md): over N = 4096 Gaussian keys the",
