@@ -362,6 +362,7 @@ def test_sim_fails_a_run_whose_cycles_the_model_does_not_predict(capsys, tmp_pat
         cycles = 1000 if agrees is not False else 1200
         return {"engine": "cocotb", "memory": "model", "seq_len": 64, "kv_len": 64, "heads": 1,
                 "kv_heads": 1, "head_dim": 16, "a": 32, "causal": False, "grouped": False,
+                "head_scales": False,
                 "simulator": "verilator", "seed": 1, "pe_busy_fraction": 0.9,
                 "exp_busy_fraction": 0.5, "mem_stall_fraction": 0.0, "plan_bytes_read": 10,
                 "plan_bytes_written": 2, "compute_bound_cycles": 900, "memory_bound_cycles": 5,
