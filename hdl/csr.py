@@ -14,9 +14,10 @@ read multiplexer in two).
 
 `READ_BANK` words share the first level of the read multiplexer.
 
-A window of the map (`attenio.regmap.Window`: a table such as SCALE_C_TABLE) is a
-memory here, written and read by the bus at the same pace as a register, and read by
-the hardware through a port of its own (``x_addr``, ``x_data`` a cycle later).
+A window of the map (`attenio.regmap.Window`: a table such as SCALE_C_TABLE, whole read
+banks of its own) is a memory here, written and read by the bus at the same pace as a
+register, and read by the hardware through a port of its own (``x_addr``, ``x_data`` a
+cycle later).
 """
 
 from amaranth.hdl import Module, Mux, Signal, unsigned
@@ -59,6 +60,11 @@ class CSRBlock(wiring.Component):
             elif r.access is Access.W1:
                 members[name] = Out(1)
         for w in regmap.windows:
+            words = range(w.offset // 4, w.offset // 4 + w.entries)
+            if w.offset // 4 % READ_BANK or w.entries % READ_BANK or any(
+                    r.offset // 4 + i in words for r in regmap for i in range(r.words)):
+                raise ValueError(f"CSRBlock: window {w.name} must fill whole read banks of "
+                                 f"{READ_BANK} words of its own")
             name = w.name.lower()
             members[f"{name}_addr"] = In(range(w.entries))
             members[f"{name}_data"] = Out(32)
@@ -149,6 +155,15 @@ class CSRBlock(wiring.Component):
             m.d.sync += [rd_pend.eq(1), rd_word.eq(bus.araddr[2:])]
             m.d.sync += [sel.eq(bus.araddr[2:2 + low_bits] == low)
                          for sels in rd_sel.values() for low, sel in sels.items()]
+        # a window's entry is read from its memory as the AR is taken and registered with
+        # the banks' words, and answered as a bank of its own (`_bank_pattern`)
+        win_words = []
+        for w, rd in win_ports:
+            word = Signal(32, name=f"rd_{w.name.lower()}_data")
+            m.d.comb += rd.addr.eq(bus.araddr[2:2 + w.index_bits])
+            with m.If(rd_pend):
+                m.d.sync += word.eq(rd.data)
+            win_words.append((w, word))
         with m.If(rd_pend):
             m.d.sync += [rd_pend.eq(0), rd_banked.eq(1), rd_bank.eq(rd_word[low_bits:])]
             for b, entries in banks.items():    # an AND-OR: at most one select is high
@@ -168,16 +183,17 @@ class CSRBlock(wiring.Component):
                     with m.Case(b):
                         m.d.sync += [bus.rdata.eq(bank_data[b]),
                                      bus.rresp.eq(Mux(bank_ok[b], OKAY, SLVERR))]
-        # a window's entry: its read port takes the registered address as the banks select,
-        # its word is there when they have
-        for w, rd in win_ports:
-            in_win = Signal(name=f"rd_{w.name.lower()}")
-            m.d.comb += rd.addr.eq(rd_word[:w.index_bits])
-            with m.If(rd_pend):
-                m.d.sync += in_win.eq(rd_word[w.index_bits:] == w.offset >> (2 + w.index_bits))
-            with m.If(rd_banked & in_win):
-                m.d.sync += [bus.rdata.eq(rd.data), bus.rresp.eq(OKAY)]
+                for w, word in win_words:       # whole banks of their own
+                    with m.Case(self._bank_pattern(w, len(rd_bank))):
+                        m.d.sync += [bus.rdata.eq(word), bus.rresp.eq(OKAY)]
         return m
+
+    @staticmethod
+    def _bank_pattern(w, bits):
+        """The read banks of window `w`, as a `Case` pattern of a `bits`-bit bank index."""
+        span = (w.entries // READ_BANK).bit_length() - 1      # banks: a power of two
+        high = (w.offset // 4 // READ_BANK) >> span
+        return format(high, f"0{bits - span}b") + "-" * span
 
     def _value(self, r):
         if r.access is Access.CONST:

@@ -157,6 +157,30 @@ def test_window_entries_are_named_and_bounded():
     with pytest.raises(KeyError, match=f"SCALE_C_TABLE\\[{w.entries}\\]: SCALE_C_TABLE has "
                                        f"{w.entries} entries"):
         RMAP.offset(f"SCALE_C_TABLE[{w.entries}]")
+    from attenio.regmap import Window
+    with pytest.raises(ValueError, match="^window T: 8 entries at 0x404 are not a power of two "
+                                         "aligned to their size$"):
+        Window("T", 0x404, 8, "t")
+
+
+@pytest.mark.parametrize("offset, entries", [(0x400, READ_BANK // 2), (0x020, READ_BANK),
+                                             (0x0C0, 2 * READ_BANK)])
+def test_a_window_must_fill_read_banks_of_its_own(offset, entries):
+    """A window answers as whole banks of the read multiplexer: half a bank, a bank
+    misaligned, or a bank shared with registers is refused."""
+    from attenio.regmap import RegisterMap, Window
+    import gc
+    import warnings
+
+    from amaranth.hdl import UnusedElaboratable
+    rmap = RegisterMap(registers=RMAP.registers, windows=(Window("T", offset, entries, "t"),))
+    with warnings.catch_warnings():     # the refused block is never elaborated
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        with pytest.raises(ValueError, match=f"^CSRBlock: window T must fill whole read banks "
+                                             f"of {READ_BANK} words of its own$") as info:
+            CSRBlock(rmap)
+        del info
+        gc.collect()
 
 
 def test_start_is_a_one_cycle_pulse():
