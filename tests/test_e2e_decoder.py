@@ -115,15 +115,16 @@ def test_mqa_four_heads_more_queries_than_keys(tmp_path_factory, seed):
 def test_bad_decoder_runs_set_their_error_and_leave_the_machine_usable(tmp_path_factory,
                                                                        seed):
     """N_kv above the hardware's, causal with N_kv < N, HEAD_GROUP = 0, above 255, above the
-    block's 32 rows with MODE.GROUPED, and grouped with HEADS not a multiple of it: each run
-    ends with its code and moves no byte; then a good grouped run on the same machine."""
+    block's 32 rows with MODE.GROUPED, grouped with HEADS not a multiple of it, and 257 heads
+    with MODE.HEAD_SCALES (the table holds 256): each run ends with its code and moves no
+    byte; then a good grouped run on the same machine."""
     need("verilator")
     out = tmp_path_factory.getbasetemp() / "e2e_verilator"
     bad = ({"KV_LEN": 97}, {"MODE": 1, "KV_LEN": 19}, {"HEAD_GROUP": 0}, {"HEAD_GROUP": 256},
-           {"MODE": 2, "HEAD_GROUP": 33}, {"MODE": 2, "HEADS": 3})
+           {"MODE": 2, "HEAD_GROUP": 33}, {"MODE": 2, "HEADS": 3}, {"MODE": 4, "HEADS": 257})
     codes = [ErrorCode.KV_LEN_TOO_LARGE, ErrorCode.CAUSAL_KV_SHORT, ErrorCode.HEAD_GROUP_ZERO,
              ErrorCode.HEAD_GROUP_TOO_LARGE, ErrorCode.GROUP_OVER_BLOCK,
-             ErrorCode.HEADS_NOT_GROUPED]
+             ErrorCode.HEADS_NOT_GROUPED, ErrorCode.SCALE_TABLE_SHORT]
     opts = E2EOptions(simulator="verilator", seed=seed, quick_build=True, seq_len=20, kv_len=33,
                       heads=2, head_group=2, bad_runs=bad)
     report = run_e2e(HW, out, opts)
