@@ -129,10 +129,8 @@ class DMAReader(_BurstMaster):
 
     Up to `max_outstanding` AR bursts are in flight. Read data land in a FIFO of
     `fifo_depth` beats; a burst is requested only when the FIFO has room for all
-    of its beats counting those already requested, so the FIFO has room for every
-    beat the slave may offer (`beat_room`, which tests/formal/test_dma_reader.py holds
-    high then) and RREADY is a constant 1: the FIFO's level is not in the R handshake,
-    and back-pressure on `data` throttles the AR requests instead of dropping data.
+    of its beats counting those already requested, so RREADY stays high and
+    back-pressure on `data` throttles the AR requests instead of dropping data.
 
     Ports
     -----
@@ -160,8 +158,6 @@ class DMAReader(_BurstMaster):
             fifo_depth = 2 * mbb
         self._fifo_depth = validate.integer("DMAReader", "fifo_depth (at least max_burst_beats)",
                                             fifo_depth, lo=mbb)
-        #: the FIFO has room for a beat (not a port: what the proofs hold RREADY's 1 to)
-        self.beat_room = Signal(name="beat_room")
         super().__init__(self._members(
             AXI4ReadSignature, data=Out(stream.Signature(read_data_layout(data_width)))))
 
@@ -191,9 +187,8 @@ class DMAReader(_BurstMaster):
             ends.w_en.eq(ar_fire),
             ends.w_data.eq(burst.payload.last),
 
-            axi.rready.eq(1),                # the reservation above keeps room for it
-            self.beat_room.eq(fifo.w_rdy),
-            r_fire.eq(axi.rvalid),
+            axi.rready.eq(fifo.w_rdy),       # always high by the reservation above
+            r_fire.eq(axi.rvalid & axi.rready),
             fifo.w_en.eq(r_fire),
             fifo.w_data.eq(Cat(axi.rdata, axi.rlast & ends.r_data)),
             ends.r_en.eq(r_fire & axi.rlast),
