@@ -129,8 +129,9 @@ class AttenIOHost:
 
     async def run(self, data, *, poll_limit=100000):
         """Load the Q, K, V of `data` (a `RunData`: the elements as its format stores them,
-        its SCALE_C, or each head's c in SCALE_C_TABLE), run, and return (o, counters), o [heads, N, d] as memory holds it
-        (`RunData.out_dtype`), to compare with `data.golden`."""
+        its SCALE_C, or each head's c in SCALE_C_TABLE), run, and return (o, counters), o
+        [heads, N, d] as memory holds it (`RunData.out_dtype`), to compare with
+        `data.golden`."""
         if data.k.shape != data.q.shape:
             raise ValueError(f"the board's runs have K and V of Q's shape {list(data.q.shape)}, "
                              f"not {list(data.k.shape)} (no N_kv or head group)")
@@ -169,8 +170,8 @@ class AttenIOHost:
         memory image the tests use (`attenio.sim.batch.batch_image`: Q of each sequence, its
         pages in a seeded random order, its block table, the descriptors), the shared
         registers and DESC_BASE / DESC_COUNT, START once, DONE once. `datas`: each
-        sequence's `RunData` (the first one's SCALE_C and SCALE_C_TABLE serve the batch). Returns ([o of each
-        sequence, as memory holds it], counters)."""
+        sequence's `RunData` (the first one's SCALE_C and SCALE_C_TABLE serve the batch).
+        Returns ([o of each sequence, as memory holds it], counters)."""
         from .batch import batch_image
 
         segments, regs, places, _, _, _ = batch_image(
