@@ -194,6 +194,15 @@ def _trace(workdir, status, mode):
     return traces[0] if traces else None
 
 
+def line_of(path, message):
+    """"file:line" of the property stating `message` in the file at `path`, as smtbmc names
+    it in `Result.failed`."""
+    lines = open(path).read().splitlines()
+    (number,) = [k for k, line in enumerate(lines, 1)
+                 if "Assert(" in line and f'"{message}"' in line]
+    return f"{path}:{number}"
+
+
 def _failed(log):
     # smtbmc names a failed assertion (or an unreached cover) by its cell's source
     # location, which Amaranth sets to the Python line of the property

@@ -1,8 +1,11 @@
 """Bounded proof of `DMAReader`, the AXI4 read master, under any slave that keeps AXI4's
 rules: AR held until ready with its request stable, no more bursts in flight than
-`max_outstanding`, RREADY up whenever a beat is offered (the read FIFO's reservation
-holds, so the slave is never stalled and no beat is lost), an error pulse on exactly
-the beats answered SLVERR or DECERR, and the `data` stream keeping the stream rules.
+`max_outstanding`, RREADY (a constant 1) and room in the read FIFO whenever a beat is
+offered (the FIFO's reservation holds, so the slave is never stalled and no beat is
+lost), an error pulse on exactly the beats answered SLVERR or DECERR, and the `data`
+stream keeping the stream rules. Proved at the default FIFO depth and at the smallest
+(two beats), where a beat can arrive while the FIFO's output register is empty and has
+not yet taken the inner queue's head.
 
 The slave is free within AXI4's rules for one ID, tracked as ZipCPU's faxi_master.v
 does: R beats only for bursts whose AR was taken, in order, RLAST on each burst's final
@@ -14,7 +17,7 @@ from amaranth.hdl import Assert, Assume, Cat, Cover, Elaboratable, Module, Mux, 
 
 from attenio.hdl.dma import DMAReader
 
-from .sby import formal, inputs_of, prove
+from .sby import formal, inputs_of, line_of, prove
 from .streams import keeps_stream_rules, obeys_stream_rules
 
 pytestmark = formal
@@ -22,6 +25,18 @@ pytestmark = formal
 PARAMS = dict(addr_width=12, data_width=32, max_outstanding=2, max_burst_beats=3)
 DEPTH = 12          # commands taken, their bursts requested and answered, with stalls
 DEEP = 15           # the slow run's depth (20 took minutes)
+
+
+#: the smallest FIFO, two beats: its inner queue is one entry, full with a burst's first
+#: beat in the cycle the second arrives, while the output register takes the first
+TIGHT = dict(PARAMS, max_burst_beats=2, fifo_depth=2)
+
+
+class NoSpare(DMAReader):
+    """A broken reader: its FIFO holds exactly the beats the reservation counts, so at two
+    beats a burst's second finds the inner queue full while RREADY is up."""
+
+    _spare = 0
 
 
 class Unreserved(DMAReader):
@@ -80,9 +95,11 @@ class ReaderSpec(Elaboratable):
         with m.If(axi.rvalid):
             m.d.comb += Assume(axi.rlast == (beat == head_len))
 
-        # The master's: RREADY whenever a beat is offered; errors exactly on bad beats.
+        # The master's: RREADY, and room in the FIFO, whenever a beat is offered (RREADY is
+        # a constant 1: the room is the reservation's); errors exactly on bad beats.
         with m.If(axi.rvalid):
-            m.d.comb += Assert(axi.rready, "RREADY whenever a beat is offered")
+            m.d.comb += [Assert(axi.rready, "RREADY whenever a beat is offered"),
+                         Assert(dut.beat_room, "the FIFO has room whenever a beat is offered")]
         m.d.comb += Assert(dut.error == (r_take & axi.rresp[1]),
                            "an error pulse exactly on a SLVERR or DECERR beat")
         # reachable: the FIFO's room all requested (every slot a full-length burst) while
@@ -108,6 +125,18 @@ def test_the_dma_reader_keeps_the_axi4_master_rules_under_any_slave():
     assert result.passed, result.explain()
     result = check(DMAReader(**PARAMS), "dma_reader_cover", "cover")
     assert result.passed, result.explain()
+
+
+def test_the_dma_reader_keeps_the_axi4_master_rules_at_its_smallest_fifo():
+    result = check(DMAReader(**TIGHT), "dma_reader_tight", "bmc")
+    assert result.passed, result.explain()
+
+
+def test_a_reader_whose_fifo_has_no_spare_entry_fails_the_proof_at_its_smallest_fifo():
+    result = check(NoSpare(**TIGHT), "dma_reader_no_spare", "bmc")
+    assert result.status == "FAIL" and result.failed, result.explain()
+    room = line_of(__file__, "the FIFO has room whenever a beat is offered")
+    assert room in result.failed, result.explain()
 
 
 @pytest.mark.slow

@@ -35,7 +35,7 @@ from amaranth.hdl import Assert, Assume, Cat, Const, Cover, Elaboratable, Module
 from attenio.hdl.axi import AXI_4KB, AXIBurst
 from attenio.hdl.dma import DMAWriter
 
-from .sby import formal, inputs_of, prove
+from .sby import formal, inputs_of, line_of, prove
 from .streams import keeps_stream_rules, obeys_stream_rules, past
 
 pytestmark = formal
@@ -274,12 +274,5 @@ def test_a_writer_that_issues_without_a_free_slot_fails_the_proof():
 def test_a_writer_that_goes_on_writing_after_an_error_response_fails_the_proof():
     result = check(NeverStops(**PARAMS), "dma_writer_never_stops", "bmc")
     assert result.status == "FAIL" and result.failed, result.explain()
-    assert _line_of("no AW raised after an error response") in result.failed, result.explain()
-
-
-def _line_of(message):
-    """"file:line" of the property stating `message` in this file, as smtbmc names it."""
-    lines = open(__file__).read().splitlines()
-    (number,) = [k for k, line in enumerate(lines, 1)
-                 if "Assert(" in line and f'"{message}"' in line]
-    return f"{__file__}:{number}"
+    stop = line_of(__file__, "no AW raised after an error response")
+    assert stop in result.failed, result.explain()
