@@ -218,36 +218,18 @@ class RunData:
             inputs = {**inputs, "k": inputs["k"][::group], "v": inputs["v"][::group]}
         if head_scales:
             return cls._make_head_scaled(fmt, inputs, head_dim)
-        if is_float:
-            spec, stored, scales = cls._spec(fmt), {}, {}
-            for t in "qkv":
-                x = inputs[t]
-                if x.dtype == np.int8:
-                    x = golden.dequantize(x, inputs[f"scale_{t}"])
-                if row_of(fmt.name).scaled:
-                    stored[t], scales[t] = fp8_quantize(spec, x)
-                else:
-                    stored[t] = golden_fp.store(spec, x)
-                if not np.isfinite(spec.to_float(stored[t])).all():
-                    raise ConfigError(f"{fmt.name} inputs: {t} holds values that round to "
-                                      f"infinity in {fmt.name}; scale them into its range")
-            c = fmt.softmax_constant(head_dim=head_dim)
-            if scales:
-                c = int(np.float32(np.uint32(c).view(np.float32) * np.float32(scales["q"])
-                                   * np.float32(scales["k"])).view(np.uint32))
-            return cls(fmt, stored["q"], stored["k"], stored["v"], c, scales)
-        out, scales = {}, {}
+        stored, scales = {}, {}
         for t in "qkv":
             x = inputs[t]
             if x.dtype == np.int8:
-                out[t], scales[t] = x, inputs[f"scale_{t}"]
-            else:
-                try:
-                    out[t], scales[t] = golden.quantize(x)
-                except ValueError as exc:
-                    raise ConfigError(f"int8 inputs: {t}: {exc}") from None
-        c = golden.softmax_constant(scales["q"], scales["k"], head_dim, fmt)
-        return cls(fmt, out["q"], out["k"], out["v"], c, scales)
+                if not is_float:            # int8 as given, with its scale
+                    stored[t], scales[t] = x, inputs[f"scale_{t}"]
+                    continue
+                x = golden.dequantize(x, inputs[f"scale_{t}"])
+            stored[t], scales[t] = cls._quantize(fmt, t, x)
+        scales = {t: sc for t, sc in scales.items() if sc is not None}
+        c = cls._constant(fmt, head_dim, scales.get("q"), scales.get("k"))
+        return cls(fmt, stored["q"], stored["k"], stored["v"], c, scales)
 
     @classmethod
     def _make_head_scaled(cls, fmt, inputs, head_dim):
@@ -259,38 +241,46 @@ class RunData:
         g = heads // kv_heads
         # a K/V head's share of each tensor: Q's g heads, row after row of them
         parts = {"q": x["q"].reshape(kv_heads, -1, head_dim), "k": x["k"], "v": x["v"]}
-        is_float = isinstance(fmt, FloatFormat)
-        scaled = not is_float or row_of(fmt.name).scaled
-        spec = cls._spec(fmt) if is_float else None
-
-        def quantize(t, part):
-            if not is_float:
-                try:
-                    return golden.quantize(part)
-                except ValueError as exc:
-                    raise ConfigError(f"int8 inputs: {t}: {exc}") from None
-            if scaled:
-                return fp8_quantize(spec, part)
-            return golden_fp.store(spec, part), 1.0
-
         stored, scales = {}, {}
         for t in "qkv":
-            codes, sc = zip(*(quantize(t, part) for part in parts[t]))
-            stored[t] = np.stack(codes).reshape(x[t].shape)
-            scales[t] = np.array(sc, np.float64)
-            if is_float and not np.isfinite(spec.to_float(stored[t])).all():
-                raise ConfigError(f"{fmt.name} inputs: {t} holds values that round to "
-                                  f"infinity in {fmt.name}; scale them into its range")
-        if is_float:
-            base = np.float32(np.uint32(fmt.softmax_constant(head_dim=head_dim)).view(np.float32))
-            kv_c = [int(np.float32(base * np.float32(sq) * np.float32(sk)).view(np.uint32))
-                    for sq, sk in zip(scales["q"], scales["k"])]
-        else:
-            kv_c = [golden.softmax_constant(sq, sk, head_dim, fmt)
-                    for sq, sk in zip(scales["q"], scales["k"])]
+            codes, sc = zip(*(cls._quantize(fmt, t, part) for part in parts[t]))
+            stored[t], scales[t] = np.stack(codes).reshape(x[t].shape), sc
+        kv_c = [cls._constant(fmt, head_dim, sq, sk) for sq, sk in zip(scales["q"], scales["k"])]
         head_c = tuple(int(kv_c[h // g]) for h in range(heads))
-        return cls(fmt, stored["q"], stored["k"], stored["v"], head_c[0],
-                   scales if scaled else {}, head_c)
+        scaled = scales["q"][0] is not None
+        scales = {t: np.array(sc, np.float64) for t, sc in scales.items()} if scaled else {}
+        return cls(fmt, stored["q"], stored["k"], stored["v"], head_c[0], scales, head_c)
+
+    @classmethod
+    def _quantize(cls, fmt, t, x):
+        """(stored, scale) of tensor `t`'s real values `x` in `fmt`: int8's and fp8's
+        scale and codes, or fp16's and bf16's encodings and None (no scale)."""
+        if not isinstance(fmt, FloatFormat):
+            try:
+                return golden.quantize(x)
+            except ValueError as exc:
+                raise ConfigError(f"int8 inputs: {t}: {exc}") from None
+        spec = cls._spec(fmt)
+        if row_of(fmt.name).scaled:
+            stored, scale = fp8_quantize(spec, x)
+        else:
+            stored, scale = golden_fp.store(spec, x), None
+        if not np.isfinite(spec.to_float(stored)).all():
+            raise ConfigError(f"{fmt.name} inputs: {t} holds values that round to "
+                              f"infinity in {fmt.name}; scale them into its range")
+        return stored, scale
+
+    @staticmethod
+    def _constant(fmt, head_dim, scale_q, scale_k):
+        """SCALE_C for Q and K of scales `scale_q` and `scale_k` (None: an unscaled float
+        format): int8's from its scales, a float format's fp32 c times both scales."""
+        if not isinstance(fmt, FloatFormat):
+            return golden.softmax_constant(scale_q, scale_k, head_dim, fmt)
+        c = fmt.softmax_constant(head_dim=head_dim)
+        if scale_q is None:
+            return c
+        return int(np.float32(np.uint32(c).view(np.float32) * np.float32(scale_q)
+                              * np.float32(scale_k)).view(np.uint32))
 
     @property
     def head_scales(self):
