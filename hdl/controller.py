@@ -248,8 +248,7 @@ class Controller(wiring.Component):
         short = Signal.like(setup.short_h, name="range_short_h")
         keep = Mux(run.causal, self._first_zero, self._ends_at_n)
         # N_kv - row_end, set with row_end (`range_walk`): SKIP without the mask is then one
-        # adder from registers, where N_kv - row_end + row0 in one cycle, two carry chains
-        # after a 5.5 ns route from the run, was int8's worst path on round 58's seed 2
+        # adder from registers, not two carry chains in a cycle after a route from the run
         self._kv_rest = kv_rest = Signal(32, name="range_kv_rest")
         m.d.sync += [rows.eq(row_end - row0), kv_len.eq(row_end + setup.skip),
                      skip.eq(Mux(run.causal, setup.skip, kv_rest) + row0),
@@ -264,9 +263,8 @@ class Controller(wiring.Component):
 
         They are written under kept one-hot flags of their own (`walk_in`, set as each
         of the walk's states is entered), so their enables start from a flag, `past` and
-        `none`, not from a decode of the controller's state: that decode through `past`
-        into `left`'s enable was int8's worst path on round 57's seed 2 (11.88 ns, two
-        routes of 3.3 and 3.6 ns)."""
+        `none`, not from a decode of the controller's state, which lies across the chip
+        from the walk's 32-bit registers."""
         run, setup = self.seq_run, self.seq_run.setup
         pos, left, rest, size = self._walk_pos, self._walk_left, self._walk_rest, self._walk_size
         past, none = self._walk_past, self._walk_none   # pos >= N, left == 0

@@ -451,8 +451,7 @@ class Int8Arith:
         rd = rom.read_port(domain=st.domain)
         mnt = ((l1 << F) >> lead1)[:F + 1]
         # the ROM's address from a register: the normalizing shift by the leading one's
-        # position straight into the block RAM's address was the fp16 2x2's worst path on
-        # a seed (11.48 ns at 254a0fe, 9.33 of it routing)
+        # position and the route to a block RAM's address setup do not fit one cycle
         m.d.comb += [rd.addr.eq(mnt1[F - s:F]), rd.en.eq(st.en)]
         st.stage(l1.eq(lsat), lead1.eq(lead))                            # leading one
         st.stage(mnt1.eq(mnt), e1.eq(lead1 - p))                         # normalize
