@@ -340,6 +340,13 @@ def _leading_zeros(x):
     return Mux(a_hi, c_hi, Const(half, width) + c_lo)[:width], a_hi | a_lo
 
 
+#: the most bits `_round_pack` cuts below the significand and guard bit that it ORs into
+#: the sticky bit after the shift (one LUT4); a wider cut (a product of two fp32
+#: significands) takes the sticky bit from the trailing zeros instead, counted beside the
+#: leading zeros: the OR of a shifted field's low bits is the deepest logic of its stage
+_NARROW_CUT = 4
+
+
 def _round_pack(st, *, sign, zero_sign, sig, e, e_range, dst, nan, inf, name):
     """The fp `dst` encoding of (-1)**sign * sig * 2**e, rounded to nearest even; NaN if
     `nan`, (-1)**sign inf if `inf`, and (-1)**zero_sign 0 if sig is 0: five stages.
@@ -348,12 +355,13 @@ def _round_pack(st, *, sign, zero_sign, sig, e, e_range, dst, nan, inf, name):
     the pieces no such value needs are left out: the right shift of a result below the
     normal range, the overflow test, and the rounding when every result is exact.
 
-    1. the leading zeros (a tree), the biased exponent the value has with its top bit
-       leading;
+    1. the leading zeros (a tree; for a cut wider than `_NARROW_CUT`, the trailing zeros
+       too), the biased exponent the value has with its top bit leading;
     2. the left shift that normalizes it, clamped where the exponent would fall below the
        normal range (a subnormal result is then already in place), and the right shift
        of a value that starts below it;
-    3. the left shift; the significand cut to its M + 1 bits, a guard bit and a sticky bit;
+    3. the left shift; the significand cut to its M + 1 bits, a guard bit and a sticky bit
+       (for a wide cut, whether the trailing zeros are fewer than the bits cut);
     4. the right shift (its bits shifted out folded into the sticky bit), the exponent
        field (0 for a subnormal), overflow, the rounding decision;
     5. the increment (a carry out of the mantissa steps the exponent, and out of the
@@ -379,11 +387,17 @@ def _round_pack(st, *, sign, zero_sign, sig, e, e_range, dst, nan, inf, name):
         out = {k: reg(1, stage, k) for k in flags}
         return out, [out[k].eq(v) for k, v in flags.items()]
 
-    # 1: leading zeros; the biased exponent with the top bit leading
+    # 1: leading zeros (and trailing zeros, for a wide cut); the biased exponent with
+    # the top bit leading
     count, nonzero = _leading_zeros(sig)
     sig1, lz1, eb1 = reg(W, 1, "sig"), reg(range(W), 1, "lz"), reg(_EXP, 1, "eb")
     f1, s1 = carry(1, sign=sign, zsign=zero_sign, nan=nan, inf=inf, zero=~nonzero)
-    st.stage(s1, sig1.eq(sig), lz1.eq(count), eb1.eq(e + bias_top))
+    stage1 = [s1, sig1.eq(sig), lz1.eq(count), eb1.eq(e + bias_top)]
+    wide_cut = W - M - 2 > _NARROW_CUT
+    if wide_cut:
+        tz1 = reg(range(W), 1, "tz")
+        stage1.append(tz1.eq(_leading_zeros(sig[::-1])[0]))
+    st.stage(*stage1)
 
     # 2: the left shift, at most down to the exponent 1 (the subnormals' scale); the right
     # shift of a value whose top bit is already below it (at most M + 3: all sticky)
@@ -396,6 +410,11 @@ def _round_pack(st, *, sign, zero_sign, sig, e, e_range, dst, nan, inf, name):
         shift = Mux(room < lz1, Mux(room < 0, 0, room[:len(sh2)]), lz1)
     f2, s2 = carry(2, **f1)
     stage2 = [s2, sh2.eq(shift), sig2.eq(sig1), eb2.eq(eb1)]
+    if wide_cut:
+        # the bits below the cut (W - M - 2 of them) hold a one iff the lowest one, at
+        # tz1, is shifted to below it: iff sh2 < W - M - 2 - tz1
+        cut_room = reg(signed(len(sh2) + 2), 2, "cutroom")
+        stage2.append(cut_room.eq(W - M - 2 - tz1))
     if below:
         k2 = reg(range(M + 4), 2, "k")
         stage2.append(k2.eq(Mux(eb1 < 1, Mux(eb1 < -(M + 1), M + 3, 1 - eb1), 0)))
@@ -403,7 +422,8 @@ def _round_pack(st, *, sign, zero_sign, sig, e, e_range, dst, nan, inf, name):
 
     # 3: shifted; the significand, a guard bit, a sticky bit (M + 3 bits)
     shifted = (sig2 << sh2)[:W]
-    cut = Cat(shifted[:W - M - 2] != 0, shifted[W - M - 2:])
+    sticky = (sh2 < cut_room) if wide_cut else (shifted[:W - M - 2] != 0)
+    cut = Cat(sticky, shifted[W - M - 2:])
     sig3, be3 = reg(M + 3, 3, "sig"), reg(_EXP, 3, "be")
     f3, s3 = carry(3, **f2)
     stage3 = [s3, sig3.eq(cut), be3.eq(eb2 - sh2)]
