@@ -228,14 +228,26 @@ def read_ahead(m, memory, wr, addr, *, forward=True, name):
     so that register's logic would start from the block's 5.6 ns clock-to-output; a
     port that is already synchronous keeps the register after it. Without `forward` the
     caller's schedule never reads a word in the cycle it is written."""
+    if not forward:
+        return _read_port(m, memory, addr)
+    return Mux(*_read_ahead_parts(m, memory, wr, addr, name=name))
+
+
+def _read_port(m, memory, addr):
     rd = memory.read_port(domain="sync")
     m.d.comb += rd.addr.eq(addr)
-    if not forward:
-        return rd.data
+    return rd.data
+
+
+def _read_ahead_parts(m, memory, wr, addr, *, name):
+    """`read_ahead`'s word in its pieces, (hit, write, read): the word is `write` where
+    `hit`, else `read` (the block's output). For a caller that registers them apart,
+    so that nothing but a route lies between the block and a register."""
+    data = _read_port(m, memory, addr)
     hit = Signal(name=f"{name}_hit")
-    fwd = Signal.like(rd.data, name=f"{name}_fwd")
+    fwd = Signal.like(data, name=f"{name}_fwd")
     m.d.sync += [hit.eq(wr.en.any() & (wr.addr == addr)), fwd.eq(wr.data)]
-    return Mux(hit, fwd, rd.data)
+    return hit, fwd, data
 
 
 class ScoreBanks(wiring.Component):
@@ -521,10 +533,21 @@ class MAC(wiring.Component):
         # it the update's DSP would read V from beside the LUT-built q*k, a long route
         v_u = Signal.like(value, name="v_u", attrs={"keep": 1})
         o_new = Signal(arith.o_shape, name="o_new")
-        o_rd = self._o_memory(m, Mux(self.pick_in.u, wi.addr, self.drain_addr),
-                              addr[-1], o_new, en[-1])
-        m.d.sync += [up_u.eq(up_w), e_u.eq(e_w), o_u.eq(force(o_rd, w.first, 0)),
-                     v_u.eq(value)]
+        o_rd, o_parts = self._o_memory(m, Mux(self.pick_in.u, wi.addr, self.drain_addr),
+                                       addr[-1], o_new, en[-1])
+        m.d.sync += [up_u.eq(up_w), e_u.eq(e_w), v_u.eq(value)]
+        if o_parts is None:
+            m.d.sync += o_u.eq(force(o_rd, w.first, 0))
+        else:
+            # O's block RAM answers 5.8 ns into the cycle, placed where the block column
+            # is: o_u takes its word as read, and the write it missed and the first
+            # word's zero are applied after it, a LUT before the register that delays O
+            # beside V's widening (`FloatArith.staged_mac_operands`)
+            hit, fwd, read = o_parts
+            o_read, o_hit = Signal.like(o_u, name="o_read"), Signal(name="o_hit_u")
+            o_fwd, o_first = Signal.like(o_u, name="o_fwd_u"), Signal(name="o_first_u")
+            m.d.sync += [o_read.eq(read), o_hit.eq(hit), o_fwd.eq(fwd), o_first.eq(w.first)]
+            m.d.comb += o_u.eq(force(Mux(o_hit, o_fwd, o_read), o_first, 0))
         if isinstance(arith, FloatArith):
             # q * k on the update's multiplier, its sum on the update's adder
             score_u = Signal(name="score_u")
@@ -542,7 +565,8 @@ class MAC(wiring.Component):
     O_SLICE_BITS = 12
 
     def _o_memory(self, m, rd_addr_next, wr_addr, wr_data, wr_en):
-        """O, read combinationally at `rd_addr_next` registered: its value. O is a LUT RAM
+        """O, read combinationally at `rd_addr_next` registered: (its value, None), or
+        for a block RAM (value, `_read_ahead_parts`). O is a LUT RAM
         as wide as an accumulator, and one address register fanning out to all of its
         slices and their depth multiplexers would take a route across the chip, so O is
         built in slices of at most `O_SLICE_BITS`, each a memory with its own address
@@ -558,8 +582,9 @@ class MAC(wiring.Component):
                                               attrs={"ram_style": "block"})
             wr = mem.write_port()
             m.d.comb += [wr.addr.eq(wr_addr), wr.data.eq(wr_data), wr.en.eq(wr_en)]
-            value = read_ahead(m, mem, wr, rd_addr_next, name="o")
-            return value.as_signed() if shape.signed else value
+            parts = _read_ahead_parts(m, mem, wr, rd_addr_next, name="o")
+            value = Mux(*parts)
+            return (value.as_signed() if shape.signed else value), parts
         pieces = -(-shape.width // self.O_SLICE_BITS)
         width = -(-shape.width // pieces)
         data_out = []
@@ -574,7 +599,7 @@ class MAC(wiring.Component):
                          wr.data.eq(Value.cast(wr_data)[lo:lo + bits]), wr.en.eq(wr_en)]
             data_out.append(rd.data)
         value = Cat(*data_out)
-        return value.as_signed() if shape.signed else value
+        return (value.as_signed() if shape.signed else value), None
 
     def _write_score(self, m, en, bank, slot, value):
         """The row's score into its bank a cycle after `en`: the score, its (bank, slot) and
