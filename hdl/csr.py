@@ -7,7 +7,8 @@ so they cannot disagree with the hardware.
 
 Reading the low word of a 64-bit register latches its high word, which the next
 read of the high word returns, so a counter that carries between the two reads
-is still read coherently. Accesses to unmapped offsets answer SLVERR. A read
+is still read coherently. Accesses to unmapped offsets answer SLVERR. A write loads
+its register in the cycle after its AW and W handshake, as BVALID rises. A read
 answers on the third cycle counting its AR handshake's as the first, with read-only values from the cycle before (see
 `elaborate`: registers break the long routes from the counters to the bus, and the
 read multiplexer in two).
@@ -78,40 +79,62 @@ class CSRBlock(wiring.Component):
         m = Module()
         bus = self.s_axil
 
-        # -- writes: take AW and W together, answer on B ------------------------------
-        take_write = bus.awvalid & bus.wvalid & ~bus.bvalid
+        # -- writes: take AW and W together, write the next cycle, answer on B then ------
+        # The bus's write and its address's decode are registered before any register
+        # loads: a one-hot select per writable word (kept, so each stays beside its
+        # register), and the data and strobes (every cycle: the selects say when they
+        # count). Decoded in the cycle the registers load, one path would run from the
+        # handshake through the decode and a route to every register's enable. B answers
+        # as the registers take the write.
+        w_pend = Signal()                        # a write taken, loading this cycle
+        take_write = bus.awvalid & bus.wvalid & ~bus.bvalid & ~w_pend
         m.d.comb += [bus.awready.eq(take_write), bus.wready.eq(take_write)]
+        w_data = Signal.like(bus.wdata, name="w_data")
+        w_strb = Signal.like(bus.wstrb, name="w_strb")
+        w_ok = Signal(name="w_ok")               # a writable word: OKAY
+        w_sel = {(r.name, word): Signal(name=f"w_{r.name.lower()}_sel{word}",
+                                         attrs={"keep": 1})
+                 for r in self._regmap if r.access in (Access.RW, Access.W1)
+                 for word in range(r.words)}
+        waddr = bus.awaddr[2:]
+
+        def win_hit(w):
+            return bus.awaddr[2 + w.index_bits:] == w.offset >> (2 + w.index_bits)
+
+        writable = or_all(waddr == r.offset // 4 + word
+                          for r in self._regmap if r.access in (Access.RW, Access.W1)
+                          for word in range(r.words))
+        m.d.sync += [w_pend.eq(take_write), w_data.eq(bus.wdata), w_strb.eq(bus.wstrb),
+                     w_ok.eq(writable | or_all(win_hit(w) for w in self._regmap.windows))]
+        m.d.sync += [sel.eq(take_write & (waddr == self._regmap[name].offset // 4 + word))
+                     for (name, word), sel in w_sel.items()]
         for r in self._regmap:
             if r.access is Access.W1:
                 m.d.sync += getattr(self, r.name.lower()).eq(0)
         with m.If(bus.bvalid & bus.bready):
             m.d.sync += bus.bvalid.eq(0)
-        with m.If(take_write):
-            m.d.sync += [bus.bvalid.eq(1), bus.bresp.eq(SLVERR)]
-            waddr = bus.awaddr[2:]
-            with m.Switch(waddr):
-                for r in self._regmap:
-                    for word in range(r.words):
-                        with m.Case(r.offset // 4 + word):
-                            m.d.sync += bus.bresp.eq(OKAY)
-                            self._write(m, r, word)
-                with m.Default():
-                    pass
+        with m.If(w_pend):
+            m.d.sync += [bus.bvalid.eq(1), bus.bresp.eq(Mux(w_ok, OKAY, SLVERR))]
+        for (name, word), sel in w_sel.items():
+            with m.If(sel):
+                self._write(m, self._regmap[name], word, w_data, w_strb)
 
-        # a window: one memory, its two read ports the bus's and the hardware's
+        # a window: one memory, its two read ports the bus's and the hardware's; its write
+        # registered as the registers' are
         win_ports = []
         for w in self._regmap.windows:
             m.submodules[w.name.lower()] = mem = Memory(shape=unsigned(32), depth=w.entries,
                                                          init=[])
             wr, rd_hw, rd_bus = mem.write_port(granularity=8), mem.read_port(), mem.read_port()
             name = w.name.lower()
+            w_hit = Signal(name=f"w_{name}_sel", attrs={"keep": 1})
+            w_index = Signal(w.index_bits, name=f"w_{name}_index")
+            m.d.sync += [w_hit.eq(take_write & win_hit(w)),
+                         w_index.eq(bus.awaddr[2:2 + w.index_bits])]
             m.d.comb += [rd_hw.addr.eq(getattr(self, f"{name}_addr")),
                          getattr(self, f"{name}_data").eq(rd_hw.data),
-                         wr.addr.eq(bus.awaddr[2:2 + w.index_bits]), wr.data.eq(bus.wdata)]
-            hit = bus.awaddr[2 + w.index_bits:] == w.offset >> (2 + w.index_bits)
-            with m.If(take_write & hit):
-                m.d.comb += wr.en.eq(bus.wstrb)
-                m.d.sync += bus.bresp.eq(OKAY)
+                         wr.addr.eq(w_index), wr.data.eq(w_data),
+                         wr.en.eq(Mux(w_hit, w_strb, 0))]
             win_ports.append((w, rd_bus))
 
         # -- reads: three cycles from AR to R ---------------------------------------
@@ -213,16 +236,14 @@ class CSRBlock(wiring.Component):
             return shadows[r.name]
         return self._value(r)[32 * word:32 * word + 32]
 
-    def _write(self, m, r, word):
-        bus = self.s_axil
+    def _write(self, m, r, word, data, strb):
+        """Word `word` of RW or W1 register `r` takes `data`'s bytes strobed in `strb`."""
         if r.access is Access.W1:
-            m.d.sync += getattr(self, r.name.lower()).eq(bus.wdata[0] & bus.wstrb[0])
-        elif r.access is Access.RW:
-            reg = getattr(self, r.name.lower())
-            for byte in range(4):
-                lo = 32 * word + 8 * byte
-                if lo < r.width:
-                    with m.If(bus.wstrb[byte]):
-                        m.d.sync += reg[lo:lo + 8].eq(bus.wdata[8 * byte:8 * byte + 8])
-        else:
-            m.d.sync += bus.bresp.eq(SLVERR)   # read-only: refuse the write
+            m.d.sync += getattr(self, r.name.lower()).eq(data[0] & strb[0])
+            return
+        reg = getattr(self, r.name.lower())
+        for byte in range(4):
+            lo = 32 * word + 8 * byte
+            if lo < r.width:
+                with m.If(strb[byte]):
+                    m.d.sync += reg[lo:lo + 8].eq(data[8 * byte:8 * byte + 8])
