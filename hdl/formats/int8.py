@@ -87,7 +87,7 @@ for bit what the two-exp2 formulation gives (tests/test_formats.py checks it),
 and it is what the golden model does.
 """
 
-from amaranth.hdl import Mux, Signal, Value, signed, unsigned
+from amaranth.hdl import Cat, Mux, Signal, Value, signed, unsigned
 from amaranth.lib.memory import Memory
 import numpy as np
 
@@ -418,6 +418,9 @@ class Int8Arith:
         st.stage(p.eq(((mant >> (g - 1)) >> sh_m) + 1 >> 1))             # shift and round
         return p
 
+    #: output bits of the reciprocal's normalizing shift per copy of its shift amount
+    RECIP_SHIFT_SLICE = 8
+
     def reciprocal(self, m, l, *, en=None, domain="sync"):
         """(y, e) with 1/l = y * 2**-e, y in recip_shape, for l in l_shape (l < 1 reads as 1);
         valid `reciprocal_latency` cycles after l: the seed (the leading one, the
@@ -449,11 +452,19 @@ class Int8Arith:
         rom = Memory(shape=unsigned(F + 1), depth=2 ** s, init=self._seed)
         m.submodules += rom
         rd = rom.read_port(domain=st.domain)
-        mnt = ((l1 << F) >> lead1)[:F + 1]
+        # the normalizing shift by the leading one's position, in slices of
+        # `RECIP_SHIFT_SLICE` bits, each from a copy of the position of its own (kept): one
+        # register driving every multiplexer of the shift is a slow route before its four
+        # LUT levels
+        slices = range(0, F + 1, self.RECIP_SHIFT_SLICE)
+        leads = [Signal(range(W), name=f"recip_lead1_{k}", attrs={"keep": 1})
+                 for k in range(len(slices))]
+        mnt = Cat(*(((l1 << F) >> lead)[lo:min(lo + self.RECIP_SHIFT_SLICE, F + 1)]
+                    for lo, lead in zip(slices, leads)))
         # the ROM's address from a register: the normalizing shift by the leading one's
         # position and the route to a block RAM's address setup do not fit one cycle
         m.d.comb += [rd.addr.eq(mnt1[F - s:F]), rd.en.eq(st.en)]
-        st.stage(l1.eq(lsat), lead1.eq(lead))                            # leading one
+        st.stage(l1.eq(lsat), lead1.eq(lead), *(c.eq(lead) for c in leads))   # leading one
         st.stage(mnt1.eq(mnt), e1.eq(lead1 - p))                         # normalize
         st.stage(mnt2.eq(mnt1), e2.eq(e1))                               # seed ROM
         # Every product registers its own operands (`partial_products`, registered) in the
