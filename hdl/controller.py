@@ -217,7 +217,8 @@ class Controller(wiring.Component):
         # >= N) and whether no block (or row) is left to step, as registers set with the
         # row and the count: the walk's enables then start from flip-flops, not from a
         # 33-bit comparison with the latched N across the chip, and each step's test is
-        # one comparison of two registers (after the step, row >= N when the rows to N were at most the block's)
+        # one comparison of two registers (after the step, row >= N when the rows to N
+        # were at most the block's)
         self._walk_rest = Signal(32, name="walk_rest")
         self._walk_size = Signal(32, name="walk_size")
         self._walk_past, self._walk_none = Signal(name="walk_past"), Signal(name="walk_none")

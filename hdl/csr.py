@@ -92,22 +92,20 @@ class CSRBlock(wiring.Component):
         w_data = Signal.like(bus.wdata, name="w_data")
         w_strb = Signal.like(bus.wstrb, name="w_strb")
         w_ok = Signal(name="w_ok")               # a writable word: OKAY
-        w_sel = {(r.name, word): Signal(name=f"w_{r.name.lower()}_sel{word}",
-                                         attrs={"keep": 1})
+        # each writable word: whether AWADDR names it, and its select
+        w_hit = {(r.name, word): bus.awaddr[2:] == r.offset // 4 + word
                  for r in self._regmap if r.access in (Access.RW, Access.W1)
                  for word in range(r.words)}
-        waddr = bus.awaddr[2:]
+        w_sel = {key: Signal(name=f"w_{key[0].lower()}_sel{key[1]}", attrs={"keep": 1})
+                 for key in w_hit}
 
         def win_hit(w):
             return bus.awaddr[2 + w.index_bits:] == w.offset >> (2 + w.index_bits)
 
-        writable = or_all(waddr == r.offset // 4 + word
-                          for r in self._regmap if r.access in (Access.RW, Access.W1)
-                          for word in range(r.words))
         m.d.sync += [w_pend.eq(take_write), w_data.eq(bus.wdata), w_strb.eq(bus.wstrb),
-                     w_ok.eq(writable | or_all(win_hit(w) for w in self._regmap.windows))]
-        m.d.sync += [sel.eq(take_write & (waddr == self._regmap[name].offset // 4 + word))
-                     for (name, word), sel in w_sel.items()]
+                     w_ok.eq(or_all(w_hit.values())
+                             | or_all(win_hit(w) for w in self._regmap.windows))]
+        m.d.sync += [w_sel[key].eq(take_write & hit) for key, hit in w_hit.items()]
         for r in self._regmap:
             if r.access is Access.W1:
                 m.d.sync += getattr(self, r.name.lower()).eq(0)
@@ -127,14 +125,14 @@ class CSRBlock(wiring.Component):
                                                          init=[])
             wr, rd_hw, rd_bus = mem.write_port(granularity=8), mem.read_port(), mem.read_port()
             name = w.name.lower()
-            w_hit = Signal(name=f"w_{name}_sel", attrs={"keep": 1})
+            win_sel = Signal(name=f"w_{name}_sel", attrs={"keep": 1})
             w_index = Signal(w.index_bits, name=f"w_{name}_index")
-            m.d.sync += [w_hit.eq(take_write & win_hit(w)),
+            m.d.sync += [win_sel.eq(take_write & win_hit(w)),
                          w_index.eq(bus.awaddr[2:2 + w.index_bits])]
             m.d.comb += [rd_hw.addr.eq(getattr(self, f"{name}_addr")),
                          getattr(self, f"{name}_data").eq(rd_hw.data),
                          wr.addr.eq(w_index), wr.data.eq(w_data),
-                         wr.en.eq(Mux(w_hit, w_strb, 0))]
+                         wr.en.eq(Mux(win_sel, w_strb, 0))]
             win_ports.append((w, rd_bus))
 
         # -- reads: three cycles from AR to R ---------------------------------------

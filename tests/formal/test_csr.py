@@ -3,8 +3,8 @@ master that keeps AXI4-Lite's (one response per request, held until ready with R
 stable, none after reset), the responses (OKAY for a mapped offset, SLVERR for an
 unmapped one or a write to a read-only register), RW registers that take exactly the
 strobed bytes written (in the cycle after the write's handshake, as B is offered), W1
-registers that pulse once per write (then), CONST registers that read their value, and a window's entry (any one) that holds exactly the strobed bytes
-written: the hardware's port gives it a cycle later, and a read of it on the bus
+registers that pulse once per write (then), CONST registers that read their value, and
+a window's entry (any one) that holds exactly the strobed bytes written: the hardware's port gives it a cycle later, and a read of it on the bus
 returns it unless the master wrote it while the read was under way (from its AR on).
 
 The invariants that make the induction close are ZipCPU's (faxil_slave.v): the
