@@ -88,7 +88,8 @@ from amaranth.lib.wiring import In, Out
 from attenio import validate
 
 from .formats import FloatArith, check_arith
-from .formats.dsp import PartialProducts, Stages, dsp_lut_width, force, lut_built, mul_widths
+from .formats.dsp import (PartialProducts, Stages, dsp_lut_width, force, lut_built, mul_widths,
+                          sum_pairs)
 from .formats.fp import FP32
 from .softmax import pa_layout, score_at_layout
 
@@ -372,9 +373,9 @@ class MAC(wiring.Component):
         register, then the update pipeline of the format (its ``update``)."""
         return 1 + arith.update_latency
 
-    #: cycles from a K word at an int8 MAC to its q * k: the operand registers, then the
-    #: product's two (`_qk`'s, or in a DSP its product register and the relay)
-    int8_product_latency = 3
+    #: cycles from a K word at an int8 MAC to its q * k: the operand registers, then
+    #: `_qk`'s levels (`QK_LATENCY`; in a DSP its product register, the relay and a delay)
+    int8_product_latency = 4
 
     @staticmethod
     def score_latency(arith, split, *, rows_per_mac=None, head_dim=None, interleave=True):
@@ -635,24 +636,38 @@ class MAC(wiring.Component):
             lut_built(lut_width, *mul_widths(q.as_signed(), half))
             for half in (k[:h].as_unsigned(), k[h:].as_signed()))
 
+    #: cycles from q*k's operand registers to the product (`_qk`): a level for each
+    #: halving of k's 8 rows
+    QK_LATENCY = 3
+
     @staticmethod
-    def _qk(m, q, k, q_hi=None):
-        """q * k of signed elements q and k, registered twice, built from LUTs (ECP5 under
-        a LUT width `_qk_halves` accepts, or any other target): two narrow products, q
-        times each half of k, registered, then their sum: a Booth array and one carry
-        chain a cycle, where the whole product would be a Booth array and its summing tree
-        in one. `q_hi`: a copy of q's register for the high half's Booth array (default
-        q)."""
-        n = len(q) + len(k)
-        qk = Signal(signed(n), name="qk")
-        q_hi = q if q_hi is None else q_hi
-        h = len(k) // 2
-        lo = Signal(signed(len(q) + h + 1), name="qk_lo")   # q * k[:h], k[:h] unsigned
-        hi = Signal(signed(n - h), name="qk_hi")            # q * k[h:], signed
-        m.d.sync += [lo.eq(q.as_signed() * k[:h].as_unsigned()),
-                     hi.eq(q_hi.as_signed() * k[h:].as_signed()),
-                     qk.eq(lo + (hi << h))]
-        return qk
+    def _qk(m, q, k, q_copies=()):
+        """q * k of signed elements q and k (k of 8 bits), `QK_LATENCY` cycles later, built
+        from LUTs (ECP5 under a LUT width `_qk_halves` accepts, or any other target): the
+        rows q * k[i] * 2**i (the top one negative) added in pairs, then the pairs' sums in
+        pairs, each level registered. The first level's operands are ANDs, so a cycle is
+        one LUT and one carry chain at most, where a Booth array before its carry chain was
+        3 to 5 LUT levels in congested routing. `q_copies`: copies of q's register, kept,
+        among which the first level's adders are shared out (default q alone)."""
+        rows = len(k)
+        if rows != 8:
+            raise ValueError(f"q*k: k must have 8 bits (QK_LATENCY), not {rows}")
+        qs = [q, *q_copies]
+        parts = []
+        for j in range(rows // 2):
+            qj = qs[j * len(qs) // (rows // 2)].as_signed()
+            lo, hi = Mux(k[2 * j], qj, 0), Mux(k[2 * j + 1], qj, 0) << 1
+            pair = Signal(signed(len(q) + 3), name=f"qk_pair{j}")
+            m.d.sync += pair.eq(lo - hi if 2 * j + 1 == rows - 1 else lo + hi)
+            parts.append((2 * j, pair))
+        level = 1
+        while len(parts) > 1:
+            parts, sums = sum_pairs(parts, f"qk_sum{level}_")
+            m.d.sync += sums
+            level += 1
+        assert level == MAC.QK_LATENCY
+        (_, qk), = parts
+        return qk[:len(q) + rows].as_signed()
 
     def _int8_scores(self, m, w, q, value, lut_width):
         """Exact integer scores: one accumulator, restarted at k = 0 and copied to its bank
@@ -662,16 +677,16 @@ class MAC(wiring.Component):
         # The operands registered, then the product (`_qk`): `int8_product_latency` in all.
         # Kept: K's operand register holds the bits of the next MAC's word register, and
         # merged into it the product would read its operand from the next MAC. Built from
-        # LUTs, each half's Booth array has a Q operand register of its own beside it (one
-        # register for both is a path longer than a cycle, most of it routing). In a DSP
-        # (an ECP5 LUT width below q*k's halves) the product is a MULT18X18D whose input and
-        # output registers are the operand and product stages, then a fabric register (its
-        # relay): as many cycles.
+        # LUTs, Q's register has a copy for half of the first level's adders (one register
+        # for all is a path longer than a cycle, most of it routing). In a DSP (an ECP5 LUT
+        # width below q*k's halves) the product is a MULT18X18D whose input and output
+        # registers are the operand and product stages, then fabric registers (its relay,
+        # and a delay to the same latency).
         if self._qk_halves(lut_width, q, value):
             q_op = st.delay(q, 1, "q_op", keep=True)
             k_op = st.delay(value, 1, "k_op", keep=True)
-            q_hi = st.delay(q, 1, "q_op_hi", keep=True)
-            prod = self._qk(m, q_op, k_op, q_hi)
+            q_copy = st.delay(q, 1, "q_op1", keep=True)
+            prod = self._qk(m, q_op, k_op, [q_copy])
         else:
             products = PartialProducts(q.as_signed(), value.as_signed(), name="qk",
                                        registered=True, lut_pieces=False)
@@ -679,6 +694,7 @@ class MAC(wiring.Component):
             for step in (products.operands, products, products.relay):
                 dsp.stage(step)
             (_, prod), = products.parts
+            prod = dsp.delay(prod, self.int8_product_latency - dsp.count, "qk_relay")
         ctrl = [st.delay(x, self.int8_product_latency, n)
                 for x, n in ((w.valid & w.is_s, "k_en"), (w.kfirst, "k_first"),
                              (w.klast, "k_last"), (w.bank, "k_bank"), (w.slot, "k_slot"))]

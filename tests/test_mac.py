@@ -124,28 +124,37 @@ def test_other_writes_in_that_cycle_leave_the_words_pair_alone(case):
     assert o == expected(e_old, v)
 
 
-def test_qk_is_the_signed_product_two_cycles_later_for_every_pair():
-    """`MAC._qk` on every pair of int8 operands, a new pair each cycle: the two halves of
-    k, then their sum."""
+@pytest.mark.parametrize("copies", [0, 1])
+def test_qk_is_the_signed_product_qk_latency_cycles_later_for_every_pair(copies):
+    """`MAC._qk` on every pair of int8 operands, a new pair each cycle: k's rows added in
+    pairs, then in pairs again, `QK_LATENCY` registered levels; with a copy of q's
+    register the first level's adders share the two out."""
     m = Module()
     q, k = Signal(signed(8)), Signal(signed(8))
-    qk = MAC._qk(m, q, k)
+    qk = MAC._qk(m, q, k, [q] * copies)
+    lat = MAC.QK_LATENCY
+    assert lat == 3 and len(qk) == 16
     pairs = [(a, b) for a in range(-128, 128) for b in range(-128, 128)]
     bad = []
 
     async def tb(ctx):
-        for i in range(len(pairs) + 2):
+        for i in range(len(pairs) + lat):
             if i < len(pairs):
                 ctx.set(q, pairs[i][0])
                 ctx.set(k, pairs[i][1])
-            if i >= 2:
-                a, b = pairs[i - 2]
+            if i >= lat:
+                a, b = pairs[i - lat]
                 if ctx.get(qk) != a * b:
                     bad.append((a, b, ctx.get(qk)))
             await ctx.tick()
 
     run_clocked(m, tb)
     assert not bad, bad[:5]
+
+
+def test_qk_refuses_a_k_that_is_not_8_bits():
+    with pytest.raises(ValueError, match=r"q\*k: k must have 8 bits \(QK_LATENCY\), not 6"):
+        MAC._qk(Module(), Signal(signed(8)), Signal(signed(6)))
 
 
 def test_qk_takes_a_registered_dsp_below_the_width_of_its_halves():
