@@ -374,12 +374,24 @@ class _ReadWalk:
         for t in "qkv":
             with m.If(self.heads_load[t]):
                 m.d.sync += getattr(self, f"{t}_head").eq(getattr(run, t).base)
-        with m.If(self.heads_load["q"]):
-            m.d.sync += [self.q_ptr.eq(run.q.base), self.q_row.eq(run.q.base)]
         next_head = self.q_head + setup.q_group_stride
         with m.If(self.heads_pass["q"]):
-            m.d.sync += [self.q_head.eq(next_head), self.q_row.eq(next_head),
-                         self.q_ptr.eq(next_head)]
+            m.d.sync += self.q_head.eq(next_head)
+        # Q's row pointers: each register's data is selected by registers alone (the kept
+        # flags, q_heads' last), and the handshake (`q_issued`, state Q's command taken)
+        # reaches only their enables: a select merged from `issued` and the head flags was
+        # two long routes from the command's handshake (12.35 ns, int8's worst path on a
+        # seed). The flags and state Q are never at once.
+        self.q_issued = Signal()
+        load, step = self.heads_load["q"], self.heads_pass["q"]
+        row_next = self.q_row + run.q.row_stride
+        first = Mux(load, run.q.base, next_head)
+        with m.If(load | step | (self.q_issued & self.q_heads.last)):
+            m.d.sync += self.q_row.eq(Mux(load | step, first, row_next))
+        with m.If(load | step | self.q_issued):
+            m.d.sync += self.q_ptr.eq(Mux(load | step, first,
+                                          Mux(self.q_heads.last, row_next,
+                                              self.q_ptr + run.q.head_stride)))
         for t in "kv":                  # set only when the pass moves to the next K/V head
             with m.If(self.heads_pass[t]):
                 m.d.sync += getattr(self, f"{t}_head").eq(
@@ -658,12 +670,9 @@ class _ReadWalk:
         m, run = self.m, self.run
         with m.State("Q"):              # row t of each of the pass's heads, then t + 1
             self.issue_row(Kind.Q, self.q_ptr)
-            with m.If(self.issued):
-                m.d.comb += [self.q_heads.step.eq(1), self.q_heads.load.eq(self.q_heads.last)]
-                m.d.sync += self.q_ptr.eq(self.q_ptr + run.q.head_stride)
-                with m.If(self.q_heads.last):
-                    m.d.sync += [self.q_row.eq(self.q_row + run.q.row_stride),
-                                 self.q_ptr.eq(self.q_row + run.q.row_stride)]
+            with m.If(self.issued):     # the pointers move in `walk_registers`
+                m.d.comb += [self.q_heads.step.eq(1), self.q_heads.load.eq(self.q_heads.last),
+                             self.q_issued.eq(1)]
             self.count_down(self.q_left, "K_FIRST")
         with m.State("K_FIRST"):
             self.issue_row(Kind.K, self.k_ptr, run.k)
