@@ -516,25 +516,26 @@ def staged_add(st, a, b, name):
 
     # 1: unpacked, and which magnitude is larger (the encodings compare as integers)
     fa, fb = (Mux(x[M:M + 8] != 0, x[M:M + 8], 1) for x in (a, b))   # ea, eb + bias + M
+    # the smaller operand's trailing zeros (M + 1 for a zero significand), counted for
+    # both beside the comparison and selected after it: counted in stage 2 from the
+    # selected operand, the tree was the deepest logic after a route from the selection
+    a_ge = magnitude_of(a) >= magnitude_of(b)      # the encodings compare as integers
+    tza, tzb = (Mux(sig != 0, _leading_zeros(sig[::-1])[0][:5], M + 1) for sig in (siga, sigb))
     r1, s1 = regs(1, sa=sa, sb=sb, siga=siga, sigb=sigb, ea=ea, eb=eb,
-                  dab=(fa - fb)[:9], dba=(fb - fa)[:9],
+                  dab=(fa - fb)[:9], dba=(fb - fa)[:9], tz=Mux(a_ge, tzb, tza),
                   nan=na | nb | (ia & ib & (sa != sb)), inf=ia | ib, inf_sign=Mux(ia, sa, sb))
-    # which is larger drives some 70 LUTs of stage 2, too many for one register's route:
-    # kept copies, one for the smaller operand (and its trailing zeros, stage 2's deepest
-    # logic), one for the larger, one for the rest
+    # which is larger drives some 60 LUTs of stage 2, too many for one register's route:
+    # kept copies, one for the smaller operand, one for the larger, one for the rest
     ge = {use: Signal(name=f"{name}_a_ge1_{use}", attrs={"keep": 1})
           for use in ("small", "big", "rest")}
-    a_ge = magnitude_of(a) >= magnitude_of(b)      # the encodings compare as integers
     st.stage(s1, *[copy.eq(a_ge) for copy in ge.values()])
     # 2: the larger first, the exponents' difference (never negative)
     a_ge = ge["rest"]
     big_e = Mux(a_ge, r1["ea"], r1["eb"])
-    small = Mux(ge["small"], r1["sigb"], r1["siga"])
-    tz, _ = _leading_zeros(small[::-1])             # trailing zeros (any: small is not 0)
     r2, s2 = regs(2, sign=Mux(a_ge, r1["sa"], r1["sb"]), sub=r1["sa"] ^ r1["sb"],
                   zsign=r1["sa"] & r1["sb"],
-                  big=Mux(ge["big"], r1["siga"], r1["sigb"]), small=small,
-                  tz=Mux(small != 0, tz[:5], M + 1),
+                  big=Mux(ge["big"], r1["siga"], r1["sigb"]),
+                  small=Mux(ge["small"], r1["sigb"], r1["siga"]), tz=r1["tz"],
                   nan=r1["nan"], inf=r1["inf"], inf_sign=r1["inf_sign"])
     # the exponents' difference (never negative), beyond M + 4 places all of it is sticky
     limit = M + 4
