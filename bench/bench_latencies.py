@@ -30,9 +30,9 @@ SHAPES = (("small", None), ("paper", 8192))
 #: the core table's columns: (heading, what computes it)
 CORE_COLUMNS = (
     ("L_acc", "`FloatArith.accumulate_latency`: an fp32 addition (float formats)"),
-    ("L_mul", "`MAC.float_product_latency`: a float MAC's q * k, from its word to the adder "
-              "(the operands' register, Q and K widened, the multiplier's operands selected, "
-              "the product)"),
+    ("L_mul", "`MAC.float_product_latency`: a float MAC's q * k, from its word (in fp32: "
+              "widened at the array's entry) to the adder (the operands' register, the "
+              "multiplier's operands selected, the product)"),
     ("P", "`CoreTiming.score_period`: cycles per chunk of a K row, r, or the float MACs' "
           "`attenio.hdl.mac.score_period`"),
     ("score", "`MAC.score_latency`: the last K word at a group's last MAC to "
@@ -40,7 +40,7 @@ CORE_COLUMNS = (
     ("S", "`SoftmaxLane.stages(arith)`: a lane's stages from a row's issue to its "
           "write-back of m and l"),
     ("lane", "`CoreTiming.lane_latency`: score + `SoftmaxLane.ready_stage` + "
-             "`PEArray.ready_latency` + `RowReplay.issue_latency`"),
+             "`PEArray.ready_latency` + `RowReplay.issue_latency(arith)`"),
     ("L_sm", "`CoreTiming.sm_latency`: (q - 1) + r q/(L s) + lane"),
     ("(P+r)d/s", "the work of one K/V row (its S and U) that covers L_sm"),
     ("slack", "`AttentionCore.interlock_slack`: (B - 1)(P + r) d/s - L_sm, B the banks "

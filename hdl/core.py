@@ -153,7 +153,7 @@ class CoreTiming:
         dimension `head_dim`, whose float MACs `interleave` their sums or not
         (`attenio.hdl.mac.score_sums`; `head_dim` is needed then). Nothing is
         elaborated."""
-        issue = RowReplay.issue_latency
+        issue = RowReplay.issue_latency(arith)
         loop = dict(head_dim=head_dim, interleave=interleave)
         score = MAC.score_latency(arith, split, rows_per_mac=rows_per_mac, **loop)
         return cls(
@@ -352,7 +352,7 @@ class AttentionCore(wiring.Component):
                                   banks=banks),
             mac_lines=p, macs_per_line=q, rows_per_mac=r, block_rows=rows, head_dim=d,
             c_shape=c_shape, split=s, element=element, banks=banks,
-            score_period=score_period(self._arith, r, head_dim=d, split=s))
+            score_period=score_period(self._arith, r, head_dim=d, split=s), arith=self._arith)
         m.submodules.array = array = PEArray(arith=self._arith, mac_lines=p, macs_per_line=q,
                                              rows_per_mac=r, head_dim=d, exp_units=self._e,
                                              split=s, banks=banks)

@@ -330,7 +330,7 @@ class MAC(wiring.Component):
         self._fold_shares = fold_shares_chain(arith, rows_per_mac, **loop)
         word = word_layout(mac_lines=mac_lines, macs_per_line=macs_per_line,
                            rows_per_mac=rows_per_mac, head_dim=head_dim, split=split,
-                           element=arith.element_shape, banks=banks)
+                           element=arith.word_shape, banks=banks)
         chain = chain_layout(arith=arith, rows_per_mac=rows_per_mac, banks=banks,
                              sums=self._sums)
         pick = pick_layout(rows_per_mac=rows_per_mac, banks=banks)
@@ -461,7 +461,7 @@ class MAC(wiring.Component):
         # LUT sites once placed. (int8's, read into its kept operand registers, stays as
         # it was.)
         float_mac = isinstance(arith, FloatArith)
-        m.submodules.q_mem = q_mem = Memory(shape=arith.element_shape, depth=r * d, init=[],
+        m.submodules.q_mem = q_mem = Memory(shape=arith.word_shape, depth=r * d, init=[],
                                             attrs={"ram_style": "block"} if float_mac
                                             else None)
         q_wr = q_mem.write_port()
@@ -476,7 +476,8 @@ class MAC(wiring.Component):
         # same as a synchronous read of the address a cycle ahead, but the address register
         # is this MAC's own (kept), where a read port's would be merged by synthesis between
         # the lines' MAC 0, which all take the one entry word. A float MAC's is a block RAM
-        # read a cycle ahead (`read_ahead`) into `q_u`, a register, before it is widened.
+        # read a cycle ahead (`read_ahead`) into `q_u`, a register, in fp32 as it came
+        # (widened at the array's entry, `RowReplay`).
         # Only a K row's first word reads Q in the cycle a Q word writes it (the block's
         # last Q word, then its first K word): at address 0, which a Q row's last word
         # writes only with one chunk a row, so only then is the write forwarded.
@@ -542,8 +543,8 @@ class MAC(wiring.Component):
         else:
             # O's block RAM answers 5.8 ns into the cycle, placed where the block column
             # is: o_u takes its word as read, and the write it missed and the first
-            # word's zero are applied after it, a LUT before the register that delays O
-            # beside V's widening (`FloatArith.staged_mac_operands`)
+            # word's zero are applied after it, a LUT before the register of the
+            # multiplier's operands (`FloatArith.staged_mac_operands`)
             hit, fwd, read = o_parts
             o_read, o_hit = Signal.like(o_u, name="o_read"), Signal(name="o_hit_u")
             o_fwd, o_first = Signal.like(o_u, name="o_fwd_u"), Signal(name="o_first_u")

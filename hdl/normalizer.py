@@ -74,7 +74,7 @@ class Normalizer(wiring.Component):
             "block": In(stream.Signature(drain_layout(rows=rows))),
             "tail": In(word_layout(mac_lines=mac_lines, macs_per_line=macs_per_line,
                                    rows_per_mac=rows_per_mac, head_dim=head_dim, split=split,
-                                   element=arith.element_shape, banks=banks)),
+                                   element=arith.word_shape, banks=banks)),
             "array": Out(drain_signature(arith=arith, mac_lines=mac_lines,
                                          macs_per_line=macs_per_line, rows_per_mac=rows_per_mac,
                                          head_dim=head_dim, lanes=lanes, split=split)),

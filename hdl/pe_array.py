@@ -56,7 +56,7 @@ def _line_signature(*, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, 
     """The ports of a MAC line, and of the array of lines (see `MacLine`)."""
     word = word_layout(mac_lines=mac_lines, macs_per_line=macs_per_line,
                        rows_per_mac=rows_per_mac, head_dim=head_dim, split=split,
-                       element=arith.element_shape, banks=banks)
+                       element=arith.word_shape, banks=banks)
     return {
         "wi": In(word),
         "pick_next": In(pick_layout(rows_per_mac=rows_per_mac, banks=banks)),

@@ -23,6 +23,10 @@ registers from the row being replayed, loaded in the cycle after its S_0 launch 
 the launch decision does not also drive their enables, and the lanes read them far
 away from it); they hold the block's values from the cycle S_0's first word enters
 the array (`RowReplay.issue_latency` after the launch), before any of its scores exists.
+
+A float format's elements enter the array widened to fp32 (the format's `widen`, between
+the buffer's read and the entry register): once here, where every MAC would otherwise
+widen its Q and its K and V words itself (two converters a MAC).
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal, signed
@@ -45,7 +49,8 @@ def drain_layout(*, rows):
 class RowReplay(wiring.Component):
     """The replay for `row_layout` rows of `head_dim` elements into an array of
     `mac_lines` x `macs_per_line` MACs with `rows_per_mac` rows each, Q blocks of up
-    to `block_rows` rows, elements of shape `element`, K rows slot by slot
+    to `block_rows` rows, elements of shape `element` (the words' widened by `arith`'s
+    `widen`, if an `arith` is given: the array's `word_shape`), K rows slot by slot
     (`score_period` None) or chunk by chunk in `score_period` cycles each, `banks`
     score and (P, alpha) banks (the rows' `bank` fields, `row_layout`'s with as many).
 
@@ -62,7 +67,8 @@ class RowReplay(wiring.Component):
     """
 
     def __init__(self, *, row_layout, mac_lines, macs_per_line, rows_per_mac, block_rows,
-                 head_dim, c_shape, split=1, element=signed(8), score_period=None, banks=2):
+                 head_dim, c_shape, split=1, element=signed(8), score_period=None, banks=2,
+                 arith=None):
         validate.positive("RowReplay", mac_lines=mac_lines, macs_per_line=macs_per_line,
                           rows_per_mac=rows_per_mac, block_rows=block_rows, head_dim=head_dim)
         validate.integer("RowReplay", "banks", banks, lo=2)
@@ -71,6 +77,8 @@ class RowReplay(wiring.Component):
             validate.integer("RowReplay", "score_period", score_period, lo=rows_per_mac)
         self._r, self._d = rows_per_mac, head_dim // split     # d: chunks per row
         self._period, self._banks = score_period, banks
+        self._arith = arith
+        word_element = element if arith is None else arith.word_shape
         super().__init__({
             "row": In(stream.Signature(row_layout)),
             "release": Out(1),
@@ -78,7 +86,7 @@ class RowReplay(wiring.Component):
             "rd_data": In(data.ArrayLayout(element, split)),
             "word": Out(word_layout(mac_lines=mac_lines, macs_per_line=macs_per_line,
                                     rows_per_mac=rows_per_mac, head_dim=head_dim, split=split,
-                                    element=element, banks=banks)),
+                                    element=word_element, banks=banks)),
             "lanes_ready": In(banks),
             "consume": Out(banks),
             "drain": Out(stream.Signature(drain_layout(rows=block_rows))),
@@ -90,10 +98,13 @@ class RowReplay(wiring.Component):
             "busy": Out(1),
         })
 
-    #: cycles from a row's launch (taken off `row`) to its first word at the array's
-    #: entry: the issue counters start, the word register (beside the buffer's
-    #: synchronous read of the same address), then both in the entry register
-    issue_latency = 3
+    @staticmethod
+    def issue_latency(arith=None):
+        """Cycles from a row's launch (taken off `row`) to its first word at the array's
+        entry: the issue counters start, the word register (beside the buffer's synchronous
+        read of the same address), both in a register, then `arith`'s `widen` (None or
+        int8: none; its last register is the entry register)."""
+        return 3 + (0 if arith is None else arith.widen_latency)
 
     @property
     def banks(self):
@@ -185,14 +196,25 @@ class RowReplay(wiring.Component):
                      self.drain.payload.rows_valid.eq(nxt.rows_valid)]
         # The entry register: the word with the buffer's read, which leaves a block RAM
         # late in its cycle, so it is registered beside the RAM before it travels to every
-        # line; the (bank, slot) it takes at the next edge go to each line's copy.
-        entry = Signal.like(self.word, name="entry_out")
-        m.d.sync += [entry.eq(word), entry.value.eq(self.rd_data)]
-        m.d.comb += [self.word.eq(entry),
-                     self.pick_next.addr.eq(pick_addr(word.bank, word.slot, rows_per_mac=r,
+        # line or into the widening, whose last register is then the entry register (the
+        # word's fields wait beside it); the (bank, slot) the entry takes at the next edge
+        # go to each line's copy.
+        read = Signal.like(self.rd_data, name="read")
+        m.d.sync += read.eq(self.rd_data)
+        widen = 0 if self._arith is None else self._arith.widen_latency
+        value = read if self._arith is None else Cat(*(self._arith.widen(m, read[i])
+                                                       for i in range(len(read))))
+        fields = [word]
+        for k in range(1 + widen):
+            later = Signal.like(word, name="entry_out" if k == widen else f"entry_w{k}")
+            m.d.sync += later.eq(fields[-1])
+            fields.append(later)
+        entry, before = fields[-1], fields[-2]
+        m.d.comb += [self.word.eq(entry), self.word.value.eq(value),
+                     self.pick_next.addr.eq(pick_addr(before.bank, before.slot, rows_per_mac=r,
                                                       banks=banks)),
-                     self.pick_next.u.eq(word.valid & word.is_u)]
+                     self.pick_next.u.eq(before.valid & before.is_u)]
         m.d.comb += [self.starved.eq(~active & ~row.valid),
                      self.pe_active.eq(entry.valid & (entry.is_s | entry.is_u)),
-                     self.busy.eq(active | word.valid | entry.valid)]
+                     self.busy.eq(active | Cat(f.valid for f in fields).any())]
         return m

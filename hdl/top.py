@@ -69,8 +69,9 @@ class TopTiming:
     desc_turn: int
 
     @classmethod
-    def of(cls, plan):
-        issue = RowReplay.issue_latency
+    def of(cls, plan, arith):
+        """The timing of `plan`'s top level around a core of format `arith`."""
+        issue = RowReplay.issue_latency(arith)
         beat_to_element = DMAReader.response_latency + BeatUnpacker.latency + StreamSlice.latency
         offset = beat_to_element + issue - 1
         to_ar = StreamSlice.latency + BurstSplitter.latency    # a command taken to its AR

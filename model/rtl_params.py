@@ -158,7 +158,7 @@ class RtlParams:
                                    split=plan.split, banks=plan.banks)
         if problem:
             raise ConfigError(f"mapping: {problem}")
-        top = TopTiming.of(plan)
+        top = TopTiming.of(plan, arith)
         published = {f.name: getattr(timing, f.name) for timing in (core, top)
                      for f in fields(timing)}
         published["banks"] = plan.banks

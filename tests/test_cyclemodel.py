@@ -350,14 +350,14 @@ def test_rtl_params_are_the_hardware_latencies():
     from attenio.hdl.top import TopTiming
     small = make_plan(preset("small"))
     b, w = small.budget, small.workload
-    core = CoreTiming.of(arith_of(small.config.format, max_seq_len=w.max_keys,
-                                  head_dim=w.head_dim),
+    arith = arith_of(small.config.format, max_seq_len=w.max_keys, head_dim=w.head_dim)
+    core = CoreTiming.of(arith,
                          macs_per_line=b.macs_per_line, rows_per_mac=small.rows_per_mac,
                          lanes=validate.lanes_per_line(exp_units=b.exp_units,
                                                        mac_lines=b.mac_lines,
                                                        macs_per_line=b.macs_per_line),
                          split=small.split)
-    top = TopTiming.of(small)
+    top = TopTiming.of(small, arith)
     params = RtlParams.of(small)
     for f in dataclasses.fields(RtlParams):
         if f.name not in ("block_gap", "banks"):

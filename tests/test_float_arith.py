@@ -33,6 +33,8 @@ def _cases(arith, rng, n):
     ms[::11] = arith.m_init                             # the first row: m = -inf
     e = rng.integers(0, fixed.one + 1, n)
     e[::5] = fixed.one
+    v = _stored(arith, rng, n)
+    v[::13] = 1                                         # subnormals, which widening normalizes
     y = rng.integers(1 << (fixed.cfg.recip_frac - 1), (1 << fixed.cfg.recip_frac) + 1, n)
     ey = rng.integers(0, fixed.max_seq_len.bit_length(), n)
     return {
@@ -46,10 +48,13 @@ def _cases(arith, rng, n):
         "exp_arg": ((xs, ms), lambda m, x, mo: arith.exp_arg(m, x, mo),
                     lambda x, mo: arith.np_exp_arg(x, mo)),
         "to_float": ((e,), lambda m, v: (arith.to_float(m, v),), lambda v: (arith.np_to_float(v),)),
+        # the update takes V as the array's word (widened at its entry), its twin as stored
         "update": ((rng.integers(0, 2, n), arith.np_to_float(e), _f32(rng, n),
-                    _stored(arith, rng, n)),
-                   lambda m, u, e32, o, v: (arith.update(m, u, e32, o, v),),
-                   lambda u, e32, o, v: (arith.np_update(u, e32, o, v),)),
+                    fp.np_convert(v, arith.spec, FP32)),
+                   lambda m, u, e32, o, v32: (arith.update(m, u, e32, o, v32),),
+                   lambda u, e32, o, _: (arith.np_update(u, e32, o, v),)),
+        "widen": ((v,), lambda m, x: (arith.widen(m, x),),
+                  lambda x: (fp.np_convert(x, arith.spec, FP32),)),
         "finalize": ((_f32(rng, n), y, ey),
                      lambda m, o, yy, ee: (arith.finalize(m, o, yy, ee),),
                      lambda o, yy, ee: (arith.np_finalize(o, yy, ee),)),
@@ -76,13 +81,13 @@ def _run(build, inputs, widths, n):
 
 
 @pytest.mark.parametrize("op", ["product", "accumulate", "scale", "exp_arg", "to_float",
-                                "update", "finalize"])
+                                "update", "widen", "finalize"])
 def test_builder_equals_twin(arith, rng, op):
     n = 300
     inputs, build, twin = _cases(arith, rng, n)[op]
     widths = {"product": (arith.spec.width,) * 2, "accumulate": (32, 32), "scale": (32, 32),
               "exp_arg": (32, 32), "to_float": (arith.p_shape.width,),
-              "update": (1, 32, 32, arith.spec.width),
+              "update": (1, 32, 32, 32), "widen": (arith.spec.width,),
               "finalize": (32, arith.fixed.recip_shape.width,
                            arith.fixed.recip_exp_shape.width)}[op]
     latency = getattr(arith, f"{op}_latency")

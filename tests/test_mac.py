@@ -16,7 +16,7 @@ import pytest
 from amaranth.hdl import Module, Signal, UnusedElaboratable, signed
 
 from amaranth_sim import run_clocked
-from attenio.hdl.formats import Int8Arith
+from attenio.hdl.formats import Int8Arith, fp
 from attenio.hdl.mac import MAC
 
 R, D, LANE_INDEX = 4, 4, 1
@@ -230,6 +230,9 @@ def _float_scores_run(spec, rows, split, chunks, seed, interleave=True, krows=4)
     trace = []                  # the last MAC's score banks after each edge of the K rows
     memory = last.score_banks.memory
 
+    def widened(elements):      # the words carry fp32 (`RowReplay` widens at the entry)
+        return [int(x) for x in fp.np_convert(elements, spec, fp.FP32)]
+
     async def tb(ctx):
         def put(word):
             ctx.set(macs[0].wi, word)
@@ -240,7 +243,7 @@ def _float_scores_run(spec, rows, split, chunks, seed, interleave=True, krows=4)
         for t in range(rows):
             for c in range(chunks):
                 put({"valid": 1, "is_q": 1, "addr": t * chunks + c,
-                     "value": [int(x) for x in q[t, c * split:(c + 1) * split]]})
+                     "value": widened(q[t, c * split:(c + 1) * split])})
                 await ctx.tick()
         put({"valid": 0})
         written = []
@@ -257,7 +260,7 @@ def _float_scores_run(spec, rows, split, chunks, seed, interleave=True, krows=4)
                         put({"valid": 1, "is_s": 1, "slot": t, "addr": t * chunks + c,
                              "kfirst": int(c == 0), "klast": int(c == chunks - 1),
                              "bank": j % 2,
-                             "value": [int(x) for x in k[j, c * split:(c + 1) * split]]})
+                             "value": widened(k[j, c * split:(c + 1) * split])})
                         if c == chunks - 1:
                             seen.append((j, t, len(trace)))
                     else:

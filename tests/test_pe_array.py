@@ -33,7 +33,7 @@ from amaranth.hdl import Fragment, UnusedElaboratable, Value
 from amaranth.sim import Simulator
 
 from attenio.formats import format_by_name
-from attenio.hdl.formats import FloatArith, arith_of
+from attenio.hdl.formats import FloatArith, arith_of, fp
 from attenio.hdl.mac import MAC, score_period
 from attenio.hdl.pe_array import MacLine, PEArray
 from attenio.hdl.softmax import pa_layout
@@ -182,7 +182,7 @@ def twin_float(arith, shape, block):
 
 # -- the words, as the replay issues them ---------------------------------------------------
 
-def q_words(shape, block):
+def q_words(arith, shape, block):
     """The block's Q rows, each to its group's slot."""
     words = []
     for slot in range(shape.rows_per_mac):
@@ -192,12 +192,17 @@ def q_words(shape, block):
                 for chunk in range(shape.chunks):
                     words.append({"valid": 1, "is_q": 1, "line": line, "mac": group,
                                   "addr": slot * shape.chunks + chunk,
-                                  "value": chunk_of(block.q[row], shape, chunk)})
+                                  "value": chunk_of(arith, block.q[row], shape, chunk)})
     return words
 
 
-def chunk_of(values, shape, chunk):
-    return [int(x) for x in values[chunk * shape.split:(chunk + 1) * shape.split]]
+def chunk_of(arith, values, shape, chunk):
+    """A word's value: the chunk's elements as the array carries them (a float format's
+    widened to fp32, as `RowReplay` widens them at the entry)."""
+    elements = values[chunk * shape.split:(chunk + 1) * shape.split]
+    if isinstance(arith, FloatArith):
+        elements = fp.np_convert(np.asarray(elements), arith.spec, fp.FP32)
+    return [int(x) for x in elements]
 
 
 def kv_words(arith, shape, block, kind, j):
@@ -215,7 +220,7 @@ def kv_words(arith, shape, block, kind, j):
     def word(slot, chunk):
         return {**common, "slot": slot, "addr": slot * shape.chunks + chunk,
                 "kfirst": int(chunk == 0), "klast": int(chunk == shape.chunks - 1),
-                "value": chunk_of(source, shape, chunk)}
+                "value": chunk_of(arith, source, shape, chunk)}
     period = score_period(arith, shape.rows_per_mac, head_dim=shape.head_dim,
                           split=shape.split)
     if kind == "k" and period:
@@ -330,7 +335,7 @@ class Bench:
     async def bench(self, ctx):
         for number, block in enumerate(self.blocks):
             ctx.set(self.dut.c, block.c)
-            for word in q_words(self.shape, block):
+            for word in q_words(self.arith, self.shape, block):
                 await self.gaps(ctx, 0.1)
                 await self.tick(ctx, word)
             await self.feed_kv(ctx, number, block)

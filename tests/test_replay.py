@@ -15,13 +15,14 @@ C_SHAPE = signed(12)
 
 
 def make_replay(*, mac_lines, macs_per_line, rows_per_mac, head_dim, split, score_period,
-                block_rows, max_seq_len=8, banks=2):
+                block_rows, max_seq_len=8, banks=2, arith=None):
     layout = row_layout(rows=block_rows, mac_lines=mac_lines, macs_per_line=macs_per_line,
                         rows_per_mac=rows_per_mac, head_dim=head_dim, c_shape=C_SHAPE,
                         max_seq_len=max_seq_len, split=split, banks=banks)
     return RowReplay(row_layout=layout, mac_lines=mac_lines, macs_per_line=macs_per_line,
                      rows_per_mac=rows_per_mac, block_rows=block_rows, head_dim=head_dim,
-                     c_shape=C_SHAPE, split=split, score_period=score_period, banks=banks)
+                     c_shape=C_SHAPE, split=split, score_period=score_period, banks=banks,
+                     element=signed(8) if arith is None else arith.element_shape, arith=arith)
 
 
 def row_words(tag, chunks, *, rows_per_mac, head_chunks, score_period):
@@ -86,14 +87,28 @@ def test_replay_with_more_banks_waits_for_the_bank_of_each_v_row(
                  banks=banks)
 
 
+@pytest.mark.parametrize("spec", ["fp16", "bf16", "fp8_e4m3"])
+def test_a_float_replay_widens_every_element_to_fp32_at_its_published_latency(rng, spec):
+    """With a float format the words carry fp32, each element widened from its stored
+    bits (subnormals among them), `issue_latency(arith)` after the launch, in step with
+    the word's fields."""
+    from attenio.hdl.formats import FloatArith, fp
+
+    arith = FloatArith(fp.STORAGE[spec], max_seq_len=8, head_dim=8, out=fp.BF16)
+    assert RowReplay.issue_latency(arith) == 3 + fp.convert_latency(arith.spec, fp.FP32)
+    check_replay(rng, 2, 4, 3, 8, 2, 5, banks=2, arith=arith)
+
+
 def check_replay(rng, mac_lines, macs_per_line, rows_per_mac, head_dim, split, score_period, *,
-                 banks):
+                 banks, arith=None):
     """Three blocks of the buffer's rows (`buffer_rows`, four with more banks, one of a
-    single key) through the replay, every cycle against `row_words`."""
+    single key) through the replay, every cycle against `row_words`; with a float `arith`
+    the elements are random encodings and the words their fp32 widening."""
     block_rows = rows_per_mac * mac_lines * macs_per_line // split
     dut = make_replay(mac_lines=mac_lines, macs_per_line=macs_per_line,
                       rows_per_mac=rows_per_mac, head_dim=head_dim, split=split,
-                      score_period=score_period, block_rows=block_rows, banks=banks)
+                      score_period=score_period, block_rows=block_rows, banks=banks,
+                      arith=arith)
     d = head_dim // split
     blocks = [random_block(rng, block_rows=block_rows, max_seq_len=8)
               for _ in range(3 if banks == 2 else 4)]
@@ -109,13 +124,22 @@ def check_replay(rng, mac_lines, macs_per_line, rows_per_mac, head_dim, split, s
                "bank": int(rng.integers(0, banks)),
                "first": int(rng.integers(0, 2)), "last": int(rng.integers(0, 2))}
         tags.append({**tag, **fields})
-    data = [[[int(x) for x in rng.integers(-128, 128, size=split)] for _ in range(d)]
-            for _ in tags]
+    if arith is None:
+        data = [[[int(x) for x in rng.integers(-128, 128, size=split)] for _ in range(d)]
+                for _ in tags]
+        values = data
+    else:
+        from attenio.hdl.formats import fp
+        bits = arith.element_shape.width
+        data = [[[int(x) for x in rng.integers(0, 1 << bits, size=split)] for _ in range(d)]
+                for _ in tags]
+        values = [[[int(x) for x in fp.np_convert(chunk, arith.spec, fp.FP32)]
+                   for chunk in row] for row in data]
     offer_chance, lanes_chance, drain_chance = rng.uniform(0.3, 1.0, size=3)
     print(f"offer {offer_chance:.2f}, lanes ready {lanes_chance:.2f}, "
           f"drain ready {drain_chance:.2f}")
     model = dict(rows_per_mac=rows_per_mac, head_chunks=d, score_period=score_period)
-    latency = RowReplay.issue_latency
+    latency = RowReplay.issue_latency(arith)
 
     async def tb(ctx):
         memory = [[None] * d, [None] * d]   # the buffer's halves as the replay may read them
@@ -179,7 +203,7 @@ def check_replay(rng, mac_lines, macs_per_line, rows_per_mac, head_dim, split, s
                         drains[cycle + 1] = tag["rows_valid"]
                 if tag["is_s"] and tag["first"]:
                     assert ctx.get(dut.drain.ready), "K_0 launched before the drain was idle"
-                words = row_words(tag, data[k], **model)
+                words = row_words(tag, values[k], **model)
                 for i, w in enumerate(words):
                     assert cycle + latency + i not in expect
                     expect[cycle + latency + i] = None if w is None else (w, k)
@@ -219,6 +243,6 @@ def test_replay_issues_a_rows_first_word_its_published_issue_latency_after_the_l
             if ctx.get(dut.word.valid):
                 break
             await ctx.tick()
-        assert cycle == RowReplay.issue_latency
+        assert cycle == RowReplay.issue_latency()
 
     run_clocked(dut, tb)

@@ -84,6 +84,12 @@ class FloatArith:
         return unsigned(self._spec.width)
 
     @property
+    def word_shape(self):
+        """An element as the PE array carries it: fp32, widened once at the array's entry
+        (`widen`, in `attenio.hdl.replay.RowReplay`) rather than in every MAC."""
+        return unsigned(FP32.width)
+
+    @property
     def out_shape(self):
         """An element of O as written."""
         return unsigned(self._out.width)
@@ -150,6 +156,10 @@ class FloatArith:
         return fp.mul_latency(self._spec, self._spec)
 
     @property
+    def widen_latency(self):
+        return fp.convert_latency(self._spec, FP32)
+
+    @property
     def accumulate_latency(self):
         return fp.add_latency()
 
@@ -172,7 +182,7 @@ class FloatArith:
     @property
     def update_latency(self):
         return self._latency("update", unsigned(1), self.factor_shape, self.o_shape,
-                             self.element_shape)
+                             self.word_shape)
 
     @property
     def exp2_latency(self):
@@ -231,10 +241,20 @@ class FloatArith:
         return fp.from_fixed(m, e, Const(-self._fixed.cfg.p_frac, signed(8)), domain=domain,
                              en=en, name="fe32")
 
+    def widen(self, m, x, *, domain="sync", en=None):
+        """An element (`element_shape`) as the array's word (`word_shape`, fp32; exact),
+        `widen_latency` cycles later."""
+        return self.staged_widen(Stages(m, domain, en), x)
+
+    def staged_widen(self, st, x, name="fwiden"):
+        """`widen` on the caller's `dsp.Stages` `st`."""
+        return fp.staged_convert(st, x, self._spec, FP32, name)
+
     def update(self, m, up, e32, o, v, *, domain="sync", en=None):
         """O' = fadd(fmul(e32, O), v) if up, else fadd(O, fmul(e32, v)): fp32, one multiply
-        and one add either way, `update_latency` cycles later: V widened to fp32, the
-        operands selected, the product, the sum."""
+        and one add either way, `update_latency` cycles later: the operands selected, the
+        product, the sum. v is the word (`word_shape`: V widened by `widen`); the twin
+        `np_update` takes the stored element."""
         return self.staged_update(Stages(m, domain, en), up, e32, o, v)
 
     def staged_update(self, st, up, e32, o, v):
@@ -249,7 +269,8 @@ class FloatArith:
         (a K chunk; `v` is then k) the product is q * k, as `product` makes it (the
         exact product, rounded to fp32 by the same multiplier: the same bits), and the
         caller adds it to its score (`attenio.hdl.mac.MAC`: a word is a K or a V chunk,
-        so the scores and O share the multiplier and the adder)."""
+        so the scores and O share the multiplier and the adder). v and q are words
+        (`word_shape`, widened at the array's entry)."""
         return self.staged_mac_operands(Stages(m, domain, en), up, e32, o, v, score=score, q=q)
 
     @property
@@ -258,22 +279,15 @@ class FloatArith:
         return self.update_latency - self.accumulate_latency
 
     def staged_mac_operands(self, st, up, e32, o, v, *, score=None, q=None):
-        """`mac_operands` on the caller's `dsp.Stages` `st`: V (K) and Q widened to fp32,
-        the multiplier's operands selected, the product."""
-        v32 = fp.staged_convert(st, v, self._spec, FP32, "fupd_v")
-        wait = fp.convert_latency(self._spec, FP32)
-        up1, e1, o1 = (st.delay(x, wait, f"fupd_{n}") for x, n in ((up, "up"), (e32, "e"),
-                                                                      (o, "o")))
+        """`mac_operands` on the caller's `dsp.Stages` `st`: the multiplier's operands
+        selected, the product."""
         other, addend, e2 = (Signal(FP32.width, name=f"fupd_{n}")
                              for n in ("b", "addend", "e2"))
         if score is None:
-            st.stage(other.eq(Mux(up1, o1, v32)), addend.eq(Mux(up1, v32, o1)), e2.eq(e1))
-        else:       # Q widened beside V, in the same stage
-            q32 = fp.convert(st.m, q, self._spec, FP32, domain=st.domain, en=st.en,
-                             name="fupd_q")
-            score1 = st.delay(score, wait, "fupd_score")
-            st.stage(other.eq(Mux(up1 & ~score1, o1, v32)), addend.eq(Mux(up1, v32, o1)),
-                     e2.eq(Mux(score1, q32, e1)))
+            st.stage(other.eq(Mux(up, o, v)), addend.eq(Mux(up, v, o)), e2.eq(e32))
+        else:
+            st.stage(other.eq(Mux(up & ~score, o, v)), addend.eq(Mux(up, v, o)),
+                     e2.eq(Mux(score, q, e32)))
         prod = fp.staged_mul(st, e2, other, FP32, FP32, "fupd_mul")
         return prod, st.delay(addend, fp.mul_latency(FP32, FP32), "fupd_addend", ram=True)
 

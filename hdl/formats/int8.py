@@ -154,6 +154,21 @@ class Int8Arith:
         return signed(8)
 
     @property
+    def word_shape(self):
+        """An element as the PE array carries it: as stored (`widen` is the identity)."""
+        return self.element_shape
+
+    #: cycles of `widen`: none
+    widen_latency = 0
+
+    def widen(self, m, x, *, domain="sync", en=None):
+        """The element as the array's word: itself."""
+        return x
+
+    def staged_widen(self, st, x, name=None):
+        return x
+
+    @property
     def score_shape(self):
         """S = Q.K (exact) and the running max m."""
         return signed(self._widths.score)
