@@ -285,10 +285,17 @@ class Controller(wiring.Component):
         with m.If(at["RANGE_FIRST"] & none & ~past):
             m.d.sync += row0.eq(pos)
             count(block_count, self._count_zero)
+        # N_kv - N and N_kv - pos from registers (the run is latched cycles before the walk
+        # reaches RANGE_SPAN), so `kv_rest` selects a difference, not the 32-bit
+        # subtraction after the selection of its operand (10.75 ns from the walk's flags,
+        # int8's worst path on a seed)
+        kv_after_n = Signal(32, name="range_kv_after_n")
+        m.d.sync += kv_after_n.eq(run.kv_len - run.seq_len)
         with m.If(at["RANGE_SPAN"] & none):     # COUNT 0 and a short last block end at N
             ends = self._count_zero | past
             end = Mux(ends, run.seq_len, pos)
-            m.d.sync += [row_end.eq(end), self._kv_rest.eq(run.kv_len - end),
+            m.d.sync += [row_end.eq(end),
+                         self._kv_rest.eq(Mux(ends, kv_after_n, run.kv_len - pos)),
                          self._ends_at_n.eq(ends),
                          flags["step_q"].eq(row0 != 0), flags["step_o"].eq(row0 != 0)]
             count(row0, row0 == 0)
