@@ -261,10 +261,6 @@ class KVBuffer(wiring.Component):
         feed = self.feed
         m.d.comb += feed.ready.eq(feed_ready)
         take = feed.valid & feed.ready
-        # whether the chunk is its row's last, the Q row's group the line's last, its line
-        # the array's last: registers that follow their counters, so that the Q row's
-        # steps are a gate of the handshake and flags (the comparisons after the
-        # handshake's route were 11.34 ns to q_base, the fp16 2x2's worst path on a seed)
         row_in = take & elem_last                # the row completes this cycle
         m.d.comb += fill_half_next.eq(fill_half ^ row_in)
         m.d.comb += [wr.addr.eq(fill_half * d + elem), wr.data.eq(feed.payload.value),

@@ -630,8 +630,10 @@ class MAC(wiring.Component):
 
     @staticmethod
     def _qk_halves(lut_width, q, k):
-        """Whether `_qk` builds q * k from LUTs, as q times each half of k: both halves
-        `lut_built` on the widths Yosys multiplies (`attenio.hdl.formats.dsp.mul_widths`)."""
+        """Whether q * k is `_qk`'s adder tree in LUTs rather than a MULT18X18D: where q
+        times each half of k would be `lut_built` on the widths Yosys multiplies
+        (`attenio.hdl.formats.dsp.mul_widths`), the rule the LUT-built halves this tree
+        replaced were held to, so `--lut-mul-width` moves q*k to a DSP where it did."""
         h = len(k) // 2
         return lut_width is None or all(
             lut_built(lut_width, *mul_widths(q.as_signed(), half))
