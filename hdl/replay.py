@@ -49,8 +49,8 @@ def drain_layout(*, rows):
 class RowReplay(wiring.Component):
     """The replay for `row_layout` rows of `head_dim` elements into an array of
     `mac_lines` x `macs_per_line` MACs with `rows_per_mac` rows each, Q blocks of up
-    to `block_rows` rows, elements of shape `element` (the words' widened by `arith`'s
-    `widen`, if an `arith` is given: the array's `word_shape`), K rows slot by slot
+    to `block_rows` rows, elements of shape `element` (in the words, widened by `arith`'s
+    `widen` to its `word_shape` if an `arith` is given), K rows slot by slot
     (`score_period` None) or chunk by chunk in `score_period` cycles each, `banks`
     score and (P, alpha) banks (the rows' `bank` fields, `row_layout`'s with as many).
 
