@@ -104,7 +104,11 @@ class RowReplay(wiring.Component):
         entry: the issue counters start, the word register (beside the buffer's synchronous
         read of the same address), both in a register, then `arith`'s `widen` (None or
         int8: none; its last register is the entry register)."""
-        return 3 + (0 if arith is None else arith.widen_latency)
+        return 3 + RowReplay._widen_latency(arith)
+
+    @staticmethod
+    def _widen_latency(arith):
+        return 0 if arith is None else arith.widen_latency
 
     @property
     def banks(self):
@@ -201,7 +205,7 @@ class RowReplay(wiring.Component):
         # go to each line's copy.
         read = Signal.like(self.rd_data, name="read")
         m.d.sync += read.eq(self.rd_data)
-        widen = 0 if self._arith is None else self._arith.widen_latency
+        widen = self._widen_latency(self._arith)
         value = read if self._arith is None else Cat(*(self._arith.widen(m, read[i])
                                                        for i in range(len(read))))
         fields = [word]

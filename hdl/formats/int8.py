@@ -165,9 +165,6 @@ class Int8Arith:
         """The element as the array's word: itself."""
         return x
 
-    def staged_widen(self, st, x, name=None):
-        return x
-
     @property
     def score_shape(self):
         """S = Q.K (exact) and the running max m."""
