@@ -303,6 +303,9 @@ def narrow_products(bits):
 #: mapped to DSPs itself (each a long path: operand route, multiplier, output route)
 UNREGISTERED_DSPS = "t:MULT18X18D t:MULT18X18D r:REG_OUTPUT_CLK=CLK0 %i %d"
 
+#: the Yosys selection of the state registers of the RTL's state machines (`m.FSM()`)
+FSM_STATES = "w:*fsm_state"
+
 #: the Yosys selection of the flip-flops whose output signal the RTL marks ``keep``
 KEPT_REGISTERS = "a:keep %ci1:+$dff[Q] t:$dff %i"
 
@@ -316,6 +319,12 @@ def prepare_script(top, bits, *, check=True):
       word and (up, e) registers, `attenio.hdl.mac.MAC`; the multipliers' operand
       registers, `attenio.hdl.formats.dsp.PartialProducts`). A ``keep`` on a signal
       alone would not.
+    * The state registers of the RTL's `m.FSM()`s (``fsm_state``) are re-encoded one-hot:
+      Yosys leaves a state register with an initial value (Amaranth gives every one) in
+      Amaranth's binary encoding, whose decode of a state is several LUTs deep, and the
+      controller's enables decoded from its states were worst paths. Yosys then ignores
+      the initial value (its warning says so): the design relies on its reset, as the
+      board's does (held until the PLL locks).
     * With `bits` > 0, the $mul cells `narrow_products` selects are built from LUTs:
       `wreduce` (the Verilog frontend widens operands to the result's width), then
       Booth-encode them before synth_ecp5 would map them to DSPs.
@@ -323,7 +332,8 @@ def prepare_script(top, bits, *, check=True):
     `check=False` for a design that instantiates ECP5 primitives, which are defined
     only once synth_ecp5 reads its cell library."""
     hierarchy = f"hierarchy {'-check ' if check else ''}-top {top}"
-    steps = [hierarchy, "proc", f"setattr -set keep 1 {KEPT_REGISTERS}", "flatten"]
+    steps = [hierarchy, "proc", f"setattr -set keep 1 {KEPT_REGISTERS}", "flatten",
+             f'setattr -set fsm_encoding "one-hot" {FSM_STATES}']
     if bits:
         steps += ["opt_expr", "opt_clean", "wreduce", f"booth {narrow_products(bits)}"]
     return "\n".join(steps) + "\n"

@@ -289,8 +289,8 @@ class SoftmaxLane(wiring.Component):
         ctrl, x1, mask1 = self._stage_one(m, control, score, below)
         row = self._float_row if isinstance(arith, FloatArith) else self._int8_row
         bus_valid, bus_u, bus_bank, u_w, m_new_w, l_new = row(
-            m, control.valid, x1, force(m_rd.data, ctrl.first, arith.m_init),
-            force(l_rd.data, ctrl.first, 0), [ctrl.u, ctrl.mac, ctrl.slot, ctrl.bank], mask1)
+            m, control.valid, x1, m_rd.data, l_rd.data, ctrl.first,
+            [ctrl.u, ctrl.mac, ctrl.slot, ctrl.bank], mask1)
         self._write_back(m, control, m_wr, l_wr, u_w, m_new_w, l_new)
         self._ready_flags(m, bus_valid, bus_u, bus_bank)
         return m
@@ -560,10 +560,12 @@ class SoftmaxLane(wiring.Component):
                      self.pa.bank.eq(bank), self.pa.up.eq(up), self.pa.e.eq(e)]
         return valid, u, bank
 
-    def _int8_row(self, m, valid, x1, m_old, l_old, ctrl, mask):
+    def _int8_row(self, m, valid, x1, m_rd, l_rd, first, ctrl, mask):
         """Stage 1 to the write-back of an int8 row: (bus valid, its u and bank, then the
-        write-back's u, m and l); a `mask`ed row's e is 0."""
+        write-back's u, m and l); a `mask`ed row's e is 0. `m_rd`/`l_rd` are row u's m and
+        l as read, `first` the block's first pass, whose m and l start at m_init and 0."""
         arith = self._arith
+        m_old, l_old = force(m_rd, first, arith.m_init), force(l_rd, first, 0)
         stages, pipe = self.stages(arith), Stages(m)
         # stage 1: the comparison and both differences, side by side (one carry chain deep)
         up = Signal(name="up")
@@ -590,9 +592,9 @@ class SoftmaxLane(wiring.Component):
                         for value, name in ((ctrl_e[0], "u_w"), (m_new_e, "m_new_w")))
         return (*bus, u_w, m_new_w, l_new)
 
-    def _float_row(self, m, valid, x1, m_old, l_old, ctrl, mask):
+    def _float_row(self, m, valid, x1, m_rd, l_rd, first, ctrl, mask):
         """Stage 1 to the write-back of a float row (see the module docstring); a
-        `mask`ed row's e is 0."""
+        `mask`ed row's e is 0. `m_rd`/`l_rd` and `first` as `_int8_row` takes them."""
         arith = self._arith
         stages, pipe = self.stages(arith), Stages(m)
         mask = pipe.delay(mask, arith.scale_latency + arith.exp_arg_latency + arith.exp2_latency,
@@ -602,10 +604,14 @@ class SoftmaxLane(wiring.Component):
         # the wide data (m, l) in memories where it waits long (`Stages.delay`'s ram), after
         # a register in the fabric: m and l leave the lane's block RAMs with their 5.6 ns
         # clock-to-output, and a delay's block RAM written straight from them is a route
-        # across the chip (the fp16 2x2's worst path, 11.3 ns)
-        m_old, l_old = (pipe.delay(pipe.delay(value, 1, f"{name}_in"), arith.scale_latency - 1,
-                                   name, ram=True)
-                        for value, name in ((m_old, "m_old"), (l_old, "l_old")))
+        # across the chip (the fp16 2x2's worst path, 11.3 ns). The register takes the word
+        # as read, and the first pass's m_init or 0 is forced after it: a LUT between the
+        # block RAM and the register was the 2x2's worst path again (10.8 ns).
+        first_in = pipe.delay(first, 1, "first_in")
+        m_old, l_old = (pipe.delay(force(pipe.delay(value, 1, f"{name}_in"), first_in, init),
+                                   arith.scale_latency - 1, name, ram=True)
+                        for value, name, init in ((m_rd, "m_old", arith.m_init),
+                                                  (l_rd, "l_old", 0)))
         ctrl = [pipe.delay(value, arith.scale_latency, name)
                 for value, name in zip(ctrl, names[2:])]
         z, up = arith.exp_arg(m, x, m_old)

@@ -99,6 +99,11 @@ def test_synth_tiny_both_targets(tmp_path, capsys):
     assert ("CLK0", "CLK0", "CLK0") in regs
     assert set(regs) <= {("CLK0", "CLK0", "CLK0"), ("NONE", "NONE", "NONE")}
     assert all(p.get("RESETMODE", "SYNC") == "SYNC" for p in dsps)
+    # the state machines re-encoded one-hot, the controller's among them (prepare_script)
+    log = (tmp_path / "synth_ecp5" / "yosys.log").read_text()
+    recoded = re.findall(r"Recoding FSM `\$fsm\$\\dut\.(\S+)\.fsm_state\S*' from module "
+                         r"\S+ using `one-hot' encoding", log)
+    assert any(name.startswith("ctrl") for name in recoded), recoded
 
     # the cells per unit (attenio.gen.module_stat) add up to Yosys's stat, type by type
     assert "where the cells go" in out and "core.array.line*.mac*" in out
