@@ -64,12 +64,15 @@ from its first product; the sub-sums are done in the row's last k chunks, in the
 order sub-sum 0 .. k-1 (chunk d/s - k + i ends sub-sum i). A chunk counter per
 MAC (`_chunk`) tells these chunks apart.
 
-With s > 1 a MAC keeps its r partial sums of each bank (and sub-sum) and adds
-the running sum of the MACs before it when that arrives on the chain
-(`chain_layout`, one addition of L cycles per MAC): the chain's latency grows by
-L per MAC, and the lanes start that much later (`MAC.score_latency`). With k > 1
+With s > 1 a MAC adds its partial sum to the running sum of the MACs before it
+when that arrives on the chain (`chain_layout`, one addition of L cycles per MAC):
+the chain's latency grows by L per MAC, and the lanes start that much later
+(`MAC.score_latency`). The running sum reaches MAC g a fixed (g - 1) L + 1 cycles
+after MAC g made its own partial (`chain_gap`): MAC 1 takes its own from a register,
+a MAC further on keeps its r partial sums of each bank (and sub-sum) in a block RAM,
+long written when it reads them. With k > 1
 the chain carries the k sub-sums of each slot (k r sums a row, in order), a MAC
-keeps its own in a block RAM of B k r until the chain's arrive, and only the
+from 2 on keeps its own in a block RAM of B k r until the chain's arrive, and only the
 group's last MAC (every MAC at s = 1) folds them, in one fp32 adder of its own:
 S = ((v_0 + v_1) + v_2) + ..., v_i the chain's sum of sub-sum i (`_fold`). That
 costs k - 1 rounds of 1 + L cycles of latency less the (k - 2) P cycles the sub-sums
@@ -94,7 +97,8 @@ from .formats.fp import FP32
 from .softmax import pa_layout, score_at_layout
 
 __all__ = ["word_layout", "chain_layout", "pick_layout", "pick_addr",
-           "score_period", "fold_shares_chain", "read_ahead", "ScoreBanks", "MAC"]
+           "score_period", "fold_shares_chain", "chain_gap", "score_read_gap", "read_ahead",
+           "ScoreBanks", "MAC"]
 
 
 def word_layout(*, mac_lines, macs_per_line, rows_per_mac, head_dim, split=1,
@@ -219,6 +223,41 @@ def fold_shares_chain(arith, rows_per_mac, *, head_dim, split, interleave=True):
             and not any(a < d and c < b for a, b in rounds for c, d in chain))
 
 
+def chain_gap(arith, position):
+    """Cycles from a chain MAC's write of its partial sum of a (bank, sub-sum, slot) to the
+    running sum of the MACs before it for that (bank, sub-sum, slot) in its `cin` (the
+    register of `chain_in`), at `position` g >= 1 of its group: (g - 1) L + 1, L the fp32
+    adder's `accumulate_latency`, the same for every score and row. The MACs of a group
+    make their partials from the same words, each a cycle after the one before it (the
+    words' skew), so MAC g writes its own g cycles after MAC 0 makes its; MAC 0 puts its on
+    the chain a cycle later (`chain_out`, a register), MAC 1 takes it into `cin` the cycle
+    after, and each MAC from there adds L cycles (its adder) and one (the next `cin`): the
+    sum reaches MAC g's `cin` 2 + (g - 1)(L + 1) cycles after MAC 0 made its partial."""
+    if position < 1:
+        raise ValueError(f"chain_gap: position must be >= 1 (a MAC the chain reaches), "
+                         f"not {position}")
+    return (position - 1) * arith.accumulate_latency + 1
+
+
+def score_read_gap(*, rows_per_mac, macs_per_line, macs_per_lane, split, group):
+    """Cycles from the write of a score into a float group's `ScoreBanks` to the lane's
+    read of it, at the fewest, for group `group` of a line of `macs_per_line` (q) MACs in
+    groups of `split` (s; G = q/s groups a line), `macs_per_lane` to a lane (n of the
+    groups), `rows_per_mac` (r) slots: r - 1 + (group mod n) + s (G - 1 - group). The
+    words of a K row's last chunk go slot by slot, one a cycle
+    (`attenio.hdl.replay.RowReplay`), a MAC a cycle along the line, and a group writes slot
+    t's score `MAC.score_latency` cycles after the slot's word is at its last MAC. The line
+    starts its lanes that many cycles after the slot r - 1 word is at the line's last MAC
+    (`attenio.hdl.pe_array.MacLine`), and a lane reads row (t, group mod n) t n + (group
+    mod n) cycles after its start at the soonest (it loads the read address from the
+    start's `start_next`, then reads a row a cycle: `attenio.hdl.softmax.SoftmaxLane`), so
+    the read of slot t comes (r - 1 - t) + s (G - 1 - group) + t n + (group mod n) cycles
+    after the write, or later where the lane starts late; fewest at t = 0. It is 0, a read
+    in the write's cycle, only for the line's last group at r = 1 and one group a lane."""
+    groups, per_lane = macs_per_line // split, macs_per_lane // split
+    return rows_per_mac - 1 + group % per_lane + split * (groups - 1 - group)
+
+
 def read_ahead(m, memory, wr, addr, *, forward=True, name):
     """`memory` (a block RAM) read at `addr` this cycle: returns its word at `addr` in the
     next cycle, with `wr`'s write of this cycle if `forward` (what a read port
@@ -228,7 +267,8 @@ def read_ahead(m, memory, wr, addr, *, forward=True, name):
     port's data into the block (it builds the transparency from the address register),
     so that register's logic would start from the block's 5.6 ns clock-to-output; a
     port that is already synchronous keeps the register after it. Without `forward` the
-    caller's schedule never reads a word in the cycle it is written."""
+    caller's schedule never reads a word in the cycle it is written (the word then holds
+    every write of the cycles before the read's)."""
     if not forward:
         return _read_port(m, memory, addr)
     return Mux(*_read_ahead_parts(m, memory, wr, addr, name=name))
@@ -255,12 +295,16 @@ class ScoreBanks(wiring.Component):
     """A float group's `banks` (B) banks of r scores, in a block RAM: written by the
     group's last MAC (`wr`, its (bank, slot) and value at `en`), read by the group's lane
     at `rd_at` (`attenio.hdl.softmax.score_at_layout`), the score on `rd` a cycle later,
-    with a write of the same cycle (`read_ahead`): what B r registers read a cycle later
-    would show. `memory` is the RAM (`index` its row of a (bank, slot)), for test
-    benches."""
+    with a write of the same cycle if `forward` (`read_ahead`): what B r registers read a
+    cycle later would show. A MAC forwards only where its lane can read a score in the
+    cycle it is written (`score_read_gap` 0); the forwarding is a register of the score
+    and a multiplexer in front of the lane's. `memory` is the RAM (`index` its row of a
+    (bank, slot)), for test benches."""
 
-    def __init__(self, *, arith, rows_per_mac, banks=2):
-        self._r, self._banks = rows_per_mac, banks
+    def __init__(self, *, arith, rows_per_mac, banks=2, forward=True):
+        if not isinstance(forward, bool):
+            raise TypeError(f"ScoreBanks: forward must be a bool, not {forward!r}")
+        self._r, self._banks, self._forward = rows_per_mac, banks, forward
         at = score_at_layout(rows_per_mac=rows_per_mac, banks=banks)
         # addressed as the (up, e) pairs are (`pick_addr`): slot bits, then bank bits
         self.memory = Memory(shape=arith.score_shape,
@@ -272,6 +316,11 @@ class ScoreBanks(wiring.Component):
             "rd_at": In(at),
             "rd": Out(arith.score_shape),
         })
+
+    @property
+    def forward(self):
+        """Whether a write is forwarded to a read of the same cycle."""
+        return self._forward
 
     def index(self, bank, slot):
         """The memory's row of (bank, slot)."""
@@ -287,7 +336,7 @@ class ScoreBanks(wiring.Component):
         m.d.comb += [wr.addr.eq(self._addr(self.wr)), wr.data.eq(self.wr.value),
                      wr.en.eq(self.wr.en),
                      self.rd.eq(read_ahead(m, self.memory, wr, self._addr(self.rd_at),
-                                           name="score"))]
+                                           forward=self._forward, name="score"))]
         return m
 
 
@@ -342,10 +391,14 @@ class MAC(wiring.Component):
                       "ahead_in": In(ahead), "ahead_out": Out(ahead)}
         else:
             scores = {"score": Out(data.ArrayLayout(arith.score_shape, banks * rows_per_mac))}
-        # a float group's last MAC keeps its scores in a block RAM (`ScoreBanks`)
-        self._score_banks = (ScoreBanks(arith=arith, rows_per_mac=rows_per_mac, banks=banks)
-                             if isinstance(arith, FloatArith) and index % split == split - 1
-                             else None)
+        # a float group's last MAC keeps its scores in a block RAM (`ScoreBanks`), which
+        # forwards a write to a read of the same cycle only where the lane makes one
+        self._score_banks = None
+        if isinstance(arith, FloatArith) and index % split == split - 1:
+            gap = score_read_gap(rows_per_mac=rows_per_mac, macs_per_line=macs_per_line,
+                                 macs_per_lane=macs_per_lane, split=split, group=index // split)
+            self._score_banks = ScoreBanks(arith=arith, rows_per_mac=rows_per_mac, banks=banks,
+                                           forward=gap < 1)
         super().__init__({
             "line_id": In(range(mac_lines)),
             "wi": In(word),
@@ -778,7 +831,7 @@ class MAC(wiring.Component):
             return acc
         cin = Signal.like(self.chain_in, name="chain_in_r")
         m.d.sync += cin.eq(self.chain_in)
-        mine = self._part_sums(m, cin, part_en, done.bank, sub, done.slot, acc)
+        mine = self._part_sums(m, part_en, done.bank, sub, done.slot, acc)
         shared = None
         if self.position == s - 1 and self._fold_shares:
             # the group's last MAC folds on this adder (`fold_shares_chain`): the fold's
@@ -806,17 +859,22 @@ class MAC(wiring.Component):
                 m.d.comb += self.chain_out.sub.eq(out.sub)
         return acc
 
-    def _part_sums(self, m, cin, en, bank, sub, slot, value):
-        """A chain MAC's B k r partial sums, written at `en` with the (bank, sub-sum, slot)
-        and `value` its adder made, in a block RAM read at the (bank, sub, slot) the
-        chain will bring (`ahead_in`), a cycle before the chain's sum is in `cin`, into a
-        register: the chain's adder then takes both operands from registers, not from the
-        block's 5.6 ns clock-to-output. A partial written the cycle before is forwarded
-        (`read_ahead`), and one written as the chain's sum arrives too (a
-        register of the write, compared with `cin`), as a LUT RAM read at `cin`'s address
-        would give them. A LUT RAM cell takes about seven LUT sites once placed. Returns
-        this MAC's partial sum of `cin`'s score, in the cycle `cin` holds it."""
+    def _part_sums(self, m, en, bank, sub, slot, value):
+        """A chain MAC's partial sum of the score in its `cin`, in the cycle `cin` holds
+        it: the `value` its adder made at `en` for that (bank, sub-sum, slot), `chain_gap`
+        cycles before. MAC 1's is the adder's sum of the cycle before, a register. A MAC
+        further on keeps its B k r partials in a block RAM, written at `en`, read at the
+        (bank, sub, slot) the chain will bring (`ahead_in`) two cycles before `cin` holds
+        it, into a register: the chain's adder then takes both operands from registers,
+        not from the block's 5.6 ns clock-to-output, and the read holds every write of the
+        cycles before it (a write in its cycle is forwarded, `read_ahead`, should L ever be
+        1). A LUT RAM cell takes about seven LUT sites once placed."""
         arith, k = self._arith, self._sums
+        gap = chain_gap(arith, self.position)
+        if gap == 1:
+            mine = Signal(arith.score_shape, name="part_mine")
+            m.d.sync += mine.eq(value)
+            return mine
         ahead = self.ahead_in
         addr = self._part_addr(bank, sub, slot)
         m.submodules.parts = parts = Memory(shape=arith.score_shape, depth=2 ** len(addr),
@@ -825,14 +883,10 @@ class MAC(wiring.Component):
         m.d.comb += [part_wr.addr.eq(addr), part_wr.data.eq(value), part_wr.en.eq(en)]
         part_rd = read_ahead(m, parts, part_wr,
                              self._part_addr(ahead.bank, ahead.sub if k > 1 else None,
-                                             ahead.slot), name="part")
+                                             ahead.slot), forward=gap == 2, name="part")
         read = Signal(arith.score_shape, name="part_rd")
-        late = Signal(data.StructLayout({"en": 1, "addr": len(addr), "value": arith.score_shape}),
-                      name="part_late")
-        m.d.sync += [read.eq(part_rd), late.en.eq(en), late.addr.eq(addr),
-                     late.value.eq(value)]
-        cin_addr = self._part_addr(cin.bank, cin.sub if k > 1 else None, cin.slot)
-        return Mux(late.en & (late.addr == cin_addr), late.value, read)
+        m.d.sync += read.eq(part_rd)
+        return read
 
     def _chunk(self, m, ctrl, name):
         """The chunk of a K row that `ctrl` (a word's control, valid at `en`) belongs to:

@@ -204,16 +204,22 @@ def _float_line(spec, rows, split, chunks, interleave):
     return m, macs, arith
 
 
-def _float_scores_run(spec, rows, split, chunks, seed, interleave=True, krows=4):
+def _float_scores_run(spec, rows, split, chunks, seed, interleave=True, krows=4, watch=None):
     """Q rows, then `krows` K rows chunk by chunk (`score_period`), the first at once, each
     other after a random gap (often none) but not before the scores of the row two before it, in its bank, are
     written; returns [(row, slot, cycle its last word entered MAC 0, score at each cycle
-    from there)] and the golden datapath, Q and K."""
+    from there)] and the golden datapath, Q and K. `watch(fragment, macs)`, if given,
+    returns a function called with (ctx, cycle) after each edge of the K rows (the
+    elaborated line, so that a MAC's memories can be found in it)."""
+    from amaranth.hdl import Fragment
+
     from attenio.sim import golden_fp
 
     rng = np.random.default_rng(seed)
     print(f"seed {seed}")
     m, macs, arith = _float_line(spec, rows, split, chunks, interleave)
+    fragment = Fragment.get(m, None)
+    observe = watch(fragment, macs) if watch else None
     d = split * chunks
     dp = golden_fp.FloatDatapath(spec, max_seq_len=64, head_dim=d, split=split,
                                  rows_per_mac=rows if interleave else None)
@@ -240,6 +246,8 @@ def _float_scores_run(spec, rows, split, chunks, seed, interleave=True, krows=4)
         async def step():
             await ctx.tick()
             trace.append([ctx.get(memory.data[i]) for i in range(memory.depth)])
+            if observe:
+                observe(ctx, len(trace))
         for t in range(rows):
             for c in range(chunks):
                 put({"valid": 1, "is_q": 1, "addr": t * chunks + c,
@@ -271,7 +279,7 @@ def _float_scores_run(spec, rows, split, chunks, seed, interleave=True, krows=4)
         for _ in range(split + latency + 2):
             await step()
 
-    run_clocked(m, tb)
+    run_clocked(fragment, tb)
     return seen, trace, dp, q, k, latency, last.score_banks
 
 
@@ -337,3 +345,192 @@ def _check_line(rows, split, chunks, *, interleave):
         assert value(written - 1) == value(at_last_mac - 1), (j, t)
         changes += value(written - 1) != int(want[t, j])
     assert changes
+
+
+# -- block RAM reads against the writes of the same word: the forwarding the schedule needs --
+
+def _chain_watch(arith, rows, split, log):
+    """A `_float_scores_run` watch that logs, per (bank, sub-sum, slot): the cycles MAC 0
+    made its partial (its `chain_out` holds it the cycle after), the cycles MAC g >= 2
+    wrote its own into its block RAM (the word differs the cycle after), and the cycles
+    MAC g's `cin` held the chain's sum (its `chain_in` the cycle before)."""
+    def watch(fragment, macs):
+        sums = macs[0].sums
+        slot_bits, sub_bits = (rows - 1).bit_length(), (sums - 1).bit_length()
+        parts = {g: fragment.find_subfragment(f"mac{g}").find_subfragment("parts").origins[0]
+                 for g in range(2, split)}
+        before = {}
+
+        def key(port, ctx):
+            return (ctx.get(port.bank), ctx.get(port.sub) if sums > 1 else 0, ctx.get(port.slot))
+
+        def observe(ctx, cycle):
+            if ctx.get(macs[0].chain_out.valid):
+                log.setdefault((0, "made"), []).append((cycle - 1, key(macs[0].chain_out, ctx)))
+            for g in range(1, split):
+                if ctx.get(macs[g].chain_in.valid):
+                    log.setdefault((g, "cin"), []).append((cycle + 1, key(macs[g].chain_in, ctx)))
+            for g, memory in parts.items():
+                now = [ctx.get(memory.data[i]) for i in range(memory.depth)]
+                for i, (old, new) in enumerate(zip(before.get(g, now), now)):
+                    if old != new:       # `_part_addr`: the slot's bits, the sub-sum's, the bank's
+                        address = (i >> slot_bits + sub_bits, i >> slot_bits & (1 << sub_bits) - 1,
+                                   i & (1 << slot_bits) - 1)
+                        log.setdefault((g, "wrote"), []).append((cycle - 1, address))
+                before[g] = now
+        return observe
+    return watch
+
+
+def _by_key(events):
+    cycles = {}
+    for cycle, key in events:
+        cycles.setdefault(key, []).append(cycle)
+    return cycles
+
+
+#: (format, r, s, d/s): chains of 3 and 4 MACs with k = 1, 2 and 3 sub-sums, P = r and P > r
+#: (every float format adds in the same fp32 adder, fp8 too)
+_CHAINS = [("fp16", 2, 4, 4), ("bf16", 4, 3, 4), ("fp16", 9, 4, 2), ("fp16", 1, 3, 4),
+           ("bf16", 3, 4, 4)]
+
+
+@pytest.mark.parametrize("name, rows, split, chunks", _CHAINS)
+def test_the_chains_sum_reaches_a_mac_the_chain_gap_after_the_mac_wrote_its_own_partial(
+        name, rows, split, chunks):
+    """MAC g >= 1 of a group finds in its `cin` the chain's sum of each (bank, sub-sum,
+    slot) exactly `chain_gap` ((g - 1) L + 1) cycles after it made its own partial: MAC g
+    writes g cycles after MAC 0 made its (seen in MAC g's block RAM from g = 2), so MAC 1
+    can take its own from a register, and a MAC further on reads its block RAM two cycles
+    ahead of `cin` with no write to forward; the same for every row and score."""
+    from attenio.hdl.formats import FloatArith
+    from attenio.hdl.mac import chain_gap, score_sums
+
+    spec = fp.STORAGE[name]
+    arith = FloatArith(spec, max_seq_len=64, head_dim=split * chunks)
+    log, krows = {}, 4
+    _float_scores_run(spec, rows, split, chunks, seed=7000 + 100 * rows + 10 * split + chunks,
+                      krows=krows, watch=_chain_watch(arith, rows, split, log))
+    made = _by_key(log[0, "made"])
+    sums = score_sums(arith, rows, head_dim=split * chunks, split=split)
+    assert len(log[0, "made"]) == krows * rows * sums
+    assert chain_gap(arith, 1) == 1 and chain_gap(arith, 2) == arith.accumulate_latency + 1
+    for g in range(1, split):
+        arrived = _by_key(log[g, "cin"])
+        wrote = ({key: [c + g for c in cycles] for key, cycles in made.items()} if g == 1
+                 else _by_key(log[g, "wrote"]))
+        assert arrived.keys() == made.keys() == wrote.keys()
+        for key, cycles in made.items():
+            assert wrote[key] == [c + g for c in cycles], (g, key)      # the words' skew
+            gaps = {a - w for a, w in zip(arrived[key], wrote[key], strict=True)}
+            assert gaps == {chain_gap(arith, g)}, (g, key, gaps)
+
+
+def _score_line_run(rows, macs_per_line, split, lanes, chunks, seed, krows):
+    """A float `MacLine` (fp16) loaded with random Q, then `krows` K rows, each once the
+    lanes have finished the last one's pass (so a lane starts on the start pulse); returns
+    the line's MACs and, per cycle, what each group's `ScoreBanks` was written (None, or
+    (bank, slot, score)), its read address and its output, and each lane's start (None,
+    or its bank)."""
+    from amaranth.hdl import Fragment
+
+    from attenio.hdl.formats import FloatArith
+    from attenio.hdl.pe_array import MacLine
+    from attenio.hdl.softmax import SoftmaxLane
+
+    rng = np.random.default_rng(seed)
+    print(f"seed {seed}")
+    d, groups = split * chunks, macs_per_line // split
+    arith = FloatArith(fp.FP16, max_seq_len=64, head_dim=d)
+    line = MacLine(arith=arith, mac_lines=1, macs_per_line=macs_per_line, rows_per_mac=rows,
+                   head_dim=d, lanes=lanes, split=split)
+    fragment = Fragment.get(line, None)
+    macs = [fragment.find_subfragment(f"mac{i}").origins[0] for i in range(macs_per_line)]
+    lane_list = [fragment.find_subfragment(f"lane{i}").origins[0] for i in range(lanes)]
+    banks = [macs[(g + 1) * split - 1].score_banks for g in range(groups)]
+    period = macs[0].period
+    spacing = SoftmaxLane.stages(arith) + rows * groups // lanes + 2
+    q = rng.standard_normal((groups, rows, d)) * 2.0 ** rng.integers(-4, 5, (groups, rows, d))
+    k = rng.standard_normal((krows, d)) * 2.0 ** rng.integers(-4, 5, (krows, d))
+
+    def widened(values):
+        return [int(x) for x in fp.np_convert(fp.FP16.from_float(values.astype(np.float16)),
+                                              fp.FP16, fp.FP32)]
+    record = []
+
+    async def tb(ctx):
+        ctx.set(line.c, arith.c)
+
+        async def put(word):
+            ctx.set(line.wi, word)
+            await ctx.tick()
+            record.append({
+                "wrote": [(ctx.get(b.wr.bank), ctx.get(b.wr.slot), ctx.get(b.wr.value))
+                          if ctx.get(b.wr.en) else None for b in banks],
+                "at": [(ctx.get(b.rd_at.bank), ctx.get(b.rd_at.slot)) for b in banks],
+                "rd": [ctx.get(b.rd) for b in banks],
+                "start": [ctx.get(lane.start.bank) if ctx.get(lane.start.valid) else None
+                          for lane in lane_list]})
+        for group in range(groups):
+            for t in range(rows):
+                for c in range(chunks):
+                    await put({"valid": 1, "is_q": 1, "mac": group, "addr": t * chunks + c,
+                               "value": widened(q[group, t, c * split:(c + 1) * split])})
+        for j in range(krows):
+            for c in range(chunks):
+                for t in range(period):
+                    await put({"valid": int(t < rows), "is_s": 1, "slot": min(t, rows - 1),
+                               "addr": min(t, rows - 1) * chunks + c, "kfirst": int(c == 0),
+                               "klast": int(c == chunks - 1), "bank": j % 2, "first": int(j == 0),
+                               "value": widened(k[j, c * split:(c + 1) * split])})
+            for _ in range(spacing + int(rng.integers(0, period + 1))):
+                await put({"valid": 0})
+        for _ in range(2 * spacing):
+            await put({"valid": 0})
+
+    run_clocked(fragment, tb)
+    return macs, record
+
+
+#: (r, q, s, lanes): one group a lane at r = 1 (the line's last group reads a score in the
+#: cycle it is written, in a line of one group and of two), at r = 2 and 3, and two groups
+#: a lane at r = 1, with and without a chain
+_SCORE_LINES = [(1, 2, 2, 1), (1, 4, 2, 2), (2, 2, 2, 1), (3, 2, 2, 1), (1, 4, 1, 2), (2, 4, 2, 1)]
+
+
+@pytest.mark.parametrize("rows, macs_per_line, split, lanes", _SCORE_LINES)
+def test_a_lane_reads_each_score_no_sooner_than_the_score_read_gap_after_its_write_and_gets_it(
+        rows, macs_per_line, split, lanes):
+    """In a float line, the lane reads slot t of its group at the (bank, slot) its pass
+    reaches t n + (group mod n) cycles after its start (n groups a lane), at least
+    `score_read_gap` cycles after the group wrote that score, exactly that many for slot 0
+    when the lane starts on the pulse; and the group's `ScoreBanks` answers the score
+    written, which at a gap of 0 only its forwarding of the write gives."""
+    from attenio.hdl.mac import score_read_gap
+
+    krows = 5
+    macs, record = _score_line_run(rows, macs_per_line, split, lanes, chunks=2, krows=krows,
+                                   seed=8000 + 100 * rows + 10 * macs_per_line + split)
+    groups = macs_per_line // split
+    per_lane = groups // lanes
+    fewest = {}
+    for lane in range(lanes):
+        starts = [(c, rec["start"][lane]) for c, rec in enumerate(record)
+                  if rec["start"][lane] is not None]
+        assert len(starts) == krows
+        for begin, bank in starts:
+            for u in range(rows * per_lane):
+                slot, within = divmod(u, per_lane)
+                group, read = lane * per_lane + within, begin + u
+                assert record[read]["at"][group] == (bank, slot), (group, u)
+                written = [c for c in range(read + 1)
+                           if record[c]["wrote"][group] is not None
+                           and record[c]["wrote"][group][:2] == (bank, slot)]
+                assert written, (group, bank, slot)
+                fewest[group] = min(fewest.get(group, read), read - written[-1])
+                assert record[read + 1]["rd"][group] == record[written[-1]]["wrote"][group][2]
+    for group in range(groups):
+        gap = score_read_gap(rows_per_mac=rows, macs_per_line=macs_per_line,
+                             macs_per_lane=macs_per_line // lanes, split=split, group=group)
+        assert fewest[group] == gap, (group, fewest[group], gap)
+        assert macs[(group + 1) * split - 1].score_banks.forward == (gap == 0)
