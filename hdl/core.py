@@ -110,6 +110,8 @@ class CoreTiming:
     o_update_latency  the last V word at the last MAC to its O element written
     drain_start       the block's last V word at the last MAC to the drain's first issue
     normalizer_latency  a drain issue to its byte in the output FIFO
+    drain_row         cycles the drain takes a row (`Normalizer.row_cycles`: d/F, F the
+                      elements it finalizes a cycle; None without `head_dim`)
     row_issue         a row's launch to its first word at the array (the replay's issue):
                       also the cycle after the drain's last issue to the earliest entry
                       of the next block's first K word
@@ -134,6 +136,7 @@ class CoreTiming:
     o_update_latency: int
     drain_start: int
     normalizer_latency: int
+    drain_row: int | None
     row_issue: int
     row_ready: int
     row_refill: int
@@ -165,6 +168,8 @@ class CoreTiming:
             o_update_latency=MAC.update_latency(arith),
             drain_start=Normalizer.trigger_latency(arith),
             normalizer_latency=Normalizer.latency(arith),
+            drain_row=(None if head_dim is None
+                       else Normalizer.row_cycles(arith, split, head_dim)),
             row_issue=issue,
             row_ready=KVBuffer.row_latency,
             row_refill=KVBuffer.refill_latency,

@@ -4,11 +4,15 @@ Armed by the replay when a block's last V row starts (`block`), it waits until
 that row's last word has left the last MAC and its O update is written
 (`MAC.update_latency` later), then drains the block's valid rows in row order
 (row ``t*p*q/s + i*q/s + c``: group c of line i, slot t), one chunk of s
-elements per cycle: the array's read port (`attenio.hdl.pe_array.drain_signature`)
+elements every s/F cycles: the array's read port (`attenio.hdl.pe_array.drain_signature`)
 gives the chunk of the row's O (element g from the group's MAC g) and its
-lane's l; the reciprocal of l (`Int8Arith.reciprocal`, recomputed per chunk
-since it is fully pipelined) and s of the format's ``finalize`` give the elements,
-which go through a small FIFO to `o_out`, `last` on the block's final chunk. A float
+lane's l; the reciprocal of l (`Int8Arith.reciprocal`, recomputed per read
+since it is fully pipelined) and F of the format's ``finalize`` give the elements,
+F a cycle (`finalizers`: s for int8, whose finalize is small; s/2 for a float
+format, whose finalize (a conversion to fp32, an fp32 product, a rounding to the
+storage format) is some 1,200 LUTs: the chunk is read s/F times, F of its elements
+taken each time), which go through a small FIFO to `o_out`, `last` on the block's
+final chunk. A float
 format's drain also reads the row's m: a row whose max ends NaN or +inf, or whose l
 is 0, outputs the canonical NaN in every element (`attenio.sim.golden_fp`).
 
@@ -18,7 +22,7 @@ The drain issues only against credits of the output FIFO, so back-pressure on
 overwrite l and O before they are read).
 """
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -83,11 +87,25 @@ class Normalizer(wiring.Component):
         })
 
     @staticmethod
+    def finalizers(arith, split):
+        """F, the elements finalized a cycle: `split` for int8, half of it (at least 1)
+        for a float format. The drain reads a row in d/F cycles (`CoreTiming.drain_row`):
+        a block's d/F a row against d/s, which S_0 of the next block may wait for
+        (`drain_wait`), some 0.4-0.8 % of the cycles of the fp16 presets, for half
+        the finalize units (about 2,400 LUTs at the 4x4)."""
+        return max(1, split // 2) if isinstance(arith, FloatArith) else split
+
+    @staticmethod
     def latency(arith):
         """Cycles from a drain issue to its chunk written into the output FIFO: the
         address registers, the array's read, the reciprocal (O waits beside it),
         finalize, and the output register."""
         return 1 + PEArray.drain_read_latency + arith.reciprocal_latency + arith.finalize_latency + 1
+
+    @staticmethod
+    def row_cycles(arith, split, head_dim):
+        """Cycles the drain takes per row: d/s chunks, each read s/F times."""
+        return head_dim // Normalizer.finalizers(arith, split)
 
     @staticmethod
     def trigger_latency(arith):
@@ -132,12 +150,18 @@ class Normalizer(wiring.Component):
         out_layout = element_layout(split, arith.out_shape)
         m.submodules.out_fifo = out_fifo = fifo.SyncFIFOBuffered(width=out_layout.size,
                                                                  depth=depth)
-        issue = draining & (credits != 0)
+        # Each chunk is read `phases` times (ph = 0 .. phases - 1), F of its elements taken
+        # at each: the first read takes the chunk's credit, the last one writes the chunk.
+        finalizers = self.finalizers(arith, split)
+        phases = split // finalizers
+        ph = Signal(range(phases), name="phase")
+        ph_last = ph == phases - 1
+        issue = draining & ((credits != 0) | (ph != 0))
         # the consumer's handshake returns its credit a cycle later, from a register: the
         # consumer (the beat packer, on the DMA writer's FIFO) may sit across the chip
         taken = Signal()
         m.d.sync += [taken.eq(self.o_out.valid & self.o_out.ready),
-                     credits.eq(credits - issue + taken)]
+                     credits.eq(credits - (issue & (ph == 0)) + taken)]
 
         with m.If(trigger):
             m.d.sync += [armed.eq(0), draining.eq(1), elem.eq(0), mac_in_lane.eq(0),
@@ -146,8 +170,10 @@ class Normalizer(wiring.Component):
         m.d.sync += [array.addr.eq(o_base + elem), array.u.eq(l_base + mac_in_lane),
                      array.mac.eq(lane * groups_per_lane + mac_in_lane), array.lane.eq(lane),
                      array.line.eq(line)]
-        is_last = (row == rows_valid - 1) & (elem == chunks - 1)
-        with m.If(issue):
+        is_last = (row == rows_valid - 1) & (elem == chunks - 1) & ph_last
+        with m.If(issue & (phases > 1)):
+            m.d.sync += ph.eq(Mux(ph_last, 0, ph + 1))
+        with m.If(issue & ph_last):
             m.d.sync += elem.eq(Mux(elem == chunks - 1, 0, elem + 1))
             with m.If(elem == chunks - 1):
                 m.d.sync += row.eq(row + 1)
@@ -167,23 +193,31 @@ class Normalizer(wiring.Component):
                 with m.Else():
                     m.d.sync += mac_in_lane.eq(mac_in_lane + 1)
 
-        # (valid, last) of each issue, alongside the pipeline to the FIFO.
-        flags = [Signal(2, name=f"flags_{k}") for k in range(latency)]
-        m.d.sync += flags[0].eq(Cat(issue, is_last))
+        # (the chunk's write, last, phase) of each issue, alongside the pipeline to the FIFO
+        flag = data.StructLayout({"write": 1, "last": 1, "ph": range(phases)})
+        flags = [Signal(flag, name=f"flags_{k}") for k in range(latency)]
+        m.d.sync += flags[0].eq(Cat(issue & ph_last, is_last, ph))
         m.d.sync += [flags[k].eq(flags[k - 1]) for k in range(1, len(flags))]
         y, e = arith.reciprocal(m, array.l)
+        # the read's F elements of this phase, into a register (`array.o` comes from the
+        # array's read register), for the O delay below one cycle shorter
+        o, wait = array.o, arith.reciprocal_latency
+        if phases > 1:
+            picked = Signal(data.ArrayLayout(arith.o_shape, finalizers), name="o_phase")
+            at = flags[PEArray.drain_read_latency].ph          # the read now on `array.o`
+            m.d.sync += [picked[j].eq(Array(o[p * finalizers + j] for p in range(phases))[at])
+                         for j in range(finalizers)]
+            o, wait = picked, wait - 1
         # O waits for its row's 1/l: in a block RAM for a float format (wide, long)
         if isinstance(arith, FloatArith):
-            o = data.View(array.o.shape(), Stages(m).delay(
-                array.o.as_value(), arith.reciprocal_latency, "o", ram=True))
+            o = data.View(o.shape(), Stages(m).delay(o.as_value(), wait, "o", ram=True))
         else:
-            o = array.o
-            for k in range(arith.reciprocal_latency):
-                later = Signal.like(array.o, name=f"o_{k}")
+            for k in range(wait):
+                later = Signal.like(o, name=f"o_{k}")
                 m.d.sync += later.eq(o)
                 o = later
         out = Signal(data.ArrayLayout(arith.out_shape, split))
-        values = [arith.finalize(m, o[g], y, e) for g in range(split)]
+        values = [arith.finalize(m, o[j], y, e) for j in range(finalizers)]
         if isinstance(arith, FloatArith):
             # the row's max (fp32) ends NaN or +inf, or its l is 0
             row_max, man, exp = array.m, FP32.man_bits, FP32.exp_bits
@@ -193,9 +227,18 @@ class Normalizer(wiring.Component):
             nan_row = Stages(m).delay(nan_row, arith.reciprocal_latency + arith.finalize_latency,
                                       "nan_row")
             values = [Mux(nan_row, arith.out.nan, x) for x in values]
-        m.d.sync += [out[g].eq(x) for g, x in enumerate(values)]
-        m.d.comb += [out_fifo.w_data.eq(Cat(out, flags[-1][1])), out_fifo.w_en.eq(flags[-1][0]),
+        # phase p's values into the chunk's elements p F .. p F + F - 1
+        done_ph = flags[-2].ph if phases > 1 else 0
+        for p in range(phases):
+            with m.If(done_ph == p):
+                m.d.sync += [out[p * finalizers + j].eq(x) for j, x in enumerate(values)]
+        m.d.comb += [out_fifo.w_data.eq(Cat(out, flags[-1].last)),
+                     out_fifo.w_en.eq(flags[-1].write),
                      self.o_out.valid.eq(out_fifo.r_rdy), self.o_out.payload.eq(out_fifo.r_data),
                      out_fifo.r_en.eq(self.o_out.ready)]
-        m.d.comb += self.busy.eq(armed | draining | Cat(*flags).any() | out_fifo.r_rdy)
+        # a chunk's last read is the last of its reads to leave the pipeline; the FIFO's
+        # level counts a chunk in the cycle between its write and its offer, which `r_rdy`
+        # does not show (with the consumer's read of the chunk before)
+        m.d.comb += self.busy.eq(armed | draining | Cat(*(f.write for f in flags)).any()
+                                 | (out_fifo.level != 0))
         return m

@@ -23,8 +23,8 @@ d/s chunks of s elements, one chunk a cycle (the "feed row" below).
   (L_sm - 2*r*d/s)/2 cycles a K/V row (the wait of U_(j-1) is also hidden under).
   E must be L * p with L dividing q (`attenio.validate.lanes_per_line`): the model
   refuses other budgets as the RTL does.
-* **O drain**: after U(N-1) the block's valid rows are normalized one chunk
-  per cycle (valid*d/s cycles plus `normalizer_latency`) and written out, while
+* **O drain**: after U(N-1) the block's valid rows are normalized, `drain_row`
+  cycles a row (valid*d/F cycles plus `normalizer_latency`) and written out, while
   the next block loads. S_0 of the next block waits until the drain has read
   the last O and l (SM_0 and U_0 would overwrite them), as the replay does.
 * **Memory**: the DMA reads the rows in the order the feed consumes them (Q
@@ -375,7 +375,7 @@ class _Machine:
     def block_end(self, valid):
         m, p = self.m, self.params
         drain_start = self.t + m.skew + p.drain_start
-        drain_last = drain_start + valid * m.feed_row - 1   # its last read of O and l
+        drain_last = drain_start + valid * p.drain_row - 1  # its last read of O and l
         self.drain_end = drain_last + 1 + p.row_issue       # the next S_0 may enter
         self.link.write(drain_start, valid * self.out_bytes)
         self.c["bytes_written"] += valid * self.out_bytes

@@ -44,6 +44,8 @@ class RtlParams:
     drain_start         cycles from the block's last V word at the last MAC to the
                         normalizer's first read (the O update written, the start)
     normalizer_latency  cycles from a drain read to its byte in the output FIFO
+    drain_row           cycles the drain takes a row of O and l (d/F: F elements
+                        finalized a cycle, `attenio.hdl.normalizer.Normalizer.finalizers`)
     read_start          the model's issue time of the first read (`TopTiming`: the
                         sequencer's first command through the burst splitter to AR,
                         plus the read path's offset to the array's clock)
@@ -99,6 +101,7 @@ class RtlParams:
     lane_rows: int
     drain_start: int
     normalizer_latency: int
+    drain_row: int
     read_start: int
     feed_start: int
     write_tail: int

@@ -356,7 +356,7 @@ def test_rtl_params_are_the_hardware_latencies():
                          lanes=validate.lanes_per_line(exp_units=b.exp_units,
                                                        mac_lines=b.mac_lines,
                                                        macs_per_line=b.macs_per_line),
-                         split=small.split)
+                         split=small.split, head_dim=w.head_dim)
     top = TopTiming.of(small, arith)
     params = RtlParams.of(small)
     for f in dataclasses.fields(RtlParams):

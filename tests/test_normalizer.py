@@ -70,6 +70,7 @@ class Shape:
 SHAPES = {
     "s1": Shape(mac_lines=2, macs_per_line=4, rows_per_mac=2, head_dim=4, lanes=2, split=1),
     "s2": Shape(mac_lines=2, macs_per_line=4, rows_per_mac=2, head_dim=8, lanes=1, split=2),
+    "s4": Shape(mac_lines=1, macs_per_line=4, rows_per_mac=2, head_dim=8, lanes=1, split=4),
 }
 
 
@@ -287,7 +288,7 @@ def check_busy(blocks, trace):
 # -- the tests -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("fmt", list(FORMATS))
-@pytest.mark.parametrize("shape_name", ["s1", "s2"])
+@pytest.mark.parametrize("shape_name", ["s1", "s2", "s4"])
 def test_every_chunk_is_o_times_the_reciprocal_of_l_under_random_back_pressure(
         rng, fmt, shape_name):
     arith, shape = arith_named(fmt), SHAPES[shape_name]
@@ -314,13 +315,15 @@ def test_edge_values_of_l_and_o_and_the_nan_rows(rng, fmt):
 
 
 @pytest.mark.parametrize("fmt", ["int8", "fp16"])
-@pytest.mark.parametrize("shape_name", ["s1", "s2"])
+@pytest.mark.parametrize("shape_name", ["s1", "s2", "s4"])
 def test_the_published_latencies_are_the_cycles_observed(rng, fmt, shape_name):
     """With a consumer always ready: the tail to the first chunk written into the output
-    FIFO is `trigger_latency` + `latency`; a chunk's read on the port to its write is
-    `latency` less its issue's cycle (the read leaves a register one cycle after the
-    issue); a write to its offer on `o_out` is `output_latency`; and the chunks of a
-    block leave back to back (the FIFO's credits never hold the drain)."""
+    FIFO is `trigger_latency` + `latency` + the chunk's reads after its first (a chunk
+    is read s/F times, `Normalizer.finalizers`); a chunk's last read on the port to its
+    write is `latency` less its issue's cycle (the read leaves a register one cycle
+    after the issue); a write to its offer on `o_out` is `output_latency`; and the
+    chunks of a block leave s/F cycles apart, a row's in `row_cycles` (the FIFO's
+    credits never hold the drain)."""
     arith, shape = arith_named(fmt), SHAPES[shape_name]
     blocks = [random_block(arith, shape, rng, int(rng.integers(2, shape.block_rows + 1)))
               for _ in range(3)]
@@ -331,18 +334,22 @@ def test_the_published_latencies_are_the_cycles_observed(rng, fmt, shape_name):
     assert [t - w for (t, _, _), w in zip(trace.taken, trace.written)] == \
         [Normalizer.output_latency] * len(trace.written)
     assert trace.offered == [t for t, _, _ in trace.taken]
+    reads = shape.split // Normalizer.finalizers(arith, shape.split)
+    assert Normalizer.row_cycles(arith, shape.split, shape.head_dim) == shape.chunks * reads
     first = 0
     for block, tail in zip(blocks, trace.tails):
         n = block.rows_valid * shape.chunks
         writes = trace.written[first:first + n]
-        assert writes[0] - tail == trigger + latency
-        assert writes == list(range(writes[0], writes[0] + n))
-        # chunk k's read first on the port, after chunk k - 1's (k >= 1: chunk 0's address
-        # may be there before the drain starts)
+        assert writes[0] - tail == trigger + latency + reads - 1
+        assert writes == list(range(writes[0], writes[0] + n * reads, reads))
+        # chunk k's reads on the port, `reads` cycles in a row, after chunk k - 1's (k >= 1:
+        # chunk 0's address may be there before the drain starts)
         seen = tail
         for k in range(n):
             seen = next(c for c, row, chunk in trace.requests
                         if c >= seen and (row, chunk) == divmod(k, shape.chunks))
             if k:
-                assert writes[k] - seen == latency - 1
+                assert [divmod(k, shape.chunks)] * reads == \
+                    [(row, chunk) for _, row, chunk in trace.requests[seen:seen + reads]]
+                assert writes[k] - (seen + reads - 1) == latency - 1
         first += n
