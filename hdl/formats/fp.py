@@ -516,13 +516,15 @@ def staged_add(st, a, b, name):
 
     # 1: unpacked, and which magnitude is larger (the encodings compare as integers)
     fa, fb = (Mux(x[M:M + 8] != 0, x[M:M + 8], 1) for x in (a, b))   # ea, eb + bias + M
-    # the smaller operand's trailing zeros (M + 1 for a zero significand), counted for
-    # both beside the comparison and selected after it: counted in stage 2 from the
-    # selected operand, the tree was the deepest logic after a route from the selection
+    # both operands' trailing zeros (M + 1 for a zero significand), counted beside the
+    # comparison and registered, the smaller's selected in stage 2: counted in stage 2
+    # from the selected operand, the tree was the deepest logic after a route from the
+    # selection; selected in stage 1, the comparison's result came after the operands'
+    # selection and the tree (the fp16 2x2's worst path in two seeds of three)
     a_ge = magnitude_of(a) >= magnitude_of(b)      # the encodings compare as integers
     tza, tzb = (Mux(sig != 0, _leading_zeros(sig[::-1])[0][:5], M + 1) for sig in (siga, sigb))
     r1, s1 = regs(1, sa=sa, sb=sb, siga=siga, sigb=sigb, ea=ea, eb=eb,
-                  dab=(fa - fb)[:9], dba=(fb - fa)[:9], tz=Mux(a_ge, tzb, tza),
+                  dab=(fa - fb)[:9], dba=(fb - fa)[:9], tza=tza, tzb=tzb,
                   nan=na | nb | (ia & ib & (sa != sb)), inf=ia | ib, inf_sign=Mux(ia, sa, sb))
     # which is larger drives some 60 LUTs of stage 2, too many for one register's route:
     # kept copies, one for the smaller operand, one for the larger, one for the rest
@@ -535,7 +537,8 @@ def staged_add(st, a, b, name):
     r2, s2 = regs(2, sign=Mux(a_ge, r1["sa"], r1["sb"]), sub=r1["sa"] ^ r1["sb"],
                   zsign=r1["sa"] & r1["sb"],
                   big=Mux(ge["big"], r1["siga"], r1["sigb"]),
-                  small=Mux(ge["small"], r1["sigb"], r1["siga"]), tz=r1["tz"],
+                  small=Mux(ge["small"], r1["sigb"], r1["siga"]),
+                  tz=Mux(ge["small"], r1["tzb"], r1["tza"]),
                   nan=r1["nan"], inf=r1["inf"], inf_sign=r1["inf_sign"])
     # the exponents' difference (never negative), beyond M + 4 places all of it is sticky
     limit = M + 4
