@@ -171,8 +171,9 @@ class Normalizer(wiring.Component):
                      array.mac.eq(lane * groups_per_lane + mac_in_lane), array.lane.eq(lane),
                      array.line.eq(line)]
         is_last = (row == rows_valid - 1) & (elem == chunks - 1) & ph_last
-        with m.If(issue & (phases > 1)):
-            m.d.sync += ph.eq(Mux(ph_last, 0, ph + 1))
+        if phases > 1:
+            with m.If(issue):
+                m.d.sync += ph.eq(Mux(ph_last, 0, ph + 1))
         with m.If(issue & ph_last):
             m.d.sync += elem.eq(Mux(elem == chunks - 1, 0, elem + 1))
             with m.If(elem == chunks - 1):
@@ -228,9 +229,8 @@ class Normalizer(wiring.Component):
                                       "nan_row")
             values = [Mux(nan_row, arith.out.nan, x) for x in values]
         # phase p's values into the chunk's elements p F .. p F + F - 1
-        done_ph = flags[-2].ph if phases > 1 else 0
         for p in range(phases):
-            with m.If(done_ph == p):
+            with m.If(flags[-2].ph == p):
                 m.d.sync += [out[p * finalizers + j].eq(x) for j, x in enumerate(values)]
         m.d.comb += [out_fifo.w_data.eq(Cat(out, flags[-1].last)),
                      out_fifo.w_en.eq(flags[-1].write),
