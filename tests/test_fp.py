@@ -137,8 +137,10 @@ def test_builders_in_amaranth_sim(rng):
 
 
 @pytest.mark.parametrize("mutant, caught", [
-    (lambda guard, rest, lsb: guard, {"add", "mul_fp32_fp32", "cvt_fp32_fp16", "fix"}),  # up
-    (lambda guard, rest, lsb: guard & rest, {"add", "mul_fp32_fp32", "cvt_fp32_bf16", "fix"}),
+    (lambda guard, rest, lsb: guard, {"add", "mul_fp32_fp32", "mul_fp32_fp32_l1", "cvt_fp32_fp16",
+                                      "fix"}),  # up
+    (lambda guard, rest, lsb: guard & rest, {"add", "mul_fp32_fp32", "mul_fp32_fp32_l8",
+                                             "cvt_fp32_bf16", "fix"}),
 ])
 def test_a_wrong_rounding_is_caught(monkeypatch, rng, mutant, caught):
     monkeypatch.setattr(fp, "_round_up", mutant)
@@ -155,8 +157,10 @@ def test_published_latency_is_the_pipeline(op):
     # widening is exact: bf16's bits placed and fp8's subnormals normalized in one stage,
     # fp16's (10 mantissa bits) in two
     widening = kind == "cvt" and formats[0].endswith("_fp32")
+    # a product given a lead normalizes its other operand (lead None) in a stage of its own
+    normalizing = kind == "mul" and "_l" in formats[0]
     assert latency(op) == ((2 if formats[0].startswith("fp16") else 1) if widening else
-                           {"mul": 9, "add": 9, "cvt": 6, "max": 2, "fix": 6}[kind])
+                           {"mul": 9, "add": 9, "cvt": 6, "max": 2, "fix": 6}[kind] + normalizing)
 
 
 @pytest.fixture(scope="module")

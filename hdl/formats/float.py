@@ -165,7 +165,7 @@ class FloatArith:
 
     @property
     def scale_latency(self):
-        return fp.mul_latency(FP32, FP32)
+        return fp.mul_latency(FP32, FP32, self._scale_leads)
 
     @property
     def maximum_latency(self):
@@ -201,6 +201,33 @@ class FloatArith:
         return self._latency("finalize", self.o_shape, self._fixed.recip_shape,
                              self._fixed.recip_exp_shape)
 
+    # -- what the products' operands can be (`fp.staged_mul`'s leads) ------------------
+
+    @property
+    def _score_lead(self):
+        """The lead of a score (a sum of products of two widened elements): 1 where the
+        smallest such product, the square of the storage format's smallest subnormal, is
+        an fp32 normal number (a multiple of it is 0 or normal too), else None (bf16)."""
+        smallest = 2 * (1 - self._spec.bias - self._spec.man_bits)
+        return 1 if smallest >= 1 - FP32.bias else None
+
+    @property
+    def _scale_leads(self):
+        """fmul(S, c): a score, and c (any fp32 a host writes); None (no normalization
+        before the product) if neither has a lead of 1."""
+        return None if self._score_lead is None else (self._score_lead, None)
+
+    @property
+    def _mac_leads(self):
+        """A MAC's multiplier: (q or fp32(P or alpha), k or O or v). q is a widened
+        element (`fp.widened_lead`), fp32(e) normal (e >= 2**-p_frac or 0); O can be any
+        fp32."""
+        return (fp.widened_lead(self._spec), None)
+
+    #: the normalizer's product O * fp32(y * 2**-(recip_frac + ey)): O any fp32, the
+    #: factor normal (y is in (1/2, 1], ey at most the bits of l)
+    _FINALIZE_LEADS = (None, 1)
+
     # -- builders -----------------------------------------------------------------------
 
     def product(self, m, q, k, *, domain="sync", en=None):
@@ -211,7 +238,8 @@ class FloatArith:
         return fp.add(m, acc, prod, domain=domain, en=en, name="facc")
 
     def scale(self, m, s, c, *, domain="sync", en=None):
-        return fp.mul(m, s, c, FP32, FP32, domain=domain, en=en, name="fscale")
+        return fp.mul(m, s, c, FP32, FP32, domain=domain, en=en, name="fscale",
+                      leads=self._scale_leads)
 
     def maximum(self, m, a, b, *, domain="sync", en=None):
         return fp.maximum(m, a, b, domain=domain, en=en, name="fmax")
@@ -288,8 +316,9 @@ class FloatArith:
         else:
             st.stage(other.eq(Mux(up & ~score, o, v)), addend.eq(Mux(up, v, o)),
                      e2.eq(Mux(score, q, e32)))
-        prod = fp.staged_mul(st, e2, other, FP32, FP32, "fupd_mul")
-        return prod, st.delay(addend, fp.mul_latency(FP32, FP32), "fupd_addend", ram=True)
+        prod = fp.staged_mul(st, e2, other, FP32, FP32, "fupd_mul", leads=self._mac_leads)
+        return prod, st.delay(addend, fp.mul_latency(FP32, FP32, self._mac_leads),
+                              "fupd_addend", ram=True)
 
     def update_l(self, m, up, e, l, *, domain="sync"):
         """l' = rescale(e, l) + 1 if up, else l + e (fixed point: `Int8Arith.update`)."""
@@ -309,7 +338,7 @@ class FloatArith:
         st.m.d.comb += exp.eq(-self._fixed.cfg.recip_frac - Value.cast(ey))
         r = fp.staged_from_fixed(st, y, exp, "ffin_r")
         o1 = st.delay(o, fp.from_fixed_latency(len(Value.cast(y))), "ffin_o", ram=True)
-        prod = fp.staged_mul(st, o1, r, FP32, FP32, "ffin_mul")
+        prod = fp.staged_mul(st, o1, r, FP32, FP32, "ffin_mul", leads=self._FINALIZE_LEADS)
         return fp.staged_convert(st, prod, FP32, self._out, "ffin_out")
 
     # -- twins --------------------------------------------------------------------------

@@ -347,13 +347,17 @@ def _leading_zeros(x):
 _NARROW_CUT = 4
 
 
-def _round_pack(st, *, sign, zero_sign, sig, e, e_range, dst, nan, inf, name):
+def _round_pack(st, *, sign, zero_sign, sig, e, e_range, dst, nan, inf, name, lead=None):
     """The fp `dst` encoding of (-1)**sign * sig * 2**e, rounded to nearest even; NaN if
     `nan`, (-1)**sign inf if `inf`, and (-1)**zero_sign 0 if sig is 0: five stages.
 
     `e_range` is (lowest, highest) e of the values that are not `nan` or `inf`; from it
     the pieces no such value needs are left out: the right shift of a result below the
     normal range, the overflow test, and the rounding when every result is exact.
+    `lead` (None: anywhere) is how many of sig's top bits its leading one can be in when
+    sig is not 0 (a product of normalized significands: 2): the leading zeros are
+    counted there, the left shift is at most `lead` - 1 places, and the bits it can never
+    bring above the cut are ORed into the sticky bit in stage 1.
 
     1. the leading zeros (a tree; for a cut wider than `_NARROW_CUT`, the trailing zeros
        too), the biased exponent the value has with its top bit leading;
@@ -389,19 +393,23 @@ def _round_pack(st, *, sign, zero_sign, sig, e, e_range, dst, nan, inf, name):
 
     # 1: leading zeros (and trailing zeros, for a wide cut); the biased exponent with
     # the top bit leading
-    count, nonzero = _leading_zeros(sig)
-    sig1, lz1, eb1 = reg(W, 1, "sig"), reg(range(W), 1, "lz"), reg(_EXP, 1, "eb")
-    f1, s1 = carry(1, sign=sign, zsign=zero_sign, nan=nan, inf=inf, zero=~nonzero)
-    stage1 = [s1, sig1.eq(sig), lz1.eq(count), eb1.eq(e + bias_top)]
+    top = W if lead is None else lead
+    count, nonzero = _leading_zeros(sig[W - top:])
+    sig1, lz1, eb1 = reg(W, 1, "sig"), reg(range(top), 1, "lz"), reg(_EXP, 1, "eb")
     wide_cut = W - M - 2 > _NARROW_CUT
-    if wide_cut:
+    # with `lead`, the bits below `low` stay below the cut whatever the shift
+    low = W - M - 2 - (top - 1)
+    flags1 = {"low": sig[:low] != 0} if lead is not None and low > 0 else {}
+    f1, s1 = carry(1, sign=sign, zsign=zero_sign, nan=nan, inf=inf, zero=~nonzero, **flags1)
+    stage1 = [s1, sig1.eq(sig), lz1.eq(count), eb1.eq(e + bias_top)]
+    if wide_cut and lead is None:
         tz1 = reg(range(W), 1, "tz")
         stage1.append(tz1.eq(_leading_zeros(sig[::-1])[0]))
     st.stage(*stage1)
 
     # 2: the left shift, at most down to the exponent 1 (the subnormals' scale); the right
     # shift of a value whose top bit is already below it (at most M + 3: all sticky)
-    sh2 = reg(range(W), 2, "sh")
+    sh2 = reg(range(top), 2, "sh")
     sig2, eb2 = reg(W, 2, "sig"), reg(_EXP, 2, "eb")
     room = eb1 - 1
     if eb_lo - 1 >= W - 1:
@@ -410,7 +418,7 @@ def _round_pack(st, *, sign, zero_sign, sig, e, e_range, dst, nan, inf, name):
         shift = Mux(room < lz1, Mux(room < 0, 0, room[:len(sh2)]), lz1)
     f2, s2 = carry(2, **f1)
     stage2 = [s2, sh2.eq(shift), sig2.eq(sig1), eb2.eq(eb1)]
-    if wide_cut:
+    if wide_cut and lead is None:
         # the bits below the cut (W - M - 2 of them) hold a one iff the lowest one, at
         # tz1, is shifted to below it: iff sh2 < W - M - 2 - tz1
         cut_room = reg(signed(len(sh2) + 2), 2, "cutroom")
@@ -422,7 +430,12 @@ def _round_pack(st, *, sign, zero_sign, sig, e, e_range, dst, nan, inf, name):
 
     # 3: shifted; the significand, a guard bit, a sticky bit (M + 3 bits)
     shifted = (sig2 << sh2)[:W]
-    sticky = (sh2 < cut_room) if wide_cut else (shifted[:W - M - 2] != 0)
+    if lead is not None:
+        sticky = (f2["low"] if low > 0 else 0) | (shifted[max(low, 0):W - M - 2] != 0)
+    elif wide_cut:
+        sticky = sh2 < cut_room
+    else:
+        sticky = shifted[:W - M - 2] != 0
     cut = Cat(sticky, shifted[W - M - 2:])
     sig3, be3 = reg(M + 3, 3, "sig"), reg(_EXP, 3, "be")
     f3, s3 = carry(3, **f2)
@@ -458,20 +471,55 @@ def _round_pack(st, *, sign, zero_sign, sig, e, e_range, dst, nan, inf, name):
     return out
 
 
-def mul(m, a, b, src_a, src_b, *, domain="sync", en=None, name="fmul"):
+def mul(m, a, b, src_a, src_b, *, domain="sync", en=None, name="fmul", leads=None):
     """fp32 bits of a * b for encodings a of `src_a` and b of `src_b`, `mul_latency`
     cycles later: unpack, the significands' product (ECP5 DSPs) with the exponents'
-    sum, the partial products' sum, then `_round_pack`."""
-    return staged_mul(Stages(m, domain, en), a, b, src_a, src_b, name)
+    sum, the partial products' sum, then `_round_pack`. `leads`: `staged_mul`'s."""
+    return staged_mul(Stages(m, domain, en), a, b, src_a, src_b, name, leads=leads)
 
 
-def staged_mul(st, a, b, src_a, src_b, name):
+def staged_mul(st, a, b, src_a, src_b, name, *, leads=None):
     """`mul` staged on `st` (a `dsp.Stages`), its registers named after `name`: the fp32
-    product `mul_latency(src_a, src_b)` stages later."""
+    product `mul_latency(src_a, src_b, leads)` stages later.
+
+    `leads` (lead_a, lead_b), if given, is the caller's promise of how many top bits of
+    each operand's significand hold all its ones when it is subnormal (1: the operand is
+    normal, or 0, inf or NaN; a widened bf16 element: 8; None: any encoding of its
+    format): the operands are then
+    normalized before their product, in a stage of their own if a lead is above 1 (a
+    count and a shift over that many bits), and the product's leading one is in its top
+    two bits, so `_round_pack` shifts it at most one place. Without `leads` the product's
+    leading zeros are counted and shifted out across all its bits, twice as wide: an
+    fp32 product costs some 20 % fewer LUTs with leads (1, None) (docs/fp_cost.md)."""
     _check("mul", src_a=src_a, src_b=src_b)
     m = st.m
     sa, siga, ea, za, ia, na = _unpack(m, a, src_a, f"{name}_a")
     sb, sigb, eb, zb, ib, nb = _unpack(m, b, src_b, f"{name}_b")
+    (alo, ahi), (blo, bhi) = _e_range(src_a), _e_range(src_b)
+    if leads is not None:
+        tops = [_check_lead(lead, src) for lead, src in zip(leads, (src_a, src_b))]
+        alo, blo = alo - (tops[0] - 1), blo - (tops[1] - 1)
+    if leads is not None and max(tops) > 1:
+        # 0: each significand normalized (its top bit set, unless it is 0), its exponent
+        # lowered as much
+        stage0, normalized = [], []
+        for tag, sig, e, top in (("a", siga, ea, tops[0]), ("b", sigb, eb, tops[1])):
+            sig0 = Signal.like(sig, name=f"{name}_{tag}sig0")
+            e0 = Signal(_EXP, name=f"{name}_{tag}e0")
+            hi = sig[len(sig) - top:]
+            count = _leading_zeros(hi)[0] if top > 1 else 0
+            if top == len(sig):
+                normal = (sig << count)[:len(sig)]
+            else:           # a normal significand is left as it is, a subnormal's is in hi
+                normal = Mux(sig[-1], sig, Cat(Const(0, len(sig) - top), (hi << count)[:top]))
+            stage0 += [sig0.eq(normal), e0.eq(e - count)]
+            normalized += [sig0, e0]
+        flags = {k: Signal(name=f"{name}_{k}0") for k in ("sa", "za", "ia", "na",
+                                                         "sb", "zb", "ib", "nb")}
+        st.stage(*stage0,
+                 *[flags[k].eq(v) for k, v in zip(flags, (sa, za, ia, na, sb, zb, ib, nb))])
+        siga, ea, sigb, eb = normalized
+        sa, za, ia, na, sb, zb, ib, nb = flags.values()
     e1a, e1b = Signal(_EXP, name=f"{name}_ea1"), Signal(_EXP, name=f"{name}_eb1")
     s1, nan1, inf1 = (Signal(name=f"{name}_{k}1") for k in ("sign", "nan", "inf"))
     # the significands registered by the multiplier itself (`dsp.PartialProducts`)
@@ -489,9 +537,30 @@ def staged_mul(st, a, b, src_a, src_b, name):
     s3, nan3, inf3 = (Signal(name=f"{name}_{k}3") for k in ("sign", "nan", "inf"))
     st.stage(prod.eq(sum_partials(parts)), e3.eq(e2r), s3.eq(s2r), nan3.eq(nan2r),
              inf3.eq(inf2r))
-    (alo, ahi), (blo, bhi) = _e_range(src_a), _e_range(src_b)
     return _round_pack(st, sign=s3, zero_sign=s3, sig=prod, e=e3, e_range=(alo + blo, ahi + bhi),
-                       dst=FP32, nan=nan3, inf=inf3, name=name)
+                       dst=FP32, nan=nan3, inf=inf3, name=name,
+                       lead=None if leads is None else 2)
+
+
+def _check_lead(lead, spec):
+    """The top significand bits `lead` (one of `staged_mul`'s `leads`) allows an operand
+    of `spec`: all of them for None."""
+    bits = spec.man_bits + 1
+    if lead is None:
+        return bits
+    if not isinstance(lead, int) or isinstance(lead, bool) or not 1 <= lead <= bits:
+        raise ValueError(f"mul: the lead of a {spec.name} operand is an integer 1..{bits} "
+                         f"or None, not {lead!r}")
+    return lead
+
+
+def widened_lead(spec):
+    """The lead (`staged_mul`'s `leads`) of an element of storage `spec` widened to fp32:
+    1 where fp32 holds its subnormals as normal numbers (a narrower exponent), else its
+    significand's bits (bf16's subnormals stay subnormal, their leading one in the top
+    man_bits + 1 bits of fp32's significand)."""
+    _check("widened_lead", spec=spec)
+    return 1 if spec.exp_bits < FP32.exp_bits else spec.man_bits + 1
 
 
 def add(m, a, b, *, domain="sync", en=None, name="fadd"):
@@ -745,11 +814,11 @@ def staged_from_fixed(st, value, exp, name):
 
 
 @functools.cache
-def mul_latency(src_a, src_b):
-    """Cycles from `mul`'s operands (of `src_a` and `src_b`) to its product: the stages
-    `staged_mul` registers."""
-    return Stages.count_of(staged_mul, Signal(src_a.width), Signal(src_b.width), src_a, src_b,
-                           "fmul")
+def mul_latency(src_a, src_b, leads=None):
+    """Cycles from `mul`'s operands (of `src_a` and `src_b`, with `leads`) to its product:
+    the stages `staged_mul` registers."""
+    return Stages.count_of(functools.partial(staged_mul, leads=leads), Signal(src_a.width),
+                           Signal(src_b.width), src_a, src_b, "fmul")
 
 
 @functools.cache

@@ -21,11 +21,12 @@ __all__ = ["OPS", "FloatHarness", "expected", "oracle", "latency", "out_bits", "
            "check", "emit"]
 
 
-def _mul(sa, sb):
-    return dict(ins=(sa, sb), out=FP32, build=lambda m, a, b, name: fp.mul(m, a, b, sa, sb, name=name),
+def _mul(sa, sb, leads=None):
+    return dict(ins=(sa, sb), out=FP32,
+                build=lambda m, a, b, name: fp.mul(m, a, b, sa, sb, name=name, leads=leads),
                 twin=lambda a, b: fp.np_mul(a, b, sa, sb),
                 oracle=lambda a, b: ieee.oracle_mul(a, b, sa, sb),
-                latency=lambda: fp.mul_latency(sa, sb))
+                latency=lambda: fp.mul_latency(sa, sb, leads))
 
 
 def _cvt(src, dst):
@@ -36,13 +37,19 @@ def _cvt(src, dst):
 
 
 #: op name (as `attenio.sim.tb.ieee.vectors` knows it) -> what it is: for every storage
-#: format S the products the datapath makes (S x S for the scores, fp32 x S for P x V) and
+#: format S the products the datapath makes (S x S for the scores, fp32 x S for P x V,
+#: fp32 x fp32 with the leads the MACs and the normalizer promise) and
 #: its conversion to fp32, the conversion of fp32 to every format O is written in; and
 #: fp32's own product, sum, max and fixed point
 OPS = {
     **{f"mul_{n}_{n}": _mul(s, s) for n, s in STORAGE.items()},
     **{f"mul_fp32_{n}": _mul(FP32, s) for n, s in STORAGE.items()},
     "mul_fp32_fp32": _mul(FP32, FP32),
+    # a product whose first operand the caller promises normal (`fp.staged_mul`'s leads:
+    # the MACs' q and fp32(P) in fp16 and fp8, the normalizer's factor), and one whose
+    # first operand is a widened bf16 element or normal; `ieee.vectors` keeps the promise
+    **{f"mul_fp32_fp32_l{lead}": _mul(FP32, FP32, (lead, None))
+       for lead in (1, fp.widened_lead(STORAGE["bf16"]))},
     **{f"cvt_fp32_{n}": _cvt(FP32, s) for n, s in OUTPUTS.items()},
     **{f"cvt_{n}_fp32": _cvt(s, FP32) for n, s in STORAGE.items()},
     "add": dict(ins=(FP32, FP32), out=FP32, build=lambda m, a, b, name: fp.add(m, a, b, name=name),

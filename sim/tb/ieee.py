@@ -247,15 +247,43 @@ def _spec_names(rest):
     return ()
 
 
+def _lead_of(rest):
+    """("<src_a>_<src_b>", lead) of "<src_a>_<src_b>[_l<lead>]"."""
+    head, sep, tail = rest.rpartition("_l")
+    if sep and tail.isdigit() and _spec_names(head):
+        return head, int(tail)
+    return rest, None
+
+
+def _with_lead(a, spec, lead):
+    """`a` with every subnormal's ones in the top `lead` bits of its significand
+    (`attenio.hdl.formats.fp.staged_mul`'s promise): its mantissa keeps its top lead - 1
+    bits, or its highest if they are all 0 (lead 1: it gets the smallest normal
+    exponent instead)."""
+    M = spec.man_bits
+    mant = a & np.uint64((1 << M) - 1)
+    sub = ((a >> np.uint64(M)) & np.uint64(spec.exp_all_ones)) == 0
+    if lead == 1:
+        return np.where(sub & (mant != 0), a | np.uint64(1 << M), a)
+    keep = np.uint64(((1 << (lead - 1)) - 1) << (M - (lead - 1)))
+    top = np.uint64(1 << (M - 1))
+    sign_exp = a & ~np.uint64((1 << M) - 1)
+    return np.where(sub & (mant != 0), sign_exp | np.where(mant & keep != 0, mant & keep, top),
+                    a)
+
+
 def vectors(op, rng, count, exhaustive=True):
-    """Input arrays (a, b) of op "mul_<src_a>_<src_b>", "add" or "max", (x, None) of
+    """Input arrays (a, b) of op "mul_<src_a>_<src_b>[_l<lead>]" (with a lead, a's
+    subnormals kept to it), "add" or "max", (x, None) of
     "cvt_<src>_<dst>" or "fix" (fp32 to fixed point): every edge value against every edge value, `count` random
     cases, and the op's hard ones. `exhaustive`: every significand pair of products
     of two bf16 numbers and every encoding of a 16-bit source, else `count` of each."""
     kind, _, rest = op.partition("_")
+    rest, lead = _lead_of(rest)
     names = _spec_names(rest)
     if kind == "mul":
-        return _mul_vectors(SPECS[names[0]], SPECS[names[1]], rng, count, exhaustive)
+        a, b = _mul_vectors(SPECS[names[0]], SPECS[names[1]], rng, count, exhaustive)
+        return (a if lead is None else _with_lead(a, SPECS[names[0]], lead)), b
     if kind == "add":
         return _add_vectors(rng, count)
     if kind == "cvt":
