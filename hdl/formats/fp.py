@@ -347,7 +347,8 @@ def _leading_zeros(x):
 _NARROW_CUT = 4
 
 
-def _round_pack(st, *, sign, zero_sign, sig, e, e_range, dst, nan, inf, name, lead=None):
+def _round_pack(st, *, sign, zero_sign, sig, e, e_range, dst, nan, inf, name, lead=None,
+                positive=False):
     """The fp `dst` encoding of (-1)**sign * sig * 2**e, rounded to nearest even; NaN if
     `nan`, (-1)**sign inf if `inf`, and (-1)**zero_sign 0 if sig is 0: five stages.
 
@@ -357,7 +358,9 @@ def _round_pack(st, *, sign, zero_sign, sig, e, e_range, dst, nan, inf, name, le
     `lead` (None: anywhere) is how many of sig's top bits its leading one can be in when
     sig is not 0 (a product of normalized significands: 2): the leading zeros are
     counted there, the left shift is at most `lead` - 1 places, and the bits it can never
-    bring above the cut are ORed into the sticky bit in stage 1.
+    bring above the cut are ORed into the sticky bit in stage 1. With `positive`, it
+    returns (encoding, whether it is above 0) both from stage 5's registers, the second
+    from the flags rather than from the encoding's 31 bits.
 
     1. the leading zeros (a tree; for a cut wider than `_NARROW_CUT`, the trailing zeros
        too), the biased exponent the value has with its top bit leading;
@@ -465,9 +468,17 @@ def _round_pack(st, *, sign, zero_sign, sig, e, e_range, dst, nan, inf, name, le
     rounded = base4 if exact else (base4 + up4)[:E + M]
     inf_bits = Const(dst.inf, E + M)
     zero = f4["zero"] & ~f4["inf"]          # a zero significand overflows nothing
-    st.stage(out.eq(Mux(f4["nan"], dst.nan,
-                        Cat(Mux(zero, 0, Mux(f4["inf"] | f4["over"], inf_bits, rounded)),
-                            Mux(zero, f4["zsign"], f4["sign"])))))
+    stage5 = [out.eq(Mux(f4["nan"], dst.nan,
+                         Cat(Mux(zero, 0, Mux(f4["inf"] | f4["over"], inf_bits, rounded)),
+                             Mux(zero, f4["zsign"], f4["sign"]))))]
+    if positive:
+        # a significand that is not 0 stays so unless shifted out below the normal range
+        assert not below, "_round_pack: positive needs results that are never rounded to 0"
+        above = reg(1, 5, "pos")
+        stage5.append(above.eq(~f4["nan"] & ~zero & ~f4["sign"]))
+        st.stage(*stage5)
+        return out, above
+    st.stage(*stage5)
     return out
 
 
@@ -570,9 +581,9 @@ def add(m, a, b, *, domain="sync", en=None, name="fadd"):
     return staged_add(Stages(m, domain, en), a, b, name)
 
 
-def staged_add(st, a, b, name):
+def staged_add(st, a, b, name, *, positive=False):
     """`add` staged on `st` (a `dsp.Stages`), its registers named after `name`: the fp32
-    sum `add_latency()` stages later."""
+    sum `add_latency()` stages later; with `positive`, (sum, sum > 0) (`_round_pack`)."""
     m = st.m
     a, b = Value.cast(a), Value.cast(b)
     M = FP32.man_bits
@@ -635,7 +646,7 @@ def staged_add(st, a, b, name):
     lo, hi = _e_range(FP32)
     return _round_pack(st, sign=r4["sign"], zero_sign=r4["zsign"], sig=total, e=r4["e"],
                        e_range=(lo - 3, hi - 3), dst=FP32, nan=r4["nan"], inf=r4["inf"],
-                       name=name)
+                       name=name, positive=positive)
 
 
 def convert(m, x, src, dst, *, domain="sync", en=None, name="fcvt"):
