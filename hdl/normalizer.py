@@ -238,7 +238,15 @@ class Normalizer(wiring.Component):
                      out_fifo.r_en.eq(self.o_out.ready)]
         # a chunk's last read is the last of its reads to leave the pipeline; the FIFO's
         # level counts a chunk in the cycle between its write and its offer, which `r_rdy`
-        # does not show (with the consumer's read of the chunk before)
-        m.d.comb += self.busy.eq(armed | draining | Cat(*(f.write for f in flags)).any()
-                                 | (out_fifo.level != 0))
+        # does not show (with the consumer's read of the chunk before). `busy` is an OR of
+        # registers: the pipeline's writes beyond its first stage are its first L - 1
+        # stages' of the cycle before, and the FIFO's next level is known a cycle ahead
+        # (from the level and the 48-input OR, `busy` was the fp16 2x2's worst path into
+        # the controller's enables, seed 3)
+        later_writes, queued = Signal(), Signal()
+        level_next = (out_fifo.level + (out_fifo.w_en & out_fifo.w_rdy)
+                      - (out_fifo.r_en & out_fifo.r_rdy))
+        m.d.sync += [later_writes.eq(Cat(*(f.write for f in flags[:-1])).any()),
+                     queued.eq(level_next != 0)]
+        m.d.comb += self.busy.eq(armed | draining | flags[0].write | later_writes | queued)
         return m
