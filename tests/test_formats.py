@@ -307,9 +307,9 @@ def test_published_latency_is_measured(op, arith):
     assert _measured_latency(arith, op) == getattr(arith, f"{op}_latency")
 
 
-@pytest.mark.parametrize("iters, known", [(0, 4), (1, 14), (2, 23), (3, 32)])
+@pytest.mark.parametrize("iters, known", [(0, 4), (1, 14), (2, 24), (3, 34)])
 def test_published_reciprocal_latency_is_measured(iters, known):
-    # `known`: the drain of hdl/core.py measures 15, 25, 34, 43 cycles for 0..3 Newton steps,
+    # `known`: the drain of hdl/core.py measures 15, 25, 35, 45 cycles for 0..3 Newton steps,
     # of which 11 are not the reciprocal's
     arith = Int8Arith(Int8Format(recip_iters=iters), max_seq_len=N_MAX, head_dim=D)
     assert _measured_latency(arith, "reciprocal") == arith.reciprocal_latency == known

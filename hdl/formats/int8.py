@@ -503,8 +503,8 @@ class Int8Arith:
             # y <- y * (2 - mnt*y), a stage each: products, their relay, sum, 2 - round(sum)
             # (one subtraction: one2 - floor((t + h) / 2**F) = floor((K - t) / 2**F) with
             # K = one2 * 2**F - h + 2**F - 1) into the operand registers, products, relay,
-            # sum, round, clamp (one carry chain each: the clamp's result goes on to the
-            # next step's multipliers); y, mnt and e are carried along.
+            # sum, round, clamp (one carry chain each; the clamp's result registered before
+            # the next step's operand registers); y, mnt and e are carried along.
             names = (f"y{k}", f"mnt{k}", f"e{k}")
             regs = [[y, mnt_k, e_k]]
             for stage in range(9):
@@ -527,12 +527,17 @@ class Int8Arith:
             st.stage(carry[6], yp.eq(sum_partials(pp2)))
             st.stage(carry[7], ynew.eq(round_shift(yp, F)))
             y_next = comb(m, Mux(ynew > (1 << F), 1 << F, ynew), unsigned(F + 1), f"recip_yn{k}")
-            if k + 1 < cfg.recip_iters:
-                pp1, products1 = newton_t(k + 1, regs[8][1], y_next)
-                st.stage(carry[8], yb.eq(y_next), products1.operands)
-            else:
-                st.stage(carry[8], yb.eq(y_next))
+            st.stage(carry[8], yb.eq(y_next))
             y, mnt_k, e_k = yb, regs[9][1], regs[9][2]
+            if k + 1 < cfg.recip_iters:
+                # the clamp's result registered in the fabric, then the next step's DSP
+                # operand registers, as the seed's: from the clamp a route to a DSP
+                # placed far away did not fit the cycle (int8 round 64, seed 2: 7.9 ns)
+                pp1, products1 = newton_t(k + 1, mnt_k, y)
+                y, mnt_k, e_k = (Signal.like(v, name=f"recip_{n}{k + 1}") for v, n in
+                                 ((yb, "ynext"), (mnt_k, "mntnext"), (e_k, "enext")))
+                st.stage(y.eq(yb), mnt_k.eq(regs[9][1]), e_k.eq(regs[9][2]),
+                         products1.operands)
         return y, e_k
 
     # -- NumPy twins --------------------------------------------------------------------
