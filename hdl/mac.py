@@ -355,8 +355,8 @@ class MAC(wiring.Component):
     MAC only; a float MAC has `score_at` / `score_rd` instead, the lane's read of its
     group's `ScoreBanks`), `chain_in` / `chain_out` the adder chain of the partial
     scores (s > 1), `pa` the lane's write bus (registered here, `pa_layout`), `drain_addr` /
-    `o_rd` the drain read port of O (data one cycle after the address; used only while no V
-    word is present).
+    `o_rd` the drain read port of O (data `MAC.drain_read_latency` cycles after the address,
+    from registers; used only while no V word is present).
     """
 
     def __init__(self, *, arith, mac_lines, macs_per_line, rows_per_mac, head_dim,
@@ -591,8 +591,9 @@ class MAC(wiring.Component):
         o_rd, o_parts = self._o_memory(m, Mux(self.pick_in.u, wi.addr, self.drain_addr),
                                        addr[-1], o_new, en[-1])
         m.d.sync += [up_u.eq(up_w), e_u.eq(e_w), v_u.eq(value)]
+        drained = Signal(arith.o_shape, name="o_drained")
         if o_parts is None:
-            m.d.sync += o_u.eq(force(o_rd, w.first, 0))
+            m.d.sync += [o_u.eq(force(o_rd, w.first, 0)), drained.eq(o_rd)]
         else:
             # O's block RAM answers 5.8 ns into the cycle, placed where the block column
             # is: o_u takes its word as read, and the write it missed and the first
@@ -603,6 +604,10 @@ class MAC(wiring.Component):
             o_fwd, o_first = Signal.like(o_u, name="o_fwd_u"), Signal(name="o_first_u")
             m.d.sync += [o_read.eq(read), o_hit.eq(hit), o_fwd.eq(fwd), o_first.eq(w.first)]
             m.d.comb += o_u.eq(force(Mux(o_hit, o_fwd, o_read), o_first, 0))
+            # the drain's word from the same registers: from the block RAM's late
+            # output, through the write's selection, to the line's drain register
+            # across the array was the fp16 2x2's worst path (round 65, seed 2)
+            m.d.comb += drained.eq(Mux(o_hit, o_fwd, o_read))
         if isinstance(arith, FloatArith):
             # q * k on the update's multiplier, its sum on the update's adder
             score_u = Signal(name="score_u")
@@ -613,8 +618,11 @@ class MAC(wiring.Component):
             m.d.comb += o_new.eq(self._float_scores(m, w, update, prod, addend))
         else:
             m.d.comb += o_new.eq(arith.update(m, up_u, e_u, o_u, v_u))
-        m.d.comb += self.o_rd.eq(o_rd)
+        m.d.comb += self.o_rd.eq(drained)
         return m
+
+    #: cycles from `drain_addr` to its O on `o_rd`: the memory's read, a register
+    drain_read_latency = 2
 
     #: the widest slice of O that shares one read-address register
     O_SLICE_BITS = 12

@@ -108,9 +108,9 @@ class MacLine(wiring.Component):
             rows_per_mac=rows_per_mac, head_dim=head_dim, lanes=lanes, split=split,
             banks=banks)})
 
-    #: cycles from a drain address to its O and l on the line's outputs: the memories'
-    #: synchronous read, then the MAC and lane selects registered
-    drain_read_latency = 2
+    #: cycles from a drain address to its O and l on the line's outputs: the MACs' read
+    #: (`MAC.drain_read_latency`), then the MAC and lane selects registered
+    drain_read_latency = MAC.drain_read_latency + 1
 
     def elaborate(self, platform):
         m = Module()
@@ -191,17 +191,24 @@ class MacLine(wiring.Component):
         return lanes
 
     def _drain(self, m, groups, lanes):
-        """The drain's read: the memories answer one cycle after the address; select the
-        group (O) and the lane (l, m), then register."""
+        """The drain's read: the MACs answer `MAC.drain_read_latency` cycles after the
+        address, the lanes' memories one: select the group (O) and the lane (l, m), then
+        register (l and m a cycle more, beside O)."""
         drain = self.drain
-        mac_sel = Signal.like(drain.mac, name="mac_sel")
+        mac_sel = drain.mac
+        for k in range(MAC.drain_read_latency):
+            mac_sel, prev = Signal.like(drain.mac, name=f"mac_sel{k}"), mac_sel
+            m.d.sync += mac_sel.eq(prev)
         lane_sel = Signal.like(drain.lane, name="lane_sel")
-        m.d.sync += [mac_sel.eq(drain.mac), lane_sel.eq(drain.lane)]
+        m.d.sync += lane_sel.eq(drain.lane)
         m.d.sync += [drain.o[g].eq(Array([group[g].o_rd for group in groups])[mac_sel])
                      for g in range(self._s)]
-        m.d.sync += drain.l.eq(Array([lane.l_rd for lane in lanes])[lane_sel])
-        if isinstance(self._arith, FloatArith):
-            m.d.sync += drain.m.eq(Array([lane.m_rd for lane in lanes])[lane_sel])
+        rows = [("l", "l_rd")] + ([("m", "m_rd")] if isinstance(self._arith, FloatArith) else [])
+        for name, port in rows:
+            out = getattr(drain, name)
+            picked = Signal.like(out, name=f"drain_{name}_picked")
+            m.d.sync += [picked.eq(Array([getattr(lane, port) for lane in lanes])[lane_sel]),
+                         out.eq(picked)]
 
 
 class PEArray(wiring.Component):
