@@ -222,3 +222,27 @@ def test_a_scale_a_head_in_one_launch(tmp_path_factory, rng, seed, grouped):
     one_c = dataclasses.replace(data, head_c=None)
     plan = make_plan(HW)
     assert (one_c.golden(plan) != data.golden(plan)).any()
+
+
+@pytest.mark.slow
+def test_bf16_at_the_bottom_of_its_range_is_exact(tmp_path_factory, rng, seed):
+    """bf16 Q subnormal (its products' first operand promised a widened bf16's lead,
+    `fp.staged_mul`) and V near the smallest normal, so that O's fp32 accumulators and
+    alpha * O run subnormal: bit-exact, and most of O comes out subnormal."""
+    import numpy as np
+
+    from attenio.formats import format_by_name
+    need("verilator")
+    n, d = 48, 8
+    path = tmp_path_factory.mktemp("bf16_tiny") / "inputs.npz"
+    np.savez(path, q=rng.standard_normal((1, n, d)) * 3e-39,
+             k=rng.standard_normal((1, n, d)) * 3e37, v=rng.standard_normal((1, n, d)) * 2e-38)
+    hw = dataclasses.replace(FLOAT_HW, name="e2e_bf16", format=format_by_name("bf16"), split=1)
+    out = tmp_path_factory.getbasetemp() / "e2e_bf16_verilator"
+    report = run_e2e(hw, out, E2EOptions(simulator="verilator", seed=seed, quick_build=True,
+                                         inputs=str(path)))
+    check_run(report["runs"][0], report, exact=True, pe_floor=report["compute_bound_cycles"])
+    saved = np.load(out / "sim_outputs.npz")
+    q, o = saved["q"], saved["rtl"]
+    subnormal = lambda x: ((x >> 7) & 0xFF == 0) & (x & 0x7F != 0)    # noqa: E731
+    assert subnormal(q).mean() > 0.9 and subnormal(o).mean() > 0.5
