@@ -259,7 +259,8 @@ class FloatArith:
         neg = Signal(FP32.width, name="farg_neg")
         st.stage(up.eq(above), neg.eq(fp.negative_magnitude(d)))
         cfg = self._fixed.cfg
-        z = fp.staged_to_fixed(st, neg, cfg.x_frac, self.x_shape.width, "farg_z")
+        z = fp.staged_to_fixed(st, neg, cfg.x_frac, self.x_shape.width, "farg_z",
+                               negative=True)
         return z, st.delay(up, fp.to_fixed_latency(cfg.x_frac, self.x_shape.width), "farg_up")
 
     def exp2(self, m, z, *, domain="sync", en=None):

@@ -757,23 +757,34 @@ def to_fixed(m, x, frac, width, *, domain="sync", en=None, name="ffix"):
     return staged_to_fixed(Stages(m, domain, en), x, frac, width, name)
 
 
-def staged_to_fixed(st, x, frac, width, name):
+def staged_to_fixed(st, x, frac, width, name, *, negative=False):
     """`to_fixed` staged on `st` (a `dsp.Stages`), its registers named after `name`: the
-    signed(`width`) integer `to_fixed_latency(frac, width)` stages later."""
+    signed(`width`) integer `to_fixed_latency(frac, width)` stages later. `negative`: x's
+    sign bit is set (x is -|y|, or NaN), which leaves out the sign's registers, the
+    positive results' negation choice and their overflow test (a register of a constant
+    sign bit is not a constant to Yosys: it starts at 0)."""
     m = st.m
     s, sig, e, _, inf, nan = _unpack(m, x, FP32, name)
     lo, hi = -(1 << (width - 1)), (1 << (width - 1)) - 1
     W = width + 1                              # magnitudes up to 2**width: hi + 1 rounds there
+
+    def sign_reg(stage):
+        return Const(1, 1) if negative else Signal(name=f"{name}_sign{stage}")
+
+    def carry_sign(new, old):
+        return [] if negative else [new.eq(old)]
+
     # 1: unpacked; value = sig * 2**(e + frac)
-    s1, nan1, inf1 = (Signal(name=f"{name}_{k}1") for k in ("sign", "nan", "inf"))
+    s1, nan1, inf1 = sign_reg(1), Signal(name=f"{name}_nan1"), Signal(name=f"{name}_inf1")
     sig1, sh1 = Signal(24, name=f"{name}_sig1"), Signal(_EXP, name=f"{name}_sh1")
-    st.stage(s1.eq(s), nan1.eq(nan), inf1.eq(inf), sig1.eq(sig), sh1.eq(e + frac))
+    st.stage(*carry_sign(s1, s), nan1.eq(nan), inf1.eq(inf), sig1.eq(sig), sh1.eq(e + frac))
     # 2: too large for `width` bits (a left shift past W), or how far right it shifts
-    big2, s2, nan2 = (Signal(name=f"{name}_{k}2") for k in ("big", "sign", "nan"))
+    big2, nan2 = Signal(name=f"{name}_big2"), Signal(name=f"{name}_nan2")
+    s2 = sign_reg(2)
     left2 = Signal(range(max(0, W - 24) + 1), name=f"{name}_left2")   # more is too large
     right2 = Signal(range(27), name=f"{name}_right2")
     sig2 = Signal(24, name=f"{name}_sig2")
-    st.stage(s2.eq(s1), nan2.eq(nan1), sig2.eq(sig1),
+    st.stage(*carry_sign(s2, s1), nan2.eq(nan1), sig2.eq(sig1),
              big2.eq(inf1 | (sh1 > W - 24)),
              left2.eq(Mux(sh1 > 0, sh1[:len(left2)], 0)),
              right2.eq(Mux(sh1 < -25, 26, Mux(sh1 < 0, -sh1, 0))))
@@ -782,23 +793,27 @@ def staged_to_fixed(st, x, frac, width, name):
     shifted = Cat(Const(0, 1), sig2) >> right2              # the guard bit, the integer part
     mag3 = Signal(W + 1, name=f"{name}_mag3")
     guard3, sticky3 = Signal(name=f"{name}_guard3"), Signal(name=f"{name}_sticky3")
-    s3, nan3, big3 = (Signal(name=f"{name}_{k}3") for k in ("sign", "nan", "big"))
-    st.stage(s3.eq(s2), nan3.eq(nan2), big3.eq(big2),
+    s3, nan3, big3 = sign_reg(3), Signal(name=f"{name}_nan3"), Signal(name=f"{name}_big3")
+    st.stage(*carry_sign(s3, s2), nan3.eq(nan2), big3.eq(big2),
              mag3.eq(shifted[1:] << left2), guard3.eq(shifted[0]),
              sticky3.eq(Cat(*(sig2[i] & (right2 > i + 1) for i in range(24))) != 0))
     # 4: round to nearest even
     mag4 = Signal(W + 1, name=f"{name}_mag4")
-    s4, nan4, big4 = (Signal(name=f"{name}_{k}4") for k in ("sign", "nan", "big"))
-    st.stage(s4.eq(s3), nan4.eq(nan3), big4.eq(big3),
+    s4, nan4, big4 = sign_reg(4), Signal(name=f"{name}_nan4"), Signal(name=f"{name}_big4")
+    st.stage(*carry_sign(s4, s3), nan4.eq(nan3), big4.eq(big3),
              mag4.eq(mag3 + _round_up(guard3, sticky3, mag3[0])))
     # 5: the sign
     val5 = Signal(signed(W + 2), name=f"{name}_val5")
-    nan5, big5, s5 = (Signal(name=f"{name}_{k}5") for k in ("nan", "big", "sign"))
-    st.stage(nan5.eq(nan4), big5.eq(big4), s5.eq(s4), val5.eq(Mux(s4, -mag4, mag4)))
+    s5, nan5, big5 = sign_reg(5), Signal(name=f"{name}_nan5"), Signal(name=f"{name}_big5")
+    st.stage(*carry_sign(s5, s4), nan5.eq(nan4), big5.eq(big4),
+             val5.eq(-mag4 if negative else Mux(s4, -mag4, mag4)))
     # 6: saturate
     out = Signal(signed(width), name=f"{name}_out")
-    st.stage(out.eq(Mux(nan5, lo, Mux(big5, Mux(s5, lo, hi),
-                                      Mux(val5 > hi, hi, Mux(val5 < lo, lo, val5))))))
+    if negative:
+        st.stage(out.eq(Mux(nan5 | big5 | (val5 < lo), lo, val5)))
+    else:
+        st.stage(out.eq(Mux(nan5, lo, Mux(big5, Mux(s5, lo, hi),
+                                          Mux(val5 > hi, hi, Mux(val5 < lo, lo, val5))))))
     return out
 
 
