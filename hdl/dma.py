@@ -147,8 +147,8 @@ class DMAReader(_BurstMaster):
     #: then its output register)
     response_latency = 2
     #: cycles from a beat taken off `data` to the room it frees counting for a new
-    #: burst (the free-entry count is a register)
-    room_latency = 1
+    #: burst (the handshake, then the free-entry count, are registers)
+    room_latency = 2
     #: FIFO entries beyond the `fifo_depth` the reservation counts (see `elaborate`)
     _spare = 1
 
@@ -216,10 +216,15 @@ class DMAReader(_BurstMaster):
         # Both outcomes computed from registers beside the comparison, so after its carry
         # chain only the handshake and this selection lie before `free` (the update's
         # subtraction after the comparison was a second chain: 10.98 ns, the fp16 2x2's
-        # worst path on a seed)
+        # worst path on a seed). The consumer's pop is registered first: its ready comes
+        # from the consumer's logic across the chip (the unpacker's index -> a 4.3 ns
+        # route -> `free`, the small preset's worst path on a seed); the room it frees
+        # counts a cycle later (`room_latency`), which only delays a burst
+        popped = Signal(name="free_popped")
+        m.d.sync += popped.eq(pop)
         taken = Signal.like(free, name="free_taken")
         kept = Signal.like(free, name="free_kept")
-        m.d.comb += [taken.eq(free - beats + pop), kept.eq(free + pop)]
+        m.d.comb += [taken.eq(free - beats + popped), kept.eq(free + popped)]
         m.d.sync += [
             free.eq(Mux(ar_fire, taken, kept)),
             inflight.eq(inflight + ar_fire - (r_fire & axi.rlast)),
