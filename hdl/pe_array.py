@@ -203,8 +203,8 @@ class MacLine(wiring.Component):
         m.d.sync += lane_sel.eq(drain.lane)
         m.d.sync += [drain.o[g].eq(Array([group[g].o_rd for group in groups])[mac_sel])
                      for g in range(self._s)]
-        rows = [("l", "l_rd")] + ([("m", "m_rd")] if isinstance(self._arith, FloatArith) else [])
-        for name, port in rows:
+        reads = [("l", "l_rd")] + ([("m", "m_rd")] if isinstance(self._arith, FloatArith) else [])
+        for name, port in reads:
             out = getattr(drain, name)
             picked = Signal.like(out, name=f"drain_{name}_picked")
             m.d.sync += [picked.eq(Array([getattr(lane, port) for lane in lanes])[lane_sel]),

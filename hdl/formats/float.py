@@ -213,8 +213,8 @@ class FloatArith:
 
     @property
     def _scale_leads(self):
-        """fmul(S, c): a score, and c (any fp32 a host writes); None (no normalization
-        before the product) if neither has a lead of 1."""
+        """fmul(S, c): a score, and c (any fp32 a host writes); None (the product
+        normalized after it) where a score can be subnormal."""
         return None if self._score_lead is None else (self._score_lead, None)
 
     @property

@@ -496,12 +496,13 @@ def staged_mul(st, a, b, src_a, src_b, name, *, leads=None):
     `leads` (lead_a, lead_b), if given, is the caller's promise of how many top bits of
     each operand's significand hold all its ones when it is subnormal (1: the operand is
     normal, or 0, inf or NaN; a widened bf16 element: 8; None: any encoding of its
-    format): the operands are then
-    normalized before their product, in a stage of their own if a lead is above 1 (a
-    count and a shift over that many bits), and the product's leading one is in its top
-    two bits, so `_round_pack` shifts it at most one place. Without `leads` the product's
-    leading zeros are counted and shifted out across all its bits, twice as wide: an
-    fp32 product costs some 20 % fewer LUTs with leads (1, None) (docs/fp_cost.md)."""
+    format): the operands are then normalized before their product, in a stage of their
+    own if a lead is above 1 (a count and a shift over that many bits), and the product's
+    leading one is in its top two bits, so `_round_pack` shifts it at most one place.
+    Without `leads` the product's leading zeros are counted and shifted out across all
+    its bits, twice as wide: an fp32 product costs some 20 % fewer LUTs with leads
+    (1, None) (docs/fp_cost.md). A broken promise gives wrong products: the bit-exact
+    runs with subnormal operands are what hold the callers to theirs."""
     _check("mul", src_a=src_a, src_b=src_b)
     m = st.m
     sa, siga, ea, za, ia, na = _unpack(m, a, src_a, f"{name}_a")
