@@ -35,27 +35,39 @@ def _cases(arith, rng, n):
     e[::5] = fixed.one
     v = _stored(arith, rng, n)
     v[::13] = 1                                         # subnormals, which widening normalizes
+    v[::9] = 0                          # alpha * O alone, where O is subnormal (below)
     y = rng.integers(1 << (fixed.cfg.recip_frac - 1), (1 << fixed.cfg.recip_frac) + 1, n)
     ey = rng.integers(0, fixed.max_seq_len.bit_length(), n)
+    # O can be any fp32 (the products normalize it before multiplying: `fp.staged_mul`'s
+    # leads), subnormals included; a score only where the format's products can be
+    # subnormal (bf16), its scale's promise elsewhere
+    o, o_fin, scores = _f32(rng, n), _f32(rng, n), _f32(rng, n)
+    for x in (o, o_fin) + ((scores,) if 2 * (1 - arith.spec.bias - arith.spec.man_bits)
+                           < 1 - FP32.bias else ()):
+        x[::9] = rng.integers(1, 1 << FP32.man_bits, x[::9].size) | (
+            rng.integers(0, 2, x[::9].size) << 31)
+    # the exp argument's NaN and saturating differences
+    xs[::13] = FP32.nan
+    xs[5::17] = np.float32(3e30).view(np.uint32)
     return {
         "product": ((_stored(arith, rng, n), _stored(arith, rng, n)),
                     lambda m, a, b: (arith.product(m, a, b),), lambda a, b: (arith.np_product(a, b),)),
         "accumulate": ((_f32(rng, n), _f32(rng, n)),
                        lambda m, a, b: (arith.accumulate(m, a, b),),
                        lambda a, b: (arith.np_accumulate(a, b),)),
-        "scale": ((_f32(rng, n), np.full(n, arith.c, np.uint32)),
+        "scale": ((scores, np.full(n, arith.c, np.uint32)),
                   lambda m, a, b: (arith.scale(m, a, b),), lambda a, b: (arith.np_scale(a, b),)),
         "exp_arg": ((xs, ms), lambda m, x, mo: arith.exp_arg(m, x, mo),
                     lambda x, mo: arith.np_exp_arg(x, mo)),
         "to_float": ((e,), lambda m, v: (arith.to_float(m, v),), lambda v: (arith.np_to_float(v),)),
         # the update takes V as the array's word (widened at its entry), its twin as stored
-        "update": ((rng.integers(0, 2, n), arith.np_to_float(e), _f32(rng, n),
+        "update": ((rng.integers(0, 2, n), arith.np_to_float(e), o,
                     fp.np_convert(v, arith.spec, FP32)),
                    lambda m, u, e32, o, v32: (arith.update(m, u, e32, o, v32),),
                    lambda u, e32, o, _: (arith.np_update(u, e32, o, v),)),
         "widen": ((v,), lambda m, x: (arith.widen(m, x),),
                   lambda x: (fp.np_convert(x, arith.spec, FP32),)),
-        "finalize": ((_f32(rng, n), y, ey),
+        "finalize": ((o_fin, y, ey),
                      lambda m, o, yy, ee: (arith.finalize(m, o, yy, ee),),
                      lambda o, yy, ee: (arith.np_finalize(o, yy, ee),)),
     }
