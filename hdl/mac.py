@@ -604,10 +604,12 @@ class MAC(wiring.Component):
             o_fwd, o_first = Signal.like(o_u, name="o_fwd_u"), Signal(name="o_first_u")
             m.d.sync += [o_read.eq(read), o_hit.eq(hit), o_fwd.eq(fwd), o_first.eq(w.first)]
             m.d.comb += o_u.eq(force(Mux(o_hit, o_fwd, o_read), o_first, 0))
-            # the drain's word from the same registers: from the block RAM's late
-            # output, through the write's selection, to the line's drain register
-            # across the array was the fp16 2x2's worst path (round 65, seed 2)
-            m.d.comb += drained.eq(Mux(o_hit, o_fwd, o_read))
+            # the drain's word is the block's read as registered (`drain_write_lag`):
+            # no write needs forwarding. From the block RAM's output through the selection
+            # to the line's drain register was the fp16 2x2's worst path (round 65, seed
+            # 2); from `o_read` through the selection the update shares, a LUT ABC placed
+            # by the drain register and a 7.2 ns route back (round 67, seed 2)
+            m.d.comb += drained.eq(o_read)
         if isinstance(arith, FloatArith):
             # q * k on the update's multiplier, its sum on the update's adder
             score_u = Signal(name="score_u")
@@ -623,6 +625,16 @@ class MAC(wiring.Component):
 
     #: cycles from `drain_addr` to its O on `o_rd`: the memory's read, a register
     drain_read_latency = 2
+
+    @staticmethod
+    def drain_write_lag(arith):
+        """Cycles after a write of O that a drain read of its word answers it: 0 for a
+        LUT RAM (int8: the read of the registered address sees the cycle before's
+        write), 1 for a float MAC's block RAM (its read as registered, no write
+        forwarded). The schedule never needs it: the drain reads a block's O from two
+        cycles after its last write, and a later block writes a word only after the
+        drain has read it."""
+        return 1 if isinstance(arith, FloatArith) else 0
 
     #: the widest slice of O that shares one read-address register
     O_SLICE_BITS = 12

@@ -514,8 +514,9 @@ def check_score_latency(arith, shape, blocks, record):
 
 def check_update_latency(arith, shape, blocks, record):
     """The block's last V word's O element is written `MAC.update_latency` cycles after the
-    word is at its MAC: a drain read from then on answers the new value (a block of one key
-    is left out: the value before its only update is the previous block's)."""
+    word is at its MAC: a drain read from `MAC.drain_write_lag` cycles later on answers the
+    new value (a block of one key is left out: the value before its only update is the
+    previous block's)."""
     latency, r, last = MAC.update_latency(arith), shape.rows_per_mac, shape.chunks - 1
     width = arith.o_shape.width
     checked = 0
@@ -533,7 +534,7 @@ def check_update_latency(arith, shape, blocks, record):
         first = start + PEArray.drain_read_latency
         seen = next(t for t in range(first, len(record.drained)) if value(t) == new)
         assert value(seen - 1) == old
-        written = seen - PEArray.drain_read_latency
+        written = seen - PEArray.drain_read_latency - MAC.drain_write_lag(arith)
         assert written - (entry + 1 + group * shape.split + g) == latency
     assert checked
 
