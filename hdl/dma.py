@@ -217,9 +217,8 @@ class DMAReader(_BurstMaster):
         # chain only the handshake and this selection lie before `free` (the update's
         # subtraction after the comparison was a second chain: 10.98 ns, the fp16 2x2's
         # worst path on a seed). The consumer's pop is registered first: its ready comes
-        # from the consumer's logic across the chip (the unpacker's index -> a 4.3 ns
-        # route -> `free`, the small preset's worst path on a seed); the room it frees
-        # counts a cycle later (`room_latency`), which only delays a burst
+        # from the consumer's logic across the chip (the unpacker's index); the room it
+        # frees counts a cycle later (`room_latency`), which only delays a burst
         popped = Signal(name="free_popped")
         m.d.sync += popped.eq(pop)
         taken = Signal.like(free, name="free_taken")

@@ -605,10 +605,9 @@ class MAC(wiring.Component):
             m.d.sync += [o_read.eq(read), o_hit.eq(hit), o_fwd.eq(fwd), o_first.eq(w.first)]
             m.d.comb += o_u.eq(force(Mux(o_hit, o_fwd, o_read), o_first, 0))
             # the drain's word is the block's read as registered (`drain_write_lag`):
-            # no write needs forwarding. From the block RAM's output through the selection
-            # to the line's drain register was the fp16 2x2's worst path (round 65, seed
-            # 2); from `o_read` through the selection the update shares, a LUT ABC placed
-            # by the drain register and a 7.2 ns route back (round 67, seed 2)
+            # no write needs forwarding, and a selection here would be one the update
+            # shares, which ABC may place by the line's drain register, far from the
+            # update's operands
             m.d.comb += drained.eq(o_read)
         if isinstance(arith, FloatArith):
             # q * k on the update's multiplier, its sum on the update's adder

@@ -241,8 +241,8 @@ class Normalizer(wiring.Component):
         # does not show (with the consumer's read of the chunk before). `busy` is an OR of
         # registers: the pipeline's writes beyond its first stage are its first L - 1
         # stages' of the cycle before, and the FIFO's next level is known a cycle ahead
-        # (from the level and the 48-input OR, `busy` was the fp16 2x2's worst path into
-        # the controller's enables, seed 3)
+        # (the controller's enables start from `busy`: a 48-input OR and a level
+        # comparison before them do not fit a cycle with the route)
         later_writes, queued = Signal(), Signal()
         level_next = (out_fifo.level + (out_fifo.w_en & out_fifo.w_rdy)
                       - (out_fifo.r_en & out_fifo.r_rdy))

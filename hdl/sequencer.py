@@ -783,8 +783,8 @@ class WriteSequencer(wiring.Component):
         taken = Signal()
         # the run's last command taken, registered beside `taken` from the counters' ends
         # as they are when it is issued: `issuing`'s enable then starts at one register,
-        # where from `taken` through three ends (a LUT chain ABC shared with the counters'
-        # loads) it was the small preset's worst path on seed 2 of round 66 (11.41 ns)
+        # not at `taken` through three ends (a LUT chain ABC shares with the counters'
+        # loads, spread across the sequencer)
         final_taken = Signal()
 
         issued = self.cmd.valid & self.cmd.ready

@@ -252,8 +252,8 @@ class FloatArith:
 
     def staged_exp_arg(self, st, x, mo):
         """`exp_arg` on the caller's `dsp.Stages` `st`."""
-        # up from the sum's flags, registered beside it: from its 32 bits, a comparison
-        # five LUTs deep after the sum's register was the fp16 2x2's worst path (seed 1)
+        # up from the sum's flags, registered beside it: from its 32 bits it would be a
+        # comparison five LUTs deep after the sum's register
         d, above = fp.staged_add(st, x, fp.negated(mo), "farg_d", positive=True)
         up = Signal(name="farg_up")
         neg = Signal(FP32.width, name="farg_neg")

@@ -513,9 +513,8 @@ def staged_mul(st, a, b, src_a, src_b, name, *, leads=None):
         alo, blo = alo - (tops[0] - 1), blo - (tops[1] - 1)
     if leads is not None and max(tops) > 1:
         # 0: each significand's leading zeros counted (within its lead), then 1: shifted
-        # out, the exponent lowered as much. One stage for both was too deep after the
-        # route that brings an operand (a lane's c, the normalizer's O: 11.8 and 12.9 ns
-        # in the fp16 2x2)
+        # out, the exponent lowered as much: the count and the shift together, eight LUT
+        # levels, do not fit a cycle after the route that brings an operand
         flags = {k: v for k, v in zip(("sa", "za", "ia", "na", "sb", "zb", "ib", "nb"),
                                       (sa, za, ia, na, sb, zb, ib, nb))}
         counted, stage0, stage1 = [], [], []

@@ -531,8 +531,8 @@ class Int8Arith:
             y, mnt_k, e_k = yb, regs[9][1], regs[9][2]
             if k + 1 < cfg.recip_iters:
                 # the clamp's result registered in the fabric, then the next step's DSP
-                # operand registers, as the seed's: from the clamp a route to a DSP
-                # placed far away did not fit the cycle (int8 round 64, seed 2: 7.9 ns)
+                # operand registers, as the seed's: the placer may put the DSP far from
+                # the clamp, and the clamp and that route together do not fit a cycle
                 pp1, products1 = newton_t(k + 1, mnt_k, y)
                 y, mnt_k, e_k = (Signal.like(v, name=f"recip_{n}{k + 1}") for v, n in
                                  ((yb, "ynext"), (mnt_k, "mntnext"), (e_k, "enext")))
