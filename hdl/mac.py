@@ -819,12 +819,20 @@ class MAC(wiring.Component):
                       name="s_ctrl")
         m.d.comb += ctrl.eq(Cat(w.valid & w.is_s, w.kfirst, w.klast, w.bank, w.slot))
         # the control beside the product, then beside the sum
-        ctrl_p = data.View(ctrl.shape(), st.delay(ctrl, product_latency, "s_ctrl_p"))
+        ctrl_q = data.View(ctrl.shape(), st.delay(ctrl, product_latency - 1, "s_ctrl_q"))
+        ctrl_p = data.View(ctrl.shape(), st.delay(ctrl_q.as_value(), 1, "s_ctrl_p"))
         loop = Signal(arith.score_shape, name="acc_loop")     # the slot's sum, back from the adder
         start = Const(FP32.neg_zero, FP32.width)              # -0 + x is x: a slot's first sum
-        # a sub-sum's first chunk: the row's first k chunks
-        first = ctrl_p.first if k == 1 else self._chunk(m, ctrl_p, "chunk_p") < k
-        acc = arith.accumulate(m, Mux(update, addend, Mux(first, start, loop)), prod)
+        # a sub-sum's first chunk (the row's first k chunks), decided a cycle ahead and
+        # registered, a copy for the significand's bits and one for the rest: the adder
+        # counts its operand's trailing zeros in its first stage, and the chunk count's
+        # comparison and fan-out before the selection made that the longest path
+        first_q = ctrl_q.first if k == 1 else self._chunk(m, ctrl_q, "chunk_q") < k
+        first = [Signal(name=f"acc_first_{part}", attrs={"keep": 1}) for part in ("sig", "exp")]
+        m.d.sync += [copy.eq(first_q) for copy in first]
+        M = FP32.man_bits
+        operand = Cat(Mux(first[0], start[:M], loop[:M]), Mux(first[1], start[M:], loop[M:]))
+        acc = arith.accumulate(m, Mux(update, addend, operand), prod)
         m.d.comb += loop.eq(st.delay(acc, k * self._period - accumulate_latency, "acc_back"))
         done = data.View(ctrl.shape(), st.delay(ctrl_p, accumulate_latency, "s_ctrl_a"))
         if k == 1:
