@@ -281,7 +281,6 @@ class Controller(wiring.Component):
         with m.If((at["RANGE_FIRST"] | at["RANGE_SPAN"]) & ~none & ~past):     # a block on
             m.d.sync += [pos.eq(pos + size), rest.eq(rest - size), past.eq(rest <= size),
                          size.eq(setup.a_g)]
-            count(left - 1, left == 1)
         with m.If(at["RANGE_FIRST"] & none & ~past):
             m.d.sync += row0.eq(pos)
             count(block_count, self._count_zero)
@@ -305,7 +304,15 @@ class Controller(wiring.Component):
                              flags["skip"].eq(1), flags["short"].eq(1)]
             with m.Else():
                 m.d.sync += [flags["step_q"].eq(left > 1), flags["step_o"].eq(left > 1)]
-                count(left - 1, left == 1)
+        # a block (or row) stepped: the count's decrement, assigned last so that it is the
+        # selection nearest the register (a LUT after the subtraction's carry chain, the
+        # loads selected beside it): under the states' loads it was three LUTs deep after
+        # the chain, a loop on the count that was int8's worst path on a seed
+        step = Signal(name="walk_step")
+        m.d.comb += step.eq(((at["RANGE_FIRST"] | at["RANGE_SPAN"]) & ~past | at["RANGE_ROWS"])
+                            & ~none)
+        with m.If(step):
+            count(left - 1, left == 1)
 
     def range_states(self, m):
         """The block range's walk (see the module's docstring): RANGE_START at block 0,
