@@ -73,6 +73,13 @@ class Controller(wiring.Component):
     #: `cycles` counter runs from the LAUNCH cycle up to that edge
     done_latency = 1
 
+    #: cycles from the readers' and the core's idleness to the register RUN reads: the
+    #: core's is an OR of its units' flags from across the chip, and RUN's decision
+    #: drives the CSRs' enables. Both fall cycles before the last write's response
+    #: finishes the write sequencer (`attenio.hdl.top`'s `write_tail`), so the register
+    #: delays no run that ends without an error
+    idle_latency = 1
+
     #: bits of gb the setup's shift-and-add walks (`attenio.regmap.MAX_HEAD_GROUP`)
     group_bits = MAX_HEAD_GROUP.bit_length()
 
@@ -374,6 +381,8 @@ class Controller(wiring.Component):
         start_w = Signal(name="start_wseq", attrs={"keep": 1})
         m.d.comb += [self.seq_start.eq(start_r), self.seq_start_w.eq(start_w)]
         m.d.sync += [start_r.eq(0), start_w.eq(0)]
+        idle = Signal(name="units_idle")        # `idle_latency`
+        m.d.sync += idle.eq(~self.readers_busy & ~self.core_busy)
         run, setup = self.seq_run, self.seq_run.setup
         a = self._block_rows
         na, nn = a.bit_length(), self._max_seq_len.bit_length()
@@ -542,7 +551,7 @@ class Controller(wiring.Component):
                 m.d.sync += running.eq(1)
                 m.next = "RUN"
             with m.State("RUN"):
-                with m.If(self.finished & ~self.readers_busy & ~self.core_busy):
+                with m.If(self.finished & idle):
                     m.d.sync += [self.busy.eq(0), self.done.eq(1), counting.eq(0), running.eq(0)]
                     m.next = "IDLE"
                     with m.If(self.dma_error.read):
