@@ -607,29 +607,29 @@ def staged_add(st, a, b, name, *, positive=False):
 
     # 1: unpacked, and which magnitude is larger (the encodings compare as integers)
     fa, fb = (Mux(x[M:M + 8] != 0, x[M:M + 8], 1) for x in (a, b))   # ea, eb + bias + M
-    # both operands' trailing zeros (M + 1 for a zero significand), counted beside the
-    # comparison and registered, the smaller's selected in stage 2: counted in stage 2
-    # from the selected operand, the tree was the deepest logic after a route from the
-    # selection; selected in stage 1, the comparison's result came after the operands'
-    # selection and the tree (the fp16 2x2's worst path in two seeds of three)
     a_ge = magnitude_of(a) >= magnitude_of(b)      # the encodings compare as integers
-    tza, tzb = (Mux(sig != 0, _leading_zeros(sig[::-1])[0][:5], M + 1) for sig in (siga, sigb))
     r1, s1 = regs(1, sa=sa, sb=sb, siga=siga, sigb=sigb, ea=ea, eb=eb,
-                  dab=(fa - fb)[:9], dba=(fb - fa)[:9], tza=tza, tzb=tzb,
+                  dab=(fa - fb)[:9], dba=(fb - fa)[:9],
                   nan=na | nb | (ia & ib & (sa != sb)), inf=ia | ib, inf_sign=Mux(ia, sa, sb))
     # which is larger drives some 60 LUTs of stage 2, too many for one register's route:
     # kept copies, one for the smaller operand, one for the larger, one for the rest
     ge = {use: Signal(name=f"{name}_a_ge1_{use}", attrs={"keep": 1})
           for use in ("small", "big", "rest")}
     st.stage(s1, *[copy.eq(a_ge) for copy in ge.values()])
-    # 2: the larger first, the exponents' difference (never negative)
+    # 2: the larger first, the exponents' difference (never negative); both operands'
+    # trailing zeros (M + 1 for a zero significand), counted from stage 1's registers, the
+    # smaller's selected in stage 3: a tree is some six LUTs deep, too deep to follow a
+    # route from the caller's selection of an operand (a MAC's accumulator or fold) in
+    # stage 1, or this stage's selection
     a_ge = ge["rest"]
     big_e = Mux(a_ge, r1["ea"], r1["eb"])
+    tza, tzb = (Mux(r1[sig] != 0, _leading_zeros(r1[sig][::-1])[0][:5], M + 1)
+                for sig in ("siga", "sigb"))
     r2, s2 = regs(2, sign=Mux(a_ge, r1["sa"], r1["sb"]), sub=r1["sa"] ^ r1["sb"],
                   zsign=r1["sa"] & r1["sb"],
                   big=Mux(ge["big"], r1["siga"], r1["sigb"]),
                   small=Mux(ge["small"], r1["sigb"], r1["siga"]),
-                  tz=Mux(ge["small"], r1["tzb"], r1["tza"]),
+                  tza=tza, tzb=tzb, a_ge=ge["small"],
                   nan=r1["nan"], inf=r1["inf"], inf_sign=r1["inf_sign"])
     # the exponents' difference (never negative), beyond M + 4 places all of it is sticky
     limit = M + 4
@@ -645,7 +645,8 @@ def staged_add(st, a, b, name, *, positive=False):
     r3, s3 = regs(3, sign=r2["sign"], sub=r2["sub"], zsign=r2["zsign"], e=e2,
                   nan=r2["nan"], inf=r2["inf"], inf_sign=r2["inf_sign"])
     st.stage(s3, big3.eq(Cat(Const(0, 3), r2["big"])),
-             small3.eq(Cat(kept[0] | (r2["tz"] + 3 < dist), kept[1:])))
+             small3.eq(Cat(kept[0] | (Mux(r2["a_ge"], r2["tzb"], r2["tza"]) + 3 < dist),
+                           kept[1:])))
     # 4: the sum or difference (never negative: the larger magnitude comes first), one
     # adder: the smaller inverted and a carry in to subtract
     total = Signal(M + 5, name=f"{name}_sum4")
