@@ -15,7 +15,7 @@ import sys
 from .config import PRESETS, resolve
 from .errors import ConfigError
 from .formats import FORMATS
-from .hdl.formats.dsp import LUT_MUL_WIDTH
+from .hdl.formats.dsp import FLOAT_LUT_MUL_WIDTH, LUT_MUL_WIDTH
 
 __all__ = ["Parser", "add_lut_mul_width", "add_shared_options", "cache_kib", "cache_kib_list",
            "batch_from_args", "choose_plan", "config_from_args", "int_list", "int_or_auto", "macs",
@@ -202,12 +202,13 @@ def add_shared_options(p):
 
 def add_lut_mul_width(p):
     """--lut-mul-width, as `attenio synth` and the board build take it."""
-    p.add_argument("--lut-mul-width", type=non_negative_int, default=LUT_MUL_WIDTH,
+    p.add_argument("--lut-mul-width", type=non_negative_int, default=None,
                    metavar="BITS",
                    help="ecp5: build multipliers with an operand of at most BITS bits and the "
                         "other of at most 2 x BITS from LUTs instead of DSP blocks (default "
-                        f"{LUT_MUL_WIDTH}: the q*k products and the narrowest pieces of wide "
-                        "products; 0: every product in DSPs)")
+                        f"{LUT_MUL_WIDTH} in int8: the q*k products and the narrowest pieces of "
+                        f"wide products; {FLOAT_LUT_MUL_WIDTH} in a float format, which leaves the "
+                        "fp32 products' 7 x 7 pieces to DSPs too; 0: every product in DSPs)")
 
 
 def batch_from_args(args):

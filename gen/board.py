@@ -27,7 +27,7 @@ from attenio import validate
 from attenio.errors import ConfigError
 from attenio.plan import make_plan
 
-from .synth import (DEVICE, LUT_MUL_WIDTH, PLACER_OPTIONS, pnr_summary, prepare_script,
+from .synth import (DEVICE, PLACER_OPTIONS, lut_mul_width_of, pnr_summary, prepare_script,
                     resources_of, run_tool, yosys_cells)
 from .verilog import emit
 
@@ -52,7 +52,7 @@ def emit_board(config, out_dir, *, divisor):
     return path
 
 
-def prepare_board(config, out_dir, *, clock_mhz=None, baud=115200, lut_mul_width=LUT_MUL_WIDTH):
+def prepare_board(config, out_dir, *, clock_mhz=None, baud=115200, lut_mul_width=None):
     """Elaborate the ULX3S top of `config` into `out_dir`: RTLIL, LPF, the Yosys script.
 
     The clock is `clock_mhz` (default: the budget's) from the PLL; ConfigError when the
@@ -65,6 +65,8 @@ def prepare_board(config, out_dir, *, clock_mhz=None, baud=115200, lut_mul_width
     from attenio.hdl.top import check_plan
 
     mhz = clock_mhz or config.budget.clock_mhz
+    if lut_mul_width is None:
+        lut_mul_width = lut_mul_width_of(config)
     validate.integer("board", "lut_mul_width", lut_mul_width, lo=0, error=ConfigError)
     plan = make_plan(config)
     check_plan(plan)
@@ -93,14 +95,17 @@ def _derived_clocks(log_path):
 
 
 def build_bitstream(config, out_dir, *, clock_mhz=None, baud=115200,
-                    lut_mul_width=LUT_MUL_WIDTH, router="router2", seed=1, log=print):
+                    lut_mul_width=None, router="router2", seed=1, log=print):
     """Build the ULX3S 85F bitstream of `config`; returns the report (also board_report.json).
 
     `clock_mhz`: the clock asked of the PLL (default: the budget's). `router`: nextpnr's
     router (router2 routed the standalone 4x4 where router1 did not, docs/synthesis.md).
+    `lut_mul_width`: as `attenio.gen.synth.synthesize` takes it (None: the format's).
     """
     from attenio.hdl.board import board_memory_bytes
 
+    if lut_mul_width is None:
+        lut_mul_width = lut_mul_width_of(config)
     if router not in ROUTERS:
         raise ConfigError(f"board: router must be one of {', '.join(ROUTERS)}, not {router!r}")
     out = Path(out_dir).resolve()

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from attenio import validate
 from attenio.errors import ConfigError
+from attenio.formats import FloatFormat
 from attenio.hdl.formats import dsp
 
 from .module_stat import module_report, resources_of
@@ -292,6 +293,16 @@ def _fmax_of(pnr, clock="clk"):
 #: whose ECP5 elaboration reads it too.
 LUT_MUL_WIDTH = dsp.LUT_MUL_WIDTH
 
+#: `--lut-mul-width` by default in a float format (`dsp.FLOAT_LUT_MUL_WIDTH`)
+FLOAT_LUT_MUL_WIDTH = dsp.FLOAT_LUT_MUL_WIDTH
+
+
+def lut_mul_width_of(config):
+    """The LUT width `attenio synth` and the board build take for `config` when none is
+    given: `FLOAT_LUT_MUL_WIDTH` in a float format, `LUT_MUL_WIDTH` in int8."""
+    return FLOAT_LUT_MUL_WIDTH if isinstance(config.format, FloatFormat) else LUT_MUL_WIDTH
+
+
 def narrow_products(bits):
     """The Yosys selection of the $mul cells `attenio.hdl.formats.dsp.lut_built` under LUT
     width `bits`: one operand of at most `bits` bits, the other of at most twice that."""
@@ -355,7 +366,7 @@ def ecp5_script(work, top, lut_mul_width, *, check, extra="", stat="stat.json"):
 
 
 def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1, log=print,
-               yosys_extra=None, pnr=True, generic_level="gate", lut_mul_width=LUT_MUL_WIDTH,
+               yosys_extra=None, pnr=True, generic_level="gate", lut_mul_width=None,
                dsp_primitives=None, pnr_timeout=None, forced_dsps=True, modules=None,
                yosys_timeout=None):
     """Synthesize `config` for `target` into `out_dir`; returns the report dict.
@@ -379,7 +390,8 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
     this width (one operand of at most this many bits, the other of at most twice that)
     are built from LUTs (Yosys ``booth``: one partial-product row per two bits of the
     narrow operand) instead of MULT18X18D blocks. 8 moves the int8 q*k products and
-    the narrowest pieces of the wide products out of the DSPs (0: none).
+    the narrowest pieces of the wide products out of the DSPs (0: none); None (the
+    default) is the format's, `lut_mul_width_of`.
     `forced_dsps` (ecp5, with the primitives): False leaves the pieces the design puts in
     DSPs whatever the LUT width (the lanes' scale, the reciprocal's; each a Booth array a
     cycle deep in LUTs) to the LUT width: for an array whose DSPs are nearly all taken.
@@ -399,6 +411,8 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
 
     if target not in TARGETS:
         raise ConfigError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
+    if lut_mul_width is None:
+        lut_mul_width = lut_mul_width_of(config)
     validate.integer("synth", "lut_mul_width", lut_mul_width, lo=0, error=ConfigError)
     if modules is None:
         modules = target == "ecp5"

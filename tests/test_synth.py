@@ -159,6 +159,23 @@ def test_lut_mul_width_moves_the_narrow_products_out_of_the_dsps(tmp_path):
     assert dsps == {0: 4, 8: 2}
     assert bare == dsps         # Yosys's own DSPs: no output register (the RTL registers it)
 
+def test_the_default_lut_mul_width_is_the_formats(tmp_path):
+    """Without --lut-mul-width int8 builds at 8 and a float format at 6, where the 8x8 and
+    4x16 products take DSPs too (the four-product module: 2 DSPs at 8, 4 at 6)."""
+    from attenio.config import resolve
+    from attenio.gen.synth import synthesize
+    from attenio.hdl.formats.dsp import FLOAT_LUT_MUL_WIDTH, LUT_MUL_WIDTH
+    verilog = tmp_path / "attenio_top.v"
+    verilog.write_text(_FOUR_PRODUCTS)
+    seen = {}
+    for fmt in ("int8", "fp16"):
+        config = resolve(preset_name="small", format_name=fmt)
+        report = synthesize(config, tmp_path / fmt, target="ecp5", verilog=verilog, pnr=False,
+                            log=lambda *a: None)
+        seen[fmt] = (report["config"]["lut_mul_width"], report["resources"]["DSP"])
+    assert seen == {"int8": (LUT_MUL_WIDTH, 2), "fp16": (FLOAT_LUT_MUL_WIDTH, 4)}
+
+
 
 @pytest.mark.slow
 def test_synth_tiny_place_and_route(tmp_path, capsys):

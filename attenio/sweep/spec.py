@@ -39,7 +39,7 @@ from pathlib import Path
 from attenio import validate
 from attenio.config import read_toml
 from attenio.errors import ConfigError
-from attenio.gen.synth import GENERIC_LEVELS, LUT_MUL_WIDTH, TARGETS
+from attenio.gen.synth import GENERIC_LEVELS, TARGETS
 from attenio.sim.e2e import MEMORIES
 from attenio.sim.golden import INPUT_KINDS
 from attenio.sim.runner import SIMULATORS
@@ -54,14 +54,16 @@ MAX_POINTS = 10_000
 #: Stages in the order a point's rows are listed.
 STAGES = ("plan", "model", "synth", "sim")
 
-#: Each stage's option table in the spec: name -> (default, allowed values or a type).
+#: Each stage's option table in the spec: name -> (default, allowed values or a type); a
+#: default of None leaves the option to the command's own default (synth's LUT width: the
+#: format's).
 #: memory_gib is what the stage's task declares to Ray (the scheduler's share, not a cap).
 STAGE_OPTIONS = {
     "plan": {},
     "model": {},
     "synth": {"target": ("generic", TARGETS),
               "level": ("gate", GENERIC_LEVELS),       # the generic target's, gen.synth
-              "pnr": (True, bool), "lut_mul_width": (LUT_MUL_WIDTH, int), "seed": (1, int),
+              "pnr": (True, bool), "lut_mul_width": (None, int), "seed": (1, int),
               "memory_gib": (2.0, float)},
     "sim": {"simulator": ("verilator", SIMULATORS),
             "memory": ("model", MEMORIES), "seed": (1, int),
@@ -138,7 +140,7 @@ class Task:
             if o["level"] != "gate":
                 return None
             extra = [] if o["pnr"] else ["--no-pnr"]
-            if o["lut_mul_width"] != LUT_MUL_WIDTH:
+            if o["lut_mul_width"] is not None:       # None: the format's, as synth's
                 extra += ["--lut-mul-width", str(o["lut_mul_width"])]
             return ["synth", *argv, "--target", o["target"], "--seed", str(o["seed"]), *extra]
         return ["sim", *argv, "--simulator", o["simulator"], "--memory", o["memory"],
@@ -190,6 +192,9 @@ def _stage_options(raw, stage, where):
     out = {}
     for key, (default, rule) in known.items():
         value = table.get(key, default)
+        if value is None and default is None:    # left to the command's own default
+            out[key] = None
+            continue
         if isinstance(rule, tuple):
             ok = value in rule
         elif rule is float:

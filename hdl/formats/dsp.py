@@ -24,8 +24,8 @@ from amaranth.hdl import (Cat, ClockSignal, Const, Elaboratable, Fragment, Insta
                           ResetSignal, Signal, Value, signed, unsigned)
 import numpy as np
 
-__all__ = ["DSP_SIGNED_BITS", "DSP_UNSIGNED_BITS", "ECP5Target", "LUT_MUL_WIDTH",
-           "PartialProducts", "Stages", "and_all", "comb", "dsp_lut_width", "force",
+__all__ = ["DSP_SIGNED_BITS", "DSP_UNSIGNED_BITS", "ECP5Target", "FLOAT_LUT_MUL_WIDTH",
+           "LUT_MUL_WIDTH", "PartialProducts", "Stages", "and_all", "comb", "dsp_lut_width", "force",
            "forced_dsps", "lut_built", "mul_widths", "np_mulshr", "np_round_shift_mul",
            "or_all", "partial_products", "pieces", "round_shift", "staged_sum", "sum_pairs",
            "sum_partials"]
@@ -38,8 +38,14 @@ DSP_SIGNED_BITS = 18
 #: the other of at most 2w are built from LUTs (the int8 q*k products, the narrowest
 #: pieces of wide products): with every product in a DSP the small preset's netlist does
 #: not route (router2 does not converge beside the DSP rows, docs/synthesis.md).
-#: `attenio synth --lut-mul-width` and the board build default to it.
+#: `attenio synth --lut-mul-width` and the board build default to it in int8.
 LUT_MUL_WIDTH = 8
+
+#: The LUT width of the float formats by default: 6 also puts the 7 x 7 piece of each fp32
+#: product (the significands' low bits) in a MULT18X18D, where 8 builds it from LUTs: a
+#: float array has DSPs to spare and LUTs to save (the small preset's 4x4 in fp16 takes
+#: 128 of the ECP5-85F's 156 DSPs and needs the LUTs to fit, docs/synthesis.md).
+FLOAT_LUT_MUL_WIDTH = 6
 
 
 def lut_built(lut_width, a_bits, b_bits):
