@@ -824,9 +824,9 @@ class MAC(wiring.Component):
         loop = Signal(arith.score_shape, name="acc_loop")     # the slot's sum, back from the adder
         start = Const(FP32.neg_zero, FP32.width)              # -0 + x is x: a slot's first sum
         # a sub-sum's first chunk (the row's first k chunks), decided a cycle ahead and
-        # registered, a copy for the significand's bits and one for the rest: the adder
-        # counts its operand's trailing zeros in its first stage, and the chunk count's
-        # comparison and fan-out before the selection made that the longest path
+        # registered, a copy for the significand's bits and one for the rest: the chunk
+        # count's comparison and its fan-out to the selection, before the adder's first
+        # stage, made a longest path
         first_q = ctrl_q.first if k == 1 else self._chunk(m, ctrl_q, "chunk_q") < k
         first = [Signal(name=f"acc_first_{part}", attrs={"keep": 1}) for part in ("sig", "exp")]
         m.d.sync += [copy.eq(first_q) for copy in first]

@@ -25,8 +25,8 @@ from amaranth.hdl import (Cat, ClockSignal, Const, Elaboratable, Fragment, Insta
 import numpy as np
 
 __all__ = ["DSP_SIGNED_BITS", "DSP_UNSIGNED_BITS", "ECP5Target", "FLOAT_LUT_MUL_WIDTH",
-           "LUT_MUL_WIDTH", "PartialProducts", "Stages", "and_all", "comb", "dsp_lut_width", "force",
-           "forced_dsps", "lut_built", "mul_widths", "np_mulshr", "np_round_shift_mul",
+           "LUT_MUL_WIDTH", "PartialProducts", "Stages", "and_all", "comb", "dsp_lut_width",
+           "force", "forced_dsps", "lut_built", "mul_widths", "np_mulshr", "np_round_shift_mul",
            "or_all", "partial_products", "pieces", "round_shift", "staged_sum", "sum_pairs",
            "sum_partials"]
 
