@@ -316,7 +316,8 @@ def test_done_comes_done_latency_cycles_after_the_run_is_finished_and_idle(rng):
         run(dut, cycle, 200)
         assert log["launch"] is not None and log["end"] is not None, (last, log)
         t, cycles = log["done"]
-        end = log["launch"] + max(early["finished"], early["readers_busy"] + Controller.idle_latency,
-                                  early["core_busy"] + Controller.idle_latency)
+        idle = Controller.idle_latency
+        end = log["launch"] + max(early["finished"], early["readers_busy"] + idle,
+                                  early["core_busy"] + idle)
         assert t == end + Controller.done_latency, (last, early, log)
         assert cycles == end - log["launch"] + 1, (last, early, log)
