@@ -786,6 +786,10 @@ class WriteSequencer(wiring.Component):
         # not at `taken` through three ends (a LUT chain ABC shares with the counters'
         # loads, spread across the sequencer)
         final_taken = Signal()
+        # whether the latched run has one row and one head a pass, compared as it is
+        # latched: compared at a pass's end, a 32-bit comparison from the latched N came
+        # before the counters' ends (int8's worst path on a seed)
+        one_row, one_head = Signal(name="run_one_row"), Signal(name="run_one_head")
 
         issued = self.cmd.valid & self.cmd.ready
         acked = self.done.valid & self.done.ready
@@ -802,11 +806,11 @@ class WriteSequencer(wiring.Component):
             # a start (which the controller gives only between runs) loads all three
             o_heads.load.eq(self.start | row_end), o_heads.step.eq(taken),
             o_heads.init.eq(Mux(self.start, self.run.setup.gb, setup.gb)),
-            o_heads.init_last.eq(Mux(self.start, self.run.setup.gb == 1, setup.gb == 1)),
+            o_heads.init_last.eq(Mux(self.start, self.run.setup.gb == 1, one_head)),
             rows_left.load.eq(self.start | pass_end), rows_left.step.eq(row_end),
             rows_left.init.eq(Mux(self.start, self.run.seq_len, run.seq_len)),
             # compared, then selected: the start pulse comes from the controller, far away
-            rows_left.init_last.eq(Mux(self.start, self.run.seq_len == 1, run.seq_len == 1)),
+            rows_left.init_last.eq(Mux(self.start, self.run.seq_len == 1, one_row)),
             passes_left.load.eq(self.start), passes_left.step.eq(pass_end),
             passes_left.init.eq(self.run.setup.passes),
         ]
@@ -828,7 +832,8 @@ class WriteSequencer(wiring.Component):
         with m.If(final_taken):
             m.d.sync += issuing.eq(0)
         with m.If(self.start):
-            m.d.sync += [run.eq(self.run),
+            m.d.sync += [run.eq(self.run), one_row.eq(self.run.seq_len == 1),
+                         one_head.eq(self.run.setup.gb == 1),
                          o_head.eq(self.run.o.base), o_row.eq(self.run.o.base),
                          o_ptr.eq(self.run.o.base), issuing.eq(1), started.eq(1),
                          self.error.eq(0), self.finished.eq(0)]

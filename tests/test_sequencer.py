@@ -206,6 +206,8 @@ def check_read_sequencer(rng, seq_len, heads, block_rows, causal, kv_len, group,
 
 @pytest.mark.parametrize("seq_len, heads, group, grouped", [
     (1, 1, 1, False), (6, 2, 1, False), (4, 4, 2, False),
+    # passes of one and of two rows: a pass's end reloads the rows from the latched run
+    (1, 3, 1, False), (2, 4, 1, False),
     # grouped: row t of each head of the pass in turn, as the blocks hold them
     (3, 4, 2, True), (5, 8, 4, True), (1, 4, 4, True), (2, 2, 2, True)])
 def test_write_sequencer_matches_its_twin_and_finishes(rng, seq_len, heads, group, grouped):
