@@ -27,7 +27,7 @@ of the range starts at or past N), then steps Q_BASE and O_BASE on by their row 
 once a cycle, row0 times, and sets SEQ_LEN to the range's rows, with the mask KV_LEN to the
 keys its last row sees (rows aligned at the end keep every row's keys), and N mod a_g to
 the range's rows mod a_g (0 unless it holds the short block: with the mask block 0, else
-the last). That is FIRST + COUNT + row0 + 5 cycles, at most
+the last). That is FIRST + COUNT + row0 + 6 cycles, at most
 about N + N / a_g: less than one block's pass over K and V, and uncounted, like the rest
 of the setup. A batch refuses a range (BLOCK_RANGE_IN_BATCH): its runs are its
 descriptors' sequences, whole. Then it starts the read and write sequencers, and ends the run when
@@ -280,10 +280,14 @@ class Controller(wiring.Component):
         def count(value, zero):         # left = value, none = (value == 0) as `zero` says
             m.d.sync += [left.eq(value), none.eq(zero)]
 
+        # block 0's rows (short_h for a causal first block, if not 0), registered every
+        # cycle: N mod a_g is written as the walk begins (RANGE_SIZE), and its comparison
+        # and the selection after a route from the latched run were a longest path
+        first_size = Signal.like(size, name="walk_first_size")
+        m.d.sync += first_size.eq(Mux(run.causal & (setup.short_h != 0), setup.short_h,
+                                      setup.a_g))
         with m.If(at["RANGE_START"]):   # block 0 at row 0 (N >= 1, the check: it exists)
-            m.d.sync += [pos.eq(0), rest.eq(run.seq_len), past.eq(0),
-                         size.eq(Mux(run.causal & (setup.short_h != 0), setup.short_h,
-                                     setup.a_g))]
+            m.d.sync += [pos.eq(0), rest.eq(run.seq_len), past.eq(0), size.eq(first_size)]
             count(block_first, self._first_zero)
         with m.If((at["RANGE_FIRST"] | at["RANGE_SPAN"]) & ~none & ~past):     # a block on
             m.d.sync += [pos.eq(pos + size), rest.eq(rest - size), past.eq(rest <= size),
@@ -322,7 +326,8 @@ class Controller(wiring.Component):
             count(left - 1, left == 1)
 
     def range_states(self, m):
-        """The block range's walk (see the module's docstring): RANGE_START at block 0,
+        """The block range's walk (see the module's docstring): RANGE_SIZE while block 0's
+        rows are registered (N mod a_g was written the cycle before), RANGE_START at block 0,
         RANGE_FIRST to block FIRST's first row, RANGE_SPAN over COUNT blocks to the range's
         end, RANGE_ROWS the Q and O bases on by row0 rows (the step flags a cycle ahead),
         RANGE_CUT the range's N, N_kv, SKIP and N mod a_g loaded (`range_loads`); then
@@ -337,6 +342,8 @@ class Controller(wiring.Component):
             m.d.sync += [self.error.eq(ErrorCode.BLOCK_RANGE), self.done.eq(1), self.busy.eq(0)]
             enter("IDLE")
 
+        with m.State("RANGE_SIZE"):     # the first block's rows registered (`range_walk`)
+            enter("RANGE_START")
         with m.State("RANGE_START"):
             enter("RANGE_FIRST")
         with m.State("RANGE_FIRST"):
@@ -513,8 +520,7 @@ class Controller(wiring.Component):
                     m.d.sync += [setup.short_h.eq(rem_next), num.eq(run.heads), rem.eq(0),
                                  quo.eq(0), div_i.eq(32), divisor.eq(setup.gb)]
                     with m.If(self._ranged):
-                        m.d.sync += self._walk_in["RANGE_START"].eq(1)
-                        m.next = "RANGE_START"
+                        m.next = "RANGE_SIZE"
                     with m.Else():
                         m.next = "DIV_H"
             self.range_states(m)

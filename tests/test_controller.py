@@ -227,7 +227,7 @@ def test_a_block_range_launches_as_the_run_of_its_rows(a, n, kv_len, group, grou
         cycles = await until_launch_or_done(ctx, dut)
         assert ctx.get(dut.seq_start) and ctx.get(dut.error) == 0
         # the walk: a block a cycle to the range's end, a row a cycle to row0
-        walk = first + count + r.row0 + 5 if first or count else 0     # none without a range
+        walk = first + count + r.row0 + 6 if first or count else 0     # none without a range
         assert cycles == dut.check_cycles + dut.setup_cycles() + walk
         got = {name: ctx.get(getattr(dut.seq_run.setup, name)) for name in expect}
         assert got == expect
