@@ -565,8 +565,13 @@ class SoftmaxLane(wiring.Component):
         write-back's u, m and l); a `mask`ed row's e is 0. `m_rd`/`l_rd` are row u's m and
         l as read, `first` the block's first pass, whose m and l start at m_init and 0."""
         arith = self._arith
-        m_old, l_old = force(m_rd, first, arith.m_init), force(l_rd, first, 0)
         stages, pipe = self.stages(arith), Stages(m)
+        m_old = force(m_rd, first, arith.m_init)
+        # l as read waits a cycle before the first pass's 0 is forced, from a kept copy of
+        # `first` of its own: `first` is placed by m's comparison and differences, and its
+        # route across the chip to l's first delay register was the int8 small preset's
+        # worst path (10.7 ns). l still reaches the update `wait` + 1 cycles after stage 1.
+        l_old = force(pipe.delay(l_rd, 1, "l_rd"), pipe.delay(first, 1, "first_l", keep=True), 0)
         # stage 1: the comparison and both differences, side by side (one carry chain deep)
         up = Signal(name="up")
         d_xm, d_mx = Signal(arith.diff_shape, name="d_xm"), Signal(arith.diff_shape, name="d_mx")
@@ -582,8 +587,9 @@ class SoftmaxLane(wiring.Component):
         e = arith.exp2(m, arith.scale(m, diff, self.c))
         wait = arith.scale_latency + arith.exp2_latency        # from stage 2 to e
         up_e, m_new_e = pipe.delay(up, wait, "up"), pipe.delay(m_new, wait - 1, "m_new")
-        l_old_e, mask_e, *ctrl_e = (pipe.delay(value, wait + 1, name) for value, name in zip(
-            [l_old, mask, *ctrl], ["l_old", "mask", "u", "mac", "slot", "bank"]))
+        l_old_e = pipe.delay(l_old, wait, "l_old")
+        mask_e, *ctrl_e = (pipe.delay(value, wait + 1, name) for value, name in zip(
+            [mask, *ctrl], ["mask", "u", "mac", "slot", "bank"]))
         e = Mux(mask_e, 0, e)
         # Either alpha or P is exactly one (see `Int8Arith.update`): one multiply for l.
         bus = self._bus(m, valid[stages - 1 - arith.update_latency], ctrl_e, up_e, e)

@@ -124,9 +124,11 @@ IDLE = {"valid": 0, "bank": 0, "first": 0}
 
 
 def run_lane(rng, arith, *, macs_per_lane, rows_per_mac, slot_stride, passes, causal,
-             banks=2, max_cycles=20000):
+             banks=2, gaps=None, lowest_last=False, max_cycles=20000):
     """Drives a lane through blocks of `passes` K rows (one count a block) as a line with
-    `banks` banks does, checking
+    `banks` banks does, its start pulses at least `gaps` cycles apart (per pass; seeded
+    random ones by default), with `lowest_last` the lane's last row scored m_init in every
+    pass (x ties m, so e = 1 and the l as read counts in every pass), checking
     `active` and `ready` every cycle; returns what it saw: per pass its pulse cycle, the
     cycle of its first row in flight and its bus writes, and per block the drained l, m."""
     lane = SoftmaxLane(arith=arith, macs_per_lane=macs_per_lane, rows_per_mac=rows_per_mac,
@@ -152,11 +154,15 @@ def run_lane(rng, arith, *, macs_per_lane, rows_per_mac, slot_stride, passes, ca
             ctx.set(lane.scores[(mac * banks + bank) * rows_per_mac + slot], score)
     blocks = make_blocks(rng, arith, c, macs_per_lane=macs_per_lane, rows_per_mac=rows_per_mac,
                          slot_stride=slot_stride, passes=passes, causal=causal)
+    if lowest_last:
+        for scores in (scores for block in blocks for scores in block.scores):
+            scores[-1] = arith.m_init
     stages = SoftmaxLane.stages(arith)
     bus_stage, ready_stage = SoftmaxLane.bus_stage(arith), SoftmaxLane.ready_stage(arith)
     total = sum(passes)
     block_first = [sum(passes[:b]) for b in range(len(passes))]      # its first pass
-    gaps = rng.choice([1, 1, 1, 2, 3, 7, stages, 2 * stages], size=total)
+    if gaps is None:
+        gaps = rng.choice([1, 1, 1, 2, 3, 7, stages, 2 * stages], size=total)
     gaps[1] = 1             # the first block's second pulse right behind its first
     seen = {"pulses": [], "firsts": [], "writes": [[] for _ in range(total)],
             "ends": [], "waiting": []}
@@ -305,6 +311,24 @@ def test_lane_matches_its_twin_at_its_published_latencies(rng, fmt, geometry, ca
     assert 1 in held and pulses[1] == pulses[0] + 1
     if causal:
         assert any(m.any() for block in blocks for m in block.masked)
+
+
+@pytest.mark.parametrize("fmt, rows_per_mac", [("int8", 12), ("fp16", 24)])
+def test_lane_runs_passes_back_to_back_when_its_rows_outlast_its_stages(rng, fmt, rows_per_mac):
+    """A lane of more rows than `stages` + 1 (two MACs of `rows_per_mac`) issues a pass's
+    first row the cycle after the previous pass's last: rows of both passes are in flight
+    together, each with its own pass's `first` (a block's first pass forces m and l as
+    read to m_init and 0, its next pass does not), and still match the twin."""
+    arith = arith_named(fmt)
+    assert 2 * rows_per_mac > SoftmaxLane.stages(arith) + 1
+    lane, blocks, c, seen = run_lane(rng, arith, macs_per_lane=2, rows_per_mac=rows_per_mac,
+                                     slot_stride=3, passes=(4, 4), causal=False,
+                                     gaps=[1] * 8, lowest_last=True)
+    check_passes(arith, lane, blocks, c, seen)
+    # the second block's first pass and the next back to back (the first block's would not
+    # show l forced by a `first` from the wrong pass: its l reads as the memory's reset 0)
+    firsts = seen["firsts"]
+    assert firsts[5] == firsts[4] + lane.rows
 
 
 @pytest.mark.parametrize("fmt, geometry, banks, passes", [
