@@ -298,8 +298,9 @@ FLOAT_LUT_MUL_WIDTH = dsp.FLOAT_LUT_MUL_WIDTH
 
 
 def lut_mul_width_of(config):
-    """The LUT width `attenio synth` and the board build take for `config` when none is
-    given: `FLOAT_LUT_MUL_WIDTH` in a float format, `LUT_MUL_WIDTH` in int8."""
+    """The LUT width `attenio synth` takes for `config` when none is given:
+    `FLOAT_LUT_MUL_WIDTH` in a float format, `LUT_MUL_WIDTH` in int8 (the board build takes
+    `attenio.gen.board.BOARD_LUT_MUL_WIDTH` in every format)."""
     return FLOAT_LUT_MUL_WIDTH if isinstance(config.format, FloatFormat) else LUT_MUL_WIDTH
 
 
