@@ -163,6 +163,7 @@ def run_lane(rng, arith, *, macs_per_lane, rows_per_mac, slot_stride, passes, ca
     block_first = [sum(passes[:b]) for b in range(len(passes))]      # its first pass
     if gaps is None:
         gaps = rng.choice([1, 1, 1, 2, 3, 7, stages, 2 * stages], size=total)
+    gaps = list(gaps)       # the caller's list stays as given
     gaps[1] = 1             # the first block's second pulse right behind its first
     seen = {"pulses": [], "firsts": [], "writes": [[] for _ in range(total)],
             "ends": [], "waiting": []}
