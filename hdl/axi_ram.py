@@ -130,12 +130,21 @@ class AXIRam(wiring.Component):
         with m.Elif(r_valid & axi.rready):
             m.d.sync += r_valid.eq(0)
 
-        # host reads: issue when the read engine is idle, answer the next cycle
-        m.d.sync += host_rd.eq(0)
-        with m.If(host_read_req & r_idle & ~host_rd & ~(axi.arvalid & axi.arready)):
+        # host reads: issue when the read engine is idle, answer two cycles later from a
+        # register, so the block's clock-to-output drives only that register, not the
+        # host's logic (the board's longest path: the block RAM's output -> the UART
+        # bridge's output buffer)
+        host_ack = Signal()
+        host_byte = Signal(8)
+        m.d.sync += [host_rd.eq(0), host_ack.eq(host_rd)]
+        with m.If(host_read_req & r_idle & ~host_rd & ~host_ack
+                  & ~(axi.arvalid & axi.arready)):
             m.d.comb += [rd.en.eq(1), rd.addr.eq(word(host.addr))]
             m.d.sync += [host_rd.eq(1), host_lane.eq(host.addr[:lane_bits] if lane_bits else 0)]
-        m.d.comb += host.rdata.eq(rd.data.word_select(host_lane, 8) if lane_bits else rd.data[:8])
+        with m.If(host_rd):
+            m.d.sync += host_byte.eq(rd.data.word_select(host_lane, 8) if lane_bits
+                                     else rd.data[:8])
+        m.d.comb += host.rdata.eq(host_byte)
 
         # ---- write engine ----
         w_addr = Signal(addr_width)
@@ -172,5 +181,5 @@ class AXIRam(wiring.Component):
                     m.d.comb += axi.bresp.eq(AXIResp.DECERR)
                 with m.If(axi.bready):
                     m.next = "IDLE"
-        m.d.comb += host.ack.eq(host_rd | host_wrote)
+        m.d.comb += host.ack.eq(host_ack | host_wrote)
         return m
