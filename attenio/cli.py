@@ -513,7 +513,7 @@ def cmd_synth(args):
                               pnr=not args.no_pnr, lut_mul_width=args.lut_mul_width, log=log,
                               dsp_primitives=True,   # ecp5: config elaborated with MULT18X18D
                               pnr_timeout=args.pnr_timeout * 60 or None,   # 0: no limit
-                              forced_dsps=not args.no_forced_dsps,
+                              forced_dsps=not args.no_forced_dsps, floorplan=args.floorplan,
                               modules=args.modules != "none")
         except RuntimeError as exc:     # a tool failed: its log (named in the message) says why
             raise ConfigError(str(exc).splitlines()[0]) from None
@@ -584,7 +584,7 @@ def _add_command(sub, name, func, help, *, with_json=False, out="build/<name>", 
 
 
 def build_parser():
-    from .gen.synth import TARGETS
+    from .gen.synth import FLOORPLANS, TARGETS
     from .sim.e2e import ENGINES, MEMORIES
     from .sim.golden import INPUT_KINDS
     from .sim.runner import SIMULATORS
@@ -664,6 +664,10 @@ def build_parser():
                    help="ecp5: leave the pieces the design puts in DSPs whatever the LUT width "
                         "(the lanes' scale, the reciprocal's) to --lut-mul-width: for an array "
                         "whose DSPs are nearly all taken, e.g. 8x4")
+    p.add_argument("--floorplan", choices=FLOORPLANS,
+                   help="ecp5: dsp pins each MAC's and lane's MULT18X18D side by side, the lines "
+                        "in order, before nextpnr places the rest; none leaves them to the "
+                        "placer (default: dsp in a float format, none in int8)")
 
     # "resolve": compare takes --bw and --cache-kib as lists (a list sweeps that budget)
     p = _add_command(sub, "compare", cmd_compare, with_json=True, out="build/<name>/compare",

@@ -41,7 +41,8 @@ from .module_stat import module_report, resources_of
 
 __all__ = ["TARGETS", "GENERIC_LEVELS", "DEVICE", "PLACER_OPTIONS", "PNR_OPTIONS", "HARNESS_INSTANCE",
            "ToolMissing", "tool_path",
-           "run_tool", "harness_verilog", "ecp5_script", "synthesize", "render_table", "resources_of",
+           "run_tool", "harness_verilog", "ecp5_script", "synthesize", "FLOORPLANS", "floorplan_of",
+           "render_table", "resources_of",
            "yosys_cells", "pnr_summary", "place_and_route", "fmax_cell"]
 
 TARGETS = ("generic", "ecp5")
@@ -304,6 +305,17 @@ def lut_mul_width_of(config):
     return FLOAT_LUT_MUL_WIDTH if isinstance(config.format, FloatFormat) else LUT_MUL_WIDTH
 
 
+#: `floorplan`'s choices: "dsp" (`attenio.gen.floorplan.lock_dsps`) or "none"
+FLOORPLANS = ("dsp", "none")
+
+
+def floorplan_of(config):
+    """The floorplan `attenio synth` takes for `config` when none is given: "dsp" in a
+    float format, whose MACs each hold an fp32 product's four DSPs (docs/synthesis.md,
+    "nextpnr options"), "none" in int8."""
+    return "dsp" if isinstance(config.format, FloatFormat) else "none"
+
+
 def narrow_products(bits):
     """The Yosys selection of the $mul cells `attenio.hdl.formats.dsp.lut_built` under LUT
     width `bits`: one operand of at most `bits` bits, the other of at most twice that."""
@@ -369,7 +381,7 @@ def ecp5_script(work, top, lut_mul_width, *, check, extra="", stat="stat.json"):
 def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1, log=print,
                yosys_extra=None, pnr=True, generic_level="gate", lut_mul_width=None,
                dsp_primitives=None, pnr_timeout=None, forced_dsps=True, modules=None,
-               yosys_timeout=None):
+               yosys_timeout=None, floorplan=None):
     """Synthesize `config` for `target` into `out_dir`; returns the report dict.
 
     `verilog`: an existing attenio_top.v to use (else it is generated into out_dir).
@@ -396,6 +408,9 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
     `forced_dsps` (ecp5, with the primitives): False leaves the pieces the design puts in
     DSPs whatever the LUT width (the lanes' scale, the reciprocal's; each a Booth array a
     cycle deep in LUTs) to the LUT width: for an array whose DSPs are nearly all taken.
+    `floorplan` (ecp5): "dsp" pins each unit's MULT18X18D cells side by side, the lines in
+    order (`attenio.gen.floorplan`), before nextpnr places the rest; "none" leaves them to
+    the placer; None (the default) is the format's, `floorplan_of`.
     `generic_level`: "gate" (synth -flatten -noabc: Yosys gates) or "word" (the coarse
     part of synth only: word-level $mul/$alu/$dff cells, fast enough for large arrays).
     `modules`: the per-unit breakdown of the cells (`attenio.gen.module_stat`) as the
@@ -415,6 +430,9 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
     if lut_mul_width is None:
         lut_mul_width = lut_mul_width_of(config)
     validate.integer("synth", "lut_mul_width", lut_mul_width, lo=0, error=ConfigError)
+    if floorplan is None:
+        floorplan = floorplan_of(config)
+    validate.one_of("synth", "floorplan", floorplan, FLOORPLANS, error=ConfigError)
     if modules is None:
         modules = target == "ecp5"
     seeds = [seed] if isinstance(seed, int) else list(seed)
@@ -447,6 +465,7 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
     if target == "ecp5":
         report["config"]["lut_mul_width"] = lut_mul_width
         report["config"]["forced_dsps"] = bool(forced_dsps)
+        report["config"]["floorplan"] = floorplan
         report["dsp_primitives"] = bool(dsp_primitives)
     work = out / f"synth_{target}"
     work.mkdir(exist_ok=True)
@@ -518,6 +537,12 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
                                              "operand of at most 8 bits (q*k and more) from LUTs")
             log(f"skipping place and route: {report['why_not_placed']}")
         elif pnr:
+            if floorplan == "dsp":
+                from .floorplan import lock_dsps
+                units = lock_dsps(work / "netlist.json")
+                report["floorplan"] = {unit: sites for unit, sites in units}
+                log(f"floorplan: {sum(len(s) for _, s in units)} MULT18X18D of {len(units)} "
+                    f"units pinned side by side")
             runs = place_and_route(work, mhz, seeds, log, timeout=pnr_timeout)
             routed = [r for r in runs if "error" not in r]
             if not routed:
