@@ -5,18 +5,22 @@ sites a row (`BLOCK_X`, each block's sites at x, x + 1, x + 4 and x + 5). Left t
 float 4x4's MAC (four MULT18X18D: its fp32 product's pieces) had its DSPs in two or
 three rows and its logic between them: each of its some 110 partial-product bits crossed
 35 to 60 tiles to the adder that sums them, and router2 did not converge
-(docs/synthesis.md, "What is left"). `lock_dsps` pins each unit's DSPs to consecutive
-sites (nextpnr's ``BEL`` attribute: placed there before HeAP starts) so each unit's logic
-gathers around one stretch of one row:
+(docs/synthesis.md, "Where the wire goes"). `lock_dsps` pins each unit's DSPs to
+consecutive sites (nextpnr's ``BEL`` attribute: placed there before HeAP starts) so each
+unit's logic gathers around one stretch of one row:
 
-* the units in the order the words flow: a line's MACs, then its lanes, every other line
-  reversed (lane first, then its MACs from the last), so a line's last MAC, which holds
-  the chain's sum, sits next to the lanes that read it, and two lines share a row;
-* a line that does not fit what is left of a row starts the next one (and a unit, in a
-  line longer than a row);
-* the rows in the order `ROWS` (the middle two first: the array is most of the design),
-  the normalizer and whatever else has DSPs after the lines; a row's units centred when
-  they leave part of it empty.
+* a line's units in the order the words flow, its lanes at the end of the row: a line's
+  lanes, then its MACs from the last to the first, every other line the other way round,
+  so two lines share a row with their first MACs (which take the words) in its middle and
+  each line's last MAC (which holds the chain's sum) next to the lanes that read it;
+* the rows filled in `ROWS` order, each up to its share of the DSPs (`ROW_SHARE`: the
+  fabric nearest it; the top row has twice the others'), a line whole; what a row's share
+  cannot take goes to the row with the most sites free (the normalizer and the other units
+  after the lines); a row's units centred, on a block boundary.
+
+Measured on the fp16 4x4 (docs/synthesis.md, "nextpnr options"): the lanes in the middle
+of the rows made the chip's busiest spot, and with two lines a row in the two middle rows
+the control's wires had no room.
 
 The sites' names are nextpnr's (``X13/Y34/MULT18_0``), as its ``--write`` placement
 reads back.
@@ -27,11 +31,14 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-__all__ = ["BLOCK_X", "ROWS", "SITES_PER_BLOCK", "dsp_sites", "dsp_units", "assign",
-           "lock_dsps"]
+__all__ = ["BLOCK_X", "ROWS", "ROW_SHARE", "SITES_PER_BLOCK", "dsp_sites", "dsp_units",
+           "assign", "lock_dsps"]
 
 #: The rows of MULT18X18D sites, the order they are filled in.
-ROWS = (34, 58, 10)
+ROWS = (58, 34, 10)
+#: The rows of fabric nearest each DSP row (the 85F's 95: y 46 to 95, 22 to 45, 0 to 21):
+#: a row takes that share of a design's DSPs.
+ROW_SHARE = {58: 50, 34: 24, 10: 22}
 #: The x of each block of four MULT18X18D sites in a row.
 BLOCK_X = (4, 13, 22, 31, 40, 49, 58, 69, 78, 87, 96, 105, 114)
 #: A block's sites: (x offset, BEL name).
@@ -78,40 +85,36 @@ def dsp_units(cells):
     for line in sorted(lines):
         units = [(f"line{line}.{kind}{k}", sorted(v))
                  for kind in ("mac", "lane") for k, v in sorted(lines[line][kind].items())]
-        order.append(units if line % 2 == 0 else units[::-1])
+        order.append(units[::-1] if line % 2 == 0 else units)
     return order + [[(unit, sorted(v))] for unit, v in sorted(rest.items())]
 
 
 def assign(groups, rows=ROWS):
-    """{cell: site} for `groups` (`dsp_units`): consecutive sites, row by row; a group
-    (a line) that does not fit what is left of a row starts the next, and so does a unit
-    of a group longer than a row. A row left partly empty has its units centred, on a
-    block boundary. Raises ValueError when the sites run out."""
+    """{cell: site} for `groups` (`dsp_units`), row by row (see the module docstring).
+    Raises ValueError when a group finds no row with room for it."""
     width = len(dsp_sites(rows[0]))
-    row, at, taken = 0, 0, []
-
-    def fits(n):
-        return at + n <= width or n > width or at == 0
-
+    total = sum(len(cells) for group in groups for _, cells in group)
+    share = sum(ROW_SHARE[row] for row in rows)
+    target = [total * ROW_SHARE[row] / share for row in rows]
+    filled, placed, at = [0] * len(rows), [[] for _ in rows], 0
     for group in groups:
-        if not fits(sum(len(cells) for _, cells in group)):
-            row, at = row + 1, 0
-        for unit, cells in group:
-            if not fits(len(cells)):
-                row, at = row + 1, 0
-            for cell in cells:
-                if at == width:
-                    row, at = row + 1, 0
-                if row == len(rows):
-                    raise ValueError(f"floorplan: all {width * len(rows)} DSP sites taken, "
-                                     f"none left for {unit}")
-                taken.append((cell, row, at))
-                at += 1
-    used = defaultdict(int)
-    for _, row, at in taken:
-        used[row] = max(used[row], at + 1)
-    shift = {row: (width - n) // 2 // SITES_PER_BLOCK * SITES_PER_BLOCK for row, n in used.items()}
-    return {cell: dsp_sites(rows[row])[at + shift[row]] for cell, row, at in taken}
+        n = sum(len(cells) for _, cells in group)
+        while at < len(rows) and filled[at] and filled[at] + n > target[at]:
+            at += 1
+        row = at
+        if row == len(rows) or filled[row] + n > width:
+            roomy = [r for r in range(len(rows)) if filled[r] + n <= width]
+            if not roomy:
+                raise ValueError(f"floorplan: {total} DSPs; no row of {width} sites has room "
+                                 f"left for {', '.join(unit for unit, _ in group)} ({n})")
+            row = max(roomy, key=lambda r: width - filled[r])
+        placed[row] += [cell for _, cells in group for cell in cells]
+        filled[row] += n
+    out = {}
+    for row, cells in zip(rows, placed):
+        shift = (width - len(cells)) // 2 // SITES_PER_BLOCK * SITES_PER_BLOCK
+        out.update(zip(cells, dsp_sites(row)[shift:]))
+    return out
 
 
 def lock_dsps(netlist_path, out_path=None):

@@ -539,10 +539,15 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
         elif pnr:
             if floorplan == "dsp":
                 from .floorplan import lock_dsps
-                units = lock_dsps(work / "netlist.json")
-                report["floorplan"] = {unit: sites for unit, sites in units}
-                log(f"floorplan: {sum(len(s) for _, s in units)} MULT18X18D of {len(units)} "
-                    f"units pinned side by side")
+                try:
+                    units = lock_dsps(work / "netlist.json")
+                except ValueError as exc:       # a line longer than a row of DSPs
+                    report["floorplan"] = {"error": str(exc)}
+                    log(f"{exc}: placing without it")
+                else:
+                    report["floorplan"] = {unit: sites for unit, sites in units}
+                    log(f"floorplan: {sum(len(s) for _, s in units)} MULT18X18D of "
+                        f"{len(units)} units pinned side by side")
             runs = place_and_route(work, mhz, seeds, log, timeout=pnr_timeout)
             routed = [r for r in runs if "error" not in r]
             if not routed:

@@ -38,46 +38,55 @@ def test_a_row_is_thirteen_blocks_of_four_sites():
                          "X9/Y34/MULT18_5", "X13/Y34/MULT18_0"]
 
 
-def test_lines_run_in_order_every_other_one_reversed():
+def test_lines_run_with_their_lanes_at_the_ends_every_other_one_reversed():
     groups = dsp_units(_cells(2, 2, 4, 2, rest=[("core.normalizer.recip", 3)]))
     assert [[unit for unit, _ in g] for g in groups] == [
-        ["line0.mac0", "line0.mac1", "line0.lane0"],
-        ["line1.lane0", "line1.mac1", "line1.mac0"],
+        ["line0.lane0", "line0.mac1", "line0.mac0"],
+        ["line1.mac0", "line1.mac1", "line1.lane0"],
         ["core.normalizer"]]
-    assert groups[0][0][1] == [f"dut.core.array.line0.mac0.fupd_mul.U${k}" for k in range(4)]
+    assert groups[0][1][1] == [f"dut.core.array.line0.mac1.fupd_mul.U${k}" for k in range(4)]
 
 
-def test_the_fp16_4x4_fills_the_middle_rows_two_lines_each():
-    """Four lines of four 4-DSP MACs and a 10-DSP lane: 26 sites a line, two lines a row;
-    the normalizer's 24 centred in the third row."""
+def test_the_fp16_4x4_takes_the_rows_by_their_share():
+    """Four lines of four 4-DSP MACs and a 10-DSP lane (26 sites a line) and a 24-DSP
+    normalizer: the top row (half the fabric) two lines, the middle one a line and the
+    normalizer (the row with the most room left), the bottom one a line."""
     groups = dsp_units(_cells(4, 4, 4, 10, rest=[("core.normalizer", 24)]))
     sites = assign(groups)
     assert len(set(sites.values())) == len(sites) == 4 * 26 + 24
-    for line, row in enumerate((34, 34, 58, 58)):
-        assert {_row(s) for c, s in sites.items() if f"line{line}." in c} == {row}
-    # each MAC on one block of four sites
+    rows = {unit: {_row(s) for c, s in sites.items() if c.startswith(f"dut.{unit}.")}
+            for unit in ("core.array.line0", "core.array.line1", "core.array.line2",
+                         "core.array.line3", "core.normalizer")}
+    assert rows == {"core.array.line0": {58}, "core.array.line1": {58},
+                    "core.array.line2": {34}, "core.normalizer": {34},
+                    "core.array.line3": {10}}
+    # each MAC on four sites side by side
     for line in range(4):
         for mac in range(4):
-            xs = sorted(_x(s) for c, s in sites.items() if f"line{line}.mac{mac}." in c)
-            assert xs[-1] - xs[0] == 5, (line, mac, xs)
-    # a line's last MAC next to its lane; line 1 from the right edge
-    assert sites["dut.core.array.line1.mac0.fupd_mul.U$0"] == "X114/Y34/MULT18_0"
-    norm = sorted((_x(s) for c, s in sites.items() if "normalizer" in c))
-    assert {_row(s) for c, s in sites.items() if "normalizer" in c} == {ROWS[2]}
-    assert norm[0] == BLOCK_X[3] and norm[-1] == BLOCK_X[8] + 5       # 28 free: 12 to the left
+            row = dsp_sites(58 if line < 2 else 34 if line == 2 else 10)
+            at = sorted(row.index(s) for c, s in sites.items() if f"line{line}.mac{mac}." in c)
+            assert at == list(range(at[0], at[0] + 4)), (line, mac, at)
+    # the lanes at the ends of the top row, the first MACs in its middle
+    assert sites["dut.core.array.line0.lane0.fscale.U$0"] == "X4/Y58/MULT18_0"
+    assert sites["dut.core.array.line1.lane0.fscale.U$9"] == "X119/Y58/MULT18_5"
+    top = dsp_sites(58)
+    assert [top.index(sites[f"dut.core.array.line{k}.mac0.fupd_mul.U$0"]) for k in (0, 1)] == \
+        [22, 26]                                     # sites 22-25 and 26-29 of 52
+    # the bottom row's line centred: 26 of 52 sites, 12 to its left
+    assert min(_x(s) for c, s in sites.items() if "line3." in c) == BLOCK_X[3]
 
 
-def test_a_line_that_does_not_fit_the_rest_of_a_row_starts_the_next():
-    """Three lines of 21 sites: two share the first row (42 of 52, centred on a block
-    boundary: one block to the left), the third starts the second row."""
+def test_a_line_that_does_not_fit_a_rows_share_goes_to_the_next_row():
+    """Three lines of 21 sites (63): the top row's share is 33, so it takes one line; the
+    middle row's 16, one line; the bottom row the third."""
     sites = assign(dsp_units(_cells(3, 4, 3, 9)))
-    assert {_row(s) for c, s in sites.items() if "line2." in c} == {ROWS[1]}
-    assert min(_x(s) for c, s in sites.items() if "line0." in c) == BLOCK_X[1]
+    for line, row in enumerate(ROWS):
+        assert {_row(s) for c, s in sites.items() if f"line{line}." in c} == {row}
 
 
-def test_running_out_of_sites_names_the_unit():
-    """Lines of 32 sites: one a row, so the fourth (reversed: its last MAC first) finds none."""
-    with pytest.raises(ValueError, match="all 156 DSP sites taken, none left for line3.mac3"):
+def test_running_out_of_sites_names_the_units():
+    """Lines of 32 sites: one a row (two would be 64 of 52), so the fourth finds none."""
+    with pytest.raises(ValueError, match=r"no row of 52 sites has room left for line3\.mac0"):
         assign(dsp_units(_cells(6, 4, 8, 0)))
 
 
@@ -88,7 +97,7 @@ def test_lock_dsps_writes_the_bel_attributes(tmp_path):
     units = lock_dsps(path, tmp_path / "fp.json")
     out = json.loads((tmp_path / "fp.json").read_text())["modules"]["attenio_fmax"]["cells"]
     bels = {n: c.get("attributes", {}).get("BEL") for n, c in out.items()}
-    assert units[0] == ("line0.mac0", [bels[f"dut.core.array.line0.mac0.fupd_mul.U${k}"]
+    assert units[0] == ("line0.mac1", [bels[f"dut.core.array.line0.mac1.fupd_mul.U${k}"]
                                        for k in range(4)])
     assert bels["dut.core.array.line0.mac0.acc_TRELLIS_FF_Q"] is None
     assert len({b for b in bels.values() if b}) == 8
@@ -110,8 +119,8 @@ endmodule
 
 def test_nextpnr_places_the_dsps_where_the_floorplan_pins_them(tmp_path):
     """The real Yosys and nextpnr-ecp5 (seconds): two MACs' products, pinned through the
-    BEL attribute, are where the placement written back says (two sites of 52 in the first
-    row, centred: block 6)."""
+    BEL attribute, are where the placement written back says (a line a row, each the
+    first site of the middle block)."""
     from attenio.gen.synth import DEVICE, HARNESS_LPF, run_tool
 
     quiet = {"log": lambda *a: None}
@@ -119,7 +128,7 @@ def test_nextpnr_places_the_dsps_where_the_floorplan_pins_them(tmp_path):
     run_tool("yosys", ["-q", "-p", "synth_ecp5 -top attenio_fmax -json netlist.json", "two.v"],
              cwd=tmp_path, log_path=tmp_path / "yosys.log", **quiet)
     units = lock_dsps(tmp_path / "netlist.json")
-    assert units == [("line0.mac0", ["X58/Y34/MULT18_0"]), ("line1.mac0", ["X59/Y34/MULT18_1"])]
+    assert units == [("line0.mac0", ["X58/Y58/MULT18_0"]), ("line1.mac0", ["X58/Y34/MULT18_0"])]
     (tmp_path / "harness.lpf").write_text(HARNESS_LPF.format(mhz=100))
     run_tool("nextpnr-ecp5", [*DEVICE["nextpnr"], "--json", "netlist.json", "--lpf",
                               "harness.lpf", "--lpf-allow-unconstrained", "--no-route",
@@ -129,4 +138,4 @@ def test_nextpnr_places_the_dsps_where_the_floorplan_pins_them(tmp_path):
     placed = max(modules.values(), key=lambda m: len(m.get("cells", {})))
     bels = {name.split(".")[3]: cell["attributes"]["NEXTPNR_BEL"]
             for name, cell in placed["cells"].items() if cell["type"] == "MULT18X18D"}
-    assert bels == {"line0": "X58/Y34/MULT18_0", "line1": "X59/Y34/MULT18_1"}
+    assert bels == {"line0": "X58/Y58/MULT18_0", "line1": "X58/Y34/MULT18_0"}
