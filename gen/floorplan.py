@@ -18,9 +18,9 @@ unit's logic gathers around one stretch of one row:
   cannot take goes to the row with the most sites free (the normalizer and the other units
   after the lines); a row's units centred, on a block boundary.
 
-Measured on the fp16 4x4 (docs/synthesis.md, "nextpnr options"): the lanes in the middle
-of the rows made the chip's busiest spot, and with two lines a row in the two middle rows
-the control's wires had no room.
+Measured on the fp16 4x4 (docs/synthesis.md, "What is left: the float 4x4 on the board"):
+with the lanes in the middle of the rows, where two lines' lanes met was the chip's busiest
+spot; of the layouts tried, this one brought router2 closest to routing.
 
 The sites' names are nextpnr's (``X13/Y34/MULT18_0``), as its ``--write`` placement
 reads back.
