@@ -664,10 +664,10 @@ def build_parser():
                    help="ecp5: leave the pieces the design puts in DSPs whatever the LUT width "
                         "(the lanes' scale, the reciprocal's) to --lut-mul-width: for an array "
                         "whose DSPs are nearly all taken, e.g. 8x4")
-    p.add_argument("--floorplan", choices=FLOORPLANS,
+    p.add_argument("--floorplan", choices=FLOORPLANS, default="none",
                    help="ecp5: dsp pins each MAC's and lane's MULT18X18D side by side, the lines "
-                        "in order, before nextpnr places the rest; none leaves them to the "
-                        "placer (default: dsp in a float format, none in int8)")
+                        "in order, before nextpnr places the rest (the float 4x4); none "
+                        "(default) leaves them to the placer")
 
     # "resolve": compare takes --bw and --cache-kib as lists (a list sweeps that budget)
     p = _add_command(sub, "compare", cmd_compare, with_json=True, out="build/<name>/compare",

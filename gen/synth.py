@@ -41,7 +41,7 @@ from .module_stat import module_report, resources_of
 
 __all__ = ["TARGETS", "GENERIC_LEVELS", "DEVICE", "PLACER_OPTIONS", "PNR_OPTIONS", "HARNESS_INSTANCE",
            "ToolMissing", "tool_path",
-           "run_tool", "harness_verilog", "ecp5_script", "synthesize", "FLOORPLANS", "floorplan_of",
+           "run_tool", "harness_verilog", "ecp5_script", "synthesize", "FLOORPLANS",
            "render_table", "resources_of",
            "yosys_cells", "pnr_summary", "place_and_route", "fmax_cell"]
 
@@ -305,15 +305,10 @@ def lut_mul_width_of(config):
     return FLOAT_LUT_MUL_WIDTH if isinstance(config.format, FloatFormat) else LUT_MUL_WIDTH
 
 
-#: `floorplan`'s choices: "dsp" (`attenio.gen.floorplan.lock_dsps`) or "none"
+#: `floorplan`'s choices: "dsp" (`attenio.gen.floorplan.lock_dsps`) or "none", the default:
+#: the floorplan brings the float 4x4 closest to routing but stretched the fp16 2x2 (an
+#: estimate of 77 MHz after placement where HeAP alone gives 102; docs/synthesis.md)
 FLOORPLANS = ("dsp", "none")
-
-
-def floorplan_of(config):
-    """The floorplan `attenio synth` takes for `config` when none is given: "dsp" in a
-    float format, whose MACs each hold an fp32 product's four DSPs (docs/synthesis.md,
-    "nextpnr options"), "none" in int8."""
-    return "dsp" if isinstance(config.format, FloatFormat) else "none"
 
 
 def narrow_products(bits):
@@ -381,7 +376,7 @@ def ecp5_script(work, top, lut_mul_width, *, check, extra="", stat="stat.json"):
 def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1, log=print,
                yosys_extra=None, pnr=True, generic_level="gate", lut_mul_width=None,
                dsp_primitives=None, pnr_timeout=None, forced_dsps=True, modules=None,
-               yosys_timeout=None, floorplan=None):
+               yosys_timeout=None, floorplan="none"):
     """Synthesize `config` for `target` into `out_dir`; returns the report dict.
 
     `verilog`: an existing attenio_top.v to use (else it is generated into out_dir).
@@ -409,8 +404,8 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
     DSPs whatever the LUT width (the lanes' scale, the reciprocal's; each a Booth array a
     cycle deep in LUTs) to the LUT width: for an array whose DSPs are nearly all taken.
     `floorplan` (ecp5): "dsp" pins each unit's MULT18X18D cells side by side, the lines in
-    order (`attenio.gen.floorplan`), before nextpnr places the rest; "none" leaves them to
-    the placer; None (the default) is the format's, `floorplan_of`.
+    order (`attenio.gen.floorplan`), before nextpnr places the rest; "none" (the default)
+    leaves them to the placer.
     `generic_level`: "gate" (synth -flatten -noabc: Yosys gates) or "word" (the coarse
     part of synth only: word-level $mul/$alu/$dff cells, fast enough for large arrays).
     `modules`: the per-unit breakdown of the cells (`attenio.gen.module_stat`) as the
@@ -430,8 +425,6 @@ def synthesize(config, out_dir, *, target, verilog=None, clock_mhz=None, seed=1,
     if lut_mul_width is None:
         lut_mul_width = lut_mul_width_of(config)
     validate.integer("synth", "lut_mul_width", lut_mul_width, lo=0, error=ConfigError)
-    if floorplan is None:
-        floorplan = floorplan_of(config)
     validate.one_of("synth", "floorplan", floorplan, FLOORPLANS, error=ConfigError)
     if modules is None:
         modules = target == "ecp5"

@@ -176,9 +176,10 @@ def test_the_default_lut_mul_width_is_the_formats(tmp_path):
     assert seen == {"int8": (LUT_MUL_WIDTH, 2), "fp16": (FLOAT_LUT_MUL_WIDTH, 4)}
 
 
-def test_a_float_format_pins_its_dsps_before_place_and_route(tmp_path, monkeypatch):
-    """Without --floorplan a float format pins its MULT18X18D (`attenio.gen.floorplan`) in
-    the netlist nextpnr reads, int8 does not; the report says which (a stand-in nextpnr)."""
+def test_the_dsp_floorplan_pins_the_dsps_before_place_and_route(tmp_path, monkeypatch):
+    """By default the DSPs are left to the placer; `floorplan="dsp"` pins them
+    (`attenio.gen.floorplan`) in the netlist nextpnr reads and the report lists their
+    sites (a stand-in nextpnr)."""
     from attenio.config import resolve
     from attenio.errors import ConfigError
     from attenio.gen.synth import synthesize
@@ -189,21 +190,21 @@ def test_a_float_format_pins_its_dsps_before_place_and_route(tmp_path, monkeypat
     monkeypatch.setenv("NEXTPNR_ECP5", str(fake))
     verilog = tmp_path / "attenio_top.v"
     verilog.write_text(_FOUR_PRODUCTS)
+    config = resolve(preset_name="small", format_name="fp16")
     seen = {}
-    for fmt in ("int8", "fp16"):
-        config = resolve(preset_name="small", format_name=fmt)
-        report = synthesize(config, tmp_path / fmt, target="ecp5", verilog=verilog,
-                            lut_mul_width=0, log=lambda *a: None)
-        netlist = json.loads((tmp_path / fmt / "synth_ecp5" / "netlist.json").read_text())
+    for plan in (None, "dsp"):
+        kwargs = {} if plan is None else {"floorplan": plan}
+        report = synthesize(config, tmp_path / str(plan), target="ecp5", verilog=verilog,
+                            lut_mul_width=0, log=lambda *a: None, **kwargs)
+        netlist = json.loads((tmp_path / str(plan) / "synth_ecp5" / "netlist.json").read_text())
         bels = [c["attributes"].get("BEL") for m in netlist["modules"].values()
                 for c in m.get("cells", {}).values() if c["type"] == "MULT18X18D"]
-        seen[fmt] = (report["config"]["floorplan"], report.get("floorplan"), bels)
-    assert seen["int8"] == ("none", None, [None] * 4)
-    plan, units, bels = seen["fp16"]
-    assert plan == "dsp" and len(units) == 1 and sorted(bels) == sorted(*units.values())
+        seen[plan] = (report["config"]["floorplan"], report.get("floorplan"), bels)
+    assert seen[None] == ("none", None, [None] * 4)
+    plan, units, bels = seen["dsp"]
+    assert plan == "dsp" and list(units) == ["other"] and sorted(bels) == sorted(units["other"])
     with pytest.raises(ConfigError, match="floorplan"):
-        synthesize(resolve(preset_name="small"), tmp_path, target="ecp5", floorplan="rows")
-
+        synthesize(config, tmp_path, target="ecp5", floorplan="rows")
 
 
 @pytest.mark.slow
