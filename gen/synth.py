@@ -306,8 +306,8 @@ def lut_mul_width_of(config):
 
 
 #: `floorplan`'s choices: "dsp" (`attenio.gen.floorplan.lock_dsps`) or "none", the default:
-#: the floorplan brings the float 4x4 closest to routing but stretched the fp16 2x2 (an
-#: estimate of 77 MHz after placement where HeAP alone gives 102; docs/synthesis.md)
+#: the floorplan routes the float 4x4, which HeAP alone does not, but stretched the fp16
+#: 2x2 (an estimate of 77 MHz after placement where HeAP alone gives 102; docs/synthesis.md)
 FLOORPLANS = ("dsp", "none")
 
 
