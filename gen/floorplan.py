@@ -32,6 +32,8 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+from .wire_stat import top_module
+
 __all__ = ["BLOCK_X", "ROWS", "ROW_SHARE", "SITES_PER_BLOCK", "dsp_sites", "dsp_units",
            "assign", "lock_dsps"]
 
@@ -123,7 +125,7 @@ def lock_dsps(netlist_path, out_path=None):
     their sites (`assign`) through nextpnr's ``BEL`` attribute; written to `out_path`
     (default: in place). Returns the units, [(unit, [site, ...])]."""
     netlist = json.loads(Path(netlist_path).read_text())
-    module = max(netlist["modules"].values(), key=lambda m: len(m.get("cells", {})))
+    module = top_module(netlist)
     groups = dsp_units(module["cells"])
     sites = assign(groups)
     for cell, site in sites.items():

@@ -22,7 +22,7 @@ import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
-__all__ = ["GLOBAL_FANOUT", "hpwl_by_net", "wire_report", "render"]
+__all__ = ["GLOBAL_FANOUT", "top_module", "hpwl_by_net", "wire_report", "render"]
 
 #: Nets with more pins than this (the clock, the reset, the constants) are not counted:
 #: their box is the chip, whatever the placement.
@@ -31,14 +31,16 @@ GLOBAL_FANOUT = 2000
 _BEL = re.compile(r"X(\d+)/Y(\d+)/")
 
 
-def _top(netlist):
+def top_module(netlist):
+    """The module of a Yosys or nextpnr JSON netlist that holds the flat design: the one
+    with the most cells (nextpnr writes the harness under a name of its own)."""
     return max(netlist["modules"].values(), key=lambda m: len(m.get("cells", {})))
 
 
 def hpwl_by_net(netlist):
     """{net name: HPWL in tiles} of a placed nextpnr netlist (its JSON, loaded), for
     every net of two or more placed pins and at most `GLOBAL_FANOUT`."""
-    module = _top(netlist)
+    module = top_module(netlist)
     pins = defaultdict(list)
     for cell in module["cells"].values():
         site = _BEL.match(cell.get("attributes", {}).get("NEXTPNR_BEL", ""))
