@@ -165,13 +165,16 @@ class MacLine(wiring.Component):
         ]
         m.d.sync += [start_d[k].eq(start_d[k - 1]) for k in range(1, len(start_d))]
         lanes = []
-        # Each lane's c from a register of its own (kept): c is the same for every lane, so
-        # the lanes' first scale registers would otherwise merge into one that reaches the
-        # DSPs of every line across the chip (the float 4x4's worst path, all route). A
+        # A float lane's c from a register of its own (kept): c is the same for every lane,
+        # so the lanes' first scale registers would otherwise merge into one that reaches
+        # the DSPs of every line across the chip (the float 4x4's worst path, all route). A
         # block's c is set at its S_0's launch, and its first scale is a MAC pipeline later.
-        lane_c = [Signal.like(self.c, name=f"lane{number}_c", attrs={"keep": 1})
-                  for number in range(self._lanes)]
-        m.d.sync += [c.eq(self.c) for c in lane_c]
+        # int8's lanes take c as it comes: int8 closes its timing so (docs/synthesis.md).
+        lane_c = [self.c] * self._lanes
+        if isinstance(arith, FloatArith):
+            lane_c = [Signal.like(self.c, name=f"lane{number}_c", attrs={"keep": 1})
+                      for number in range(self._lanes)]
+            m.d.sync += [c.eq(self.c) for c in lane_c]
         for number in range(self._lanes):
             lane = SoftmaxLane(arith=arith, macs_per_lane=groups_per_lane,
                                rows_per_mac=rows_per_mac, slot_stride=self._p * self._q // split,
