@@ -23,6 +23,7 @@ cycles observed: `MAC.score_latency`, `MAC.update_latency`, `PEArray.ready_laten
 
 import gc
 import os
+import re
 import warnings
 import zlib
 from dataclasses import dataclass, field
@@ -595,3 +596,28 @@ def test_the_last_o_update_is_written_the_published_update_latency_after_its_v_w
 def test_the_arrays_ready_is_the_lanes_ready_after_the_published_ready_latency(
         fmt, shape_name):
     check_ready_latency(recorded(fmt, shape_name)[3])
+
+
+@pytest.mark.parametrize("fmt", ["fp16", "int8"])
+def test_a_float_lane_takes_c_from_a_kept_register_of_its_own(fmt):
+    """Every lane scales by the same c; a float lane's scale operand registers would merge
+    across lanes in Yosys (one register driving every line's DSPs: the float 4x4's worst
+    path), so each float lane takes c from a register of its own with a `keep`
+    (`attenio.gen.synth.KEPT_REGISTERS` keeps its flip-flops), wired to that lane's c
+    alone. int8's lanes take c as it comes."""
+    from amaranth.back import rtlil
+
+    shape = SHAPES["s2"]                                    # two lanes a line
+    text = rtlil.convert(shape.build(arith_named(fmt)))
+    kept = re.findall(r"((?:  attribute [^\n]*\n)*)  wire width (\d+) \\(lane\d+_c)\n", text)
+    if fmt == "int8":
+        assert kept == []
+        return
+    lanes_per_line = shape.exp_units // shape.mac_lines
+    lines = shape.mac_lines                                 # a module each
+    assert sorted(name for _, _, name in kept) == sorted(
+        f"lane{n}_c" for n in range(lanes_per_line) for _ in range(lines))
+    for attrs, width, name in kept:
+        assert "attribute \\keep 1" in attrs and int(width) == 32, (name, attrs)
+        assert len(re.findall(rf"connect \\Q \\{name}\n", text)) == lines      # registers
+        assert len(re.findall(rf"connect \\c \\{name} \[31:0\]\n", text)) == lines  # lane's c
