@@ -21,7 +21,8 @@ unit's logic gathers around one stretch of one row:
 Measured on the fp16 4x4 (docs/synthesis.md, "What is left: the float 4x4 on the board"):
 with the lanes in the middle of the rows, where two lines' lanes met was the chip's busiest
 spot; of the layouts tried, this one brought router2 closest to routing, and at HeAP's
-timing weight 40 the 4x4 routed with it (79.39 MHz, one seed).
+timing weight 40 the 4x4 routed with it once (79.39 MHz, seed 1, bc20f9a's RTL; not every
+seed and netlist since).
 
 The sites' names are nextpnr's (``X13/Y34/MULT18_0``), as its ``--write`` placement
 reads back.

@@ -306,7 +306,7 @@ def lut_mul_width_of(config):
 
 
 #: `floorplan`'s choices: "dsp" (`attenio.gen.floorplan.lock_dsps`) or "none", the default:
-#: the floorplan routes the float 4x4, which HeAP alone does not, but stretched the fp16
+#: the floorplan has routed the float 4x4 (HeAP alone never has), but stretched the fp16
 #: 2x2 (an estimate of 77 MHz after placement where HeAP alone gives 102; docs/synthesis.md)
 FLOORPLANS = ("dsp", "none")
 
