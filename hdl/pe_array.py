@@ -52,8 +52,8 @@ def drain_signature(*, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, 
 
 
 def _line_signature(*, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, lanes, split,
-                    banks):
-    """The ports of a MAC line, and of the array of lines (see `MacLine`)."""
+                    banks, c_shape):
+    """The ports of a MAC line, and of the array of lines (see `MacLine`), c of `c_shape`."""
     word = word_layout(mac_lines=mac_lines, macs_per_line=macs_per_line,
                        rows_per_mac=rows_per_mac, head_dim=head_dim, split=split,
                        element=arith.word_shape, banks=banks)
@@ -61,7 +61,7 @@ def _line_signature(*, arith, mac_lines, macs_per_line, rows_per_mac, head_dim, 
         "wi": In(word),
         "pick_next": In(pick_layout(rows_per_mac=rows_per_mac, banks=banks)),
         "tail": Out(word),
-        "c": In(arith.c_shape),
+        "c": In(c_shape),
         "mask": In(mask_layout(max_seq_len=arith.max_seq_len)),
         "ready": Out(banks),
         "consume": In(banks),
@@ -81,7 +81,8 @@ class MacLine(wiring.Component):
     row of its first group's slot 0 (line_id * q/s); `wi` the entry word, and `pick_next`
     its (bank, slot) address a cycle ahead (`RowReplay`), which the line registers for
     MAC 0's (up, e) read; `tail` the word leaving the last MAC; `c` the softmax
-    constant and `mask` the block's causal mask for the lanes; `ready`/`consume` the
+    constant as the lanes take it (`lane_c_shape`) and `mask` the block's causal mask
+    for the lanes; `ready`/`consume` the
     lanes' per-bank "(P, alpha) written" flags (`banks` of them), ANDed, and their clear
     strobes;
     `exp_active` some lane has a row in flight; `drain` the read port of the normalizer
@@ -106,7 +107,7 @@ class MacLine(wiring.Component):
                           **_line_signature(
             arith=arith, mac_lines=mac_lines, macs_per_line=macs_per_line,
             rows_per_mac=rows_per_mac, head_dim=head_dim, lanes=lanes, split=split,
-            banks=banks)})
+            banks=banks, c_shape=arith.lane_c_shape)})
 
     #: cycles from a drain address to its O and l on the line's outputs: the MACs' read
     #: (`MAC.drain_read_latency`), then the MAC and lane selects registered
@@ -172,7 +173,7 @@ class MacLine(wiring.Component):
         # int8's lanes take c as it comes: int8 closes its timing so (docs/synthesis.md).
         lane_c = [self.c] * self._lanes
         if isinstance(arith, FloatArith):
-            lane_c = [Signal.like(self.c, name=f"lane{number}_c", attrs={"keep": 1})
+            lane_c = [Signal(arith.lane_c_shape, name=f"lane{number}_c", attrs={"keep": 1})
                       for number in range(self._lanes)]
             m.d.sync += [c.eq(self.c) for c in lane_c]
         for number in range(self._lanes):
@@ -225,7 +226,9 @@ class PEArray(wiring.Component):
     """p MAC lines fed by one entry word, with E = `exp_units` lanes in all (E / p per line)
     and `banks` banks of scores and (P, alpha) (the K rows whose scores are held at once).
 
-    The ports are `MacLine`'s but `line_id` and `row_base`, except that `ready` is
+    The ports are `MacLine`'s but `line_id` and `row_base`, except that `c` is the
+    softmax constant as the core has it (`c_shape`; the array makes it the lanes' once,
+    `lane_c`, for every line), `ready` is
     ANDed over the lines and registered (the AND spans the array, and the replay's launch
     decision starts from it), `exp_active` ORed, `tail` is line 0's, and the drain's
     `line` selects the line, in a register of its own (`drain_read_latency`). While Verilog is emitted the lines are
@@ -255,7 +258,7 @@ class PEArray(wiring.Component):
                           **_line_signature(
             arith=arith, mac_lines=mac_lines, macs_per_line=macs_per_line,
             rows_per_mac=rows_per_mac, head_dim=head_dim, lanes=lanes, split=split,
-            banks=banks)})
+            banks=banks, c_shape=arith.c_shape)})
 
     #: cycles from a drain address to its O and l: the line's, then the line select
     drain_read_latency = MacLine.drain_read_latency + 1
@@ -286,6 +289,7 @@ class PEArray(wiring.Component):
                            rows_per_mac=self._r, head_dim=self._d, lanes=self._lanes,
                            split=self._s, banks=self._banks)
         proto = new_line()
+        lane_c = self._arith.lane_c(m, self.c)
         lines = []
         for index in range(self._p):
             if hierarchy.collecting():      # one module, instantiated
@@ -296,7 +300,7 @@ class PEArray(wiring.Component):
                 m.submodules[f"line{index}"] = line
             m.d.comb += [line.line_id.eq(index), line.row_base.eq(index * (self._q // self._s)),
                          line.wi.eq(self.wi), line.pick_next.eq(self.pick_next),
-                         line.c.eq(self.c), line.mask.eq(self.mask),
+                         line.c.eq(lane_c), line.mask.eq(self.mask),
                          line.consume.eq(self.consume),
                          line.drain.addr.eq(drain.addr), line.drain.u.eq(drain.u),
                          line.drain.mac.eq(drain.mac), line.drain.lane.eq(drain.lane)]

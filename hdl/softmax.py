@@ -136,7 +136,8 @@ class SoftmaxLane(wiring.Component):
     lane reads its groups' score memories instead, at `score_at` (`score_at_layout`),
     each group's score on `score_rd` a cycle later;
     `start` the line's pulse, and `start_next` what `start` will be in the next cycle
-    (the lane registers its decision to start a pass); `c` the softmax constant; `mask`
+    (the lane registers its decision to start a pass); `c` the softmax constant
+    (`lane_c_shape`: `FloatArith` normalizes an fp16 c once for the array); `mask`
     the block's causal mask and `row_base` the block row of the lane's first row (slot 0
     of its first MAC group), whose slot s rows lie `slot_stride` * s further; `pa` the
     write bus (unregistered, `pa_layout`); `ready`/`consume` the per-bank done flags;
@@ -166,7 +167,7 @@ class SoftmaxLane(wiring.Component):
             **scores,
             "start": In(start_layout(banks=banks)),
             "start_next": In(start_layout(banks=banks)),
-            "c": In(arith.c_shape),
+            "c": In(arith.lane_c_shape),
             "mask": In(mask_layout(max_seq_len=arith.max_seq_len)),
             "row_base": In(range(block)),
             "pa": Out(pa_layout(arith=arith, macs_per_lane=macs_per_lane,

@@ -4,7 +4,7 @@ the golden model and holds the fast model to them)."""
 
 import numpy as np
 import pytest
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Shape, Signal
 
 from amaranth_sim import run_clocked
 from attenio.hdl.formats import arith_of, check_o_accumulator, fp
@@ -46,6 +46,9 @@ def _cases(arith, rng, n):
                            < 1 - FP32.bias else ()):
         x[::9] = rng.integers(1, 1 << FP32.man_bits, x[::9].size) | (
             rng.integers(0, 2, x[::9].size) << 31)
+    cs = _f32(rng, n)
+    cs[::3] = arith.c
+    cs[1::9] = rng.integers(1, 1 << FP32.man_bits, cs[1::9].size)
     # the exp argument's NaN and saturating differences
     xs[::13] = FP32.nan
     xs[5::17] = np.float32(3e30).view(np.uint32)
@@ -55,8 +58,11 @@ def _cases(arith, rng, n):
         "accumulate": ((_f32(rng, n), _f32(rng, n)),
                        lambda m, a, b: (arith.accumulate(m, a, b),),
                        lambda a, b: (arith.np_accumulate(a, b),)),
-        "scale": ((scores, np.full(n, arith.c, np.uint32)),
-                  lambda m, a, b: (arith.scale(m, a, b),), lambda a, b: (arith.np_scale(a, b),)),
+        # c as the lanes take it (`lane_c`): the softmax constant, and any fp32 a host
+        # may write, subnormals included
+        "scale": ((scores, [arith.np_lane_c(x) for x in cs]),
+                  lambda m, a, b: (arith.scale(m, a, b),),
+                  lambda a, _: (arith.np_scale(a, cs),)),
         "exp_arg": ((xs, ms), lambda m, x, mo: arith.exp_arg(m, x, mo),
                     lambda x, mo: arith.np_exp_arg(x, mo)),
         "to_float": ((e,), lambda m, v: (arith.to_float(m, v),), lambda v: (arith.np_to_float(v),)),
@@ -97,7 +103,8 @@ def _run(build, inputs, widths, n):
 def test_builder_equals_twin(arith, rng, op):
     n = 300
     inputs, build, twin = _cases(arith, rng, n)[op]
-    widths = {"product": (arith.spec.width,) * 2, "accumulate": (32, 32), "scale": (32, 32),
+    widths = {"product": (arith.spec.width,) * 2, "accumulate": (32, 32),
+              "scale": (32, Shape.cast(arith.lane_c_shape).width),
               "exp_arg": (32, 32), "to_float": (arith.p_shape.width,),
               "update": (1, 32, 32, 32), "widen": (arith.spec.width,),
               "finalize": (32, arith.fixed.recip_shape.width,

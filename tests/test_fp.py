@@ -159,6 +159,8 @@ def test_published_latency_is_the_pipeline(op):
     widening = kind == "cvt" and formats[0].endswith("_fp32")
     # a product given a lead normalizes its other operand (lead None) in two stages of its own
     normalizing = 2 * (kind == "mul" and "_l" in formats[0])
+    # ...and one whose b is normalized first (`fp.normalize`) takes two stages more
+    normalizing += 2 * op.endswith(ieee.NORMAL_B)
     assert latency(op) == ((2 if formats[0].startswith("fp16") else 1) if widening else
                            {"mul": 9, "add": 9, "cvt": 6, "max": 2, "fix": 6}[kind] + normalizing)
 
@@ -189,3 +191,35 @@ def test_builders_equal_softfloat_on_verilog_exhaustively(simulator, harness_ver
     """Every fp16 and bf16 encoding converted to fp32, every pair of bf16 significands
     multiplied at seven exponent pairs (114688 products), and 4000 random cases an op."""
     _verilog_bench(simulator, harness_verilog, seed, count=4000, exhaustive=True)
+
+
+def test_normalize_equals_its_twin(rng):
+    """`fp.normalize` (the lanes' c, normalized once for the array) against `np_normalize`,
+    which the lane's tests drive its c with: every field, subnormals and specials included."""
+    xs = [0, FP32.sign_bit, FP32.inf, FP32.neg_inf, FP32.nan, 1, 0x00400000, 0x007fffff,
+          0x00800000, 0x3fb8aa3b, 0x7f7fffff]
+    xs += [int(x) for x in rng.integers(0, 1 << 32, 200, dtype=np.uint64)]
+    xs += [int(x) for x in rng.integers(0, 1 << 23, 100, dtype=np.uint64)]   # subnormals
+    m = Module()
+    x = Signal(32)
+    y = fp.normalize(m, x)
+    got = []
+
+    async def bench(ctx):
+        for i in range(len(xs) + fp.normalize_latency()):
+            if i >= fp.normalize_latency():
+                got.append(ctx.get(y.as_value()))
+            if i < len(xs):
+                ctx.set(x, xs[i])
+            await ctx.tick()
+
+    run_clocked(m, bench)
+    assert got == [fp.np_normalize(v) for v in xs]
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+@pytest.mark.parametrize("src_b, leads", [(BF16, (1, None)), (FP32, None), (FP32, (1, 1))])
+def test_a_b_in_normal_form_must_be_fp32_of_lead_none(src_b, leads):
+    with pytest.raises(ValueError, match="a b in NORMAL form is an fp32 number of lead "
+                                         "None, with a lead given for a"):
+        fp.mul(Module(), Signal(32), Signal(fp.NORMAL), FP32, src_b, leads=leads, b_normal=True)

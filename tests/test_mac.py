@@ -13,7 +13,7 @@ import warnings
 
 import numpy as np
 import pytest
-from amaranth.hdl import Module, Signal, UnusedElaboratable, signed
+from amaranth.hdl import Module, Signal, UnusedElaboratable, Value, signed
 
 from amaranth_sim import run_clocked
 from attenio.hdl.formats import Int8Arith, fp
@@ -459,7 +459,7 @@ def _score_line_run(rows, macs_per_line, split, lanes, chunks, seed, krows):
     record = []
 
     async def tb(ctx):
-        ctx.set(line.c, arith.c)
+        ctx.set(Value.cast(line.c), arith.np_lane_c(arith.c))    # the bits of its layout
 
         async def put(word):
             ctx.set(line.wi, word)

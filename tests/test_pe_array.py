@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 from amaranth.hdl import Fragment, UnusedElaboratable, Value
+from amaranth.hdl import Shape as HDLShape
 from amaranth.sim import Simulator
 
 from attenio.formats import format_by_name
@@ -598,26 +599,33 @@ def test_the_arrays_ready_is_the_lanes_ready_after_the_published_ready_latency(
     check_ready_latency(recorded(fmt, shape_name)[3])
 
 
-@pytest.mark.parametrize("fmt", ["fp16", "int8"])
+@pytest.mark.parametrize("fmt", ["fp16", "bf16", "int8"])
 def test_a_float_lane_takes_c_from_a_kept_register_of_its_own(fmt):
     """Every lane scales by the same c; a float lane's scale operand registers would merge
     across lanes in Yosys (one register driving every line's DSPs: the float 4x4's worst
     path), so each float lane takes c from a register of its own with a `keep`
     (`attenio.gen.synth.KEPT_REGISTERS` keeps its flip-flops), wired to that lane's c
-    alone. int8's lanes take c as it comes."""
+    alone. An fp16 c is normalized once, in the array, and the lanes take that (`fp.NORMAL`:
+    no lane counts c's leading zeros); bf16's lanes take fp32 bits (its product normalizes
+    after multiplying). int8's lanes take c as it comes."""
     from amaranth.back import rtlil
 
     shape = SHAPES["s2"]                                    # two lanes a line
-    text = rtlil.convert(shape.build(arith_named(fmt)))
+    arith = arith_named(fmt)
+    text = rtlil.convert(shape.build(arith))
     kept = re.findall(r"((?:  attribute [^\n]*\n)*)  wire width (\d+) \\(lane\d+_c)\n", text)
+    normalizers = re.findall(r"wire width \d+ \\fcnorm_sig1\n", text)
     if fmt == "int8":
-        assert kept == []
+        assert kept == [] and normalizers == []
         return
+    assert len(normalizers) == (fmt == "fp16")
+    width = {"fp16": HDLShape.cast(fp.NORMAL).width, "bf16": 32}[fmt]
+    assert HDLShape.cast(arith.lane_c_shape).width == width
     lanes_per_line = shape.exp_units // shape.mac_lines
     lines = shape.mac_lines                                 # a module each
     assert sorted(name for _, _, name in kept) == sorted(
         f"lane{n}_c" for n in range(lanes_per_line) for _ in range(lines))
-    for attrs, width, name in kept:
-        assert "attribute \\keep 1" in attrs and int(width) == 32, (name, attrs)
+    for attrs, got, name in kept:
+        assert "attribute \\keep 1" in attrs and int(got) == width, (name, attrs)
         assert len(re.findall(rf"connect \\Q \\{name}\n", text)) == lines      # registers
-        assert len(re.findall(rf"connect \\c \\{name} \[31:0\]\n", text)) == lines  # lane's c
+        assert len(re.findall(rf"connect \\c \\{name} \[{width - 1}:0\]\n", text)) == lines

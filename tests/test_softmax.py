@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
-from amaranth.hdl import Module
+from amaranth.hdl import Module, Value
 
 from amaranth_sim import run_clocked
 from attenio.formats import FORMATS, format_by_name
@@ -177,7 +177,7 @@ def run_lane(rng, arith, *, macs_per_lane, rows_per_mac, slot_stride, passes, ca
         return max(t, firsts[k - 1] + rows, firsts[k - 1] + stages + 1) if k else t
 
     async def tb(ctx):
-        ctx.set(lane.c, c)
+        ctx.set(Value.cast(lane.c), arith.np_lane_c(c))      # the bits of its layout
         ready, rise, consumed = [0] * banks, {}, {}
         block_index, phase, since = 0, "mask", 0
         start, k_next, drained = None, 0, []

@@ -120,6 +120,14 @@ class FloatArith:
         return unsigned(FP32.width)
 
     @property
+    def lane_c_shape(self):
+        """c as the softmax lanes take it (`lane_c`): `fp.NORMAL` where the scale's product
+        normalizes its operands before multiplying (a lead for the score: fp16, fp8), so
+        that c is normalized once for the array, not in every lane; fp32 bits where the
+        product normalizes after multiplying (bf16), c's share included."""
+        return fp.NORMAL if self._c_normal else self.c_shape
+
+    @property
     def l_shape(self):
         return self._fixed.l_shape
 
@@ -166,6 +174,10 @@ class FloatArith:
     @property
     def scale_latency(self):
         return fp.mul_latency(FP32, FP32, self._scale_leads)
+
+    @property
+    def lane_c_latency(self):
+        return fp.normalize_latency() if self._c_normal else 0
 
     @property
     def maximum_latency(self):
@@ -218,6 +230,11 @@ class FloatArith:
         return None if self._score_lead is None else (self._score_lead, None)
 
     @property
+    def _c_normal(self):
+        """Whether the lanes take c in `fp.NORMAL` form (`lane_c_shape`)."""
+        return self._scale_leads is not None
+
+    @property
     def _mac_leads(self):
         """A MAC's multiplier: (q or fp32(P or alpha), k or O or v). q is a widened
         element (`fp.widened_lead`), fp32(e) normal (e >= 2**-p_frac or 0); O can be any
@@ -238,8 +255,14 @@ class FloatArith:
         return fp.add(m, acc, prod, domain=domain, en=en, name="facc")
 
     def scale(self, m, s, c, *, domain="sync", en=None):
+        """fp32 bits of s * c, c as `lane_c` makes it."""
         return fp.mul(m, s, c, FP32, FP32, domain=domain, en=en, name="fscale",
-                      leads=self._scale_leads)
+                      leads=self._scale_leads, b_normal=self._c_normal)
+
+    def lane_c(self, m, c, *, domain="sync"):
+        """c (fp32 bits) as the lanes take it (`lane_c_shape`), `lane_c_latency` cycles
+        later: built once for the array."""
+        return fp.normalize(m, c, domain=domain, name="fcnorm") if self._c_normal else c
 
     def maximum(self, m, a, b, *, domain="sync", en=None):
         return fp.maximum(m, a, b, domain=domain, en=en, name="fmax")
@@ -353,6 +376,11 @@ class FloatArith:
 
     def np_scale(self, s, c):
         return fp.np_mul(s, c, FP32, FP32)
+
+    def np_lane_c(self, c):
+        """The twin of `lane_c`, for a testbench that drives a lane: the bits (an int) a
+        lane's c port holds for fp32 bits `c`."""
+        return fp.np_normalize(c) if self._c_normal else int(c)
 
     def np_maximum(self, a, b):
         return fp.np_maximum(a, b)

@@ -62,6 +62,7 @@ import numpy as np
 
 from attenio.formats import FORMAT_TABLE
 from amaranth.hdl import Cat, Const, Mux, Signal, Value, signed
+from amaranth.lib import data
 
 from .dsp import Stages, partial_products, sum_partials
 
@@ -71,7 +72,8 @@ __all__ = ["FloatSpec", "FP16", "BF16", "FP32", "STORAGE", "OUTPUTS", "SPECS", "
            "add_latency", "convert_latency", "maximum_latency", "to_fixed_latency",
            "from_fixed_latency", "sign_of", "magnitude_of", "negated", "negative_magnitude",
            "nan_of", "np_mul", "np_add", "np_convert", "np_maximum", "np_to_fixed",
-           "np_from_fixed", "np_canonical"]
+           "np_from_fixed", "np_canonical", "NORMAL", "normalize", "staged_normalize",
+           "normalize_latency", "np_normalize"]
 
 
 @dataclass(frozen=True)
@@ -261,9 +263,33 @@ def np_from_fixed(value, exp):
         return v.astype(np.float32).view(np.uint32)
 
 
+def np_normalize(x):
+    """The twin of `normalize`: the `NORMAL` bits (a Python int) of fp32 encoding `x` (a
+    scalar). Zero's exponent is lowered by man_bits, as the hardware's leading-zero count
+    of an all-zero significand says (`_leading_zeros`); no product reads it."""
+    x = int(x)
+    M, E = FP32.man_bits, FP32.exp_bits
+    mant, ef, sign = x & ((1 << M) - 1), (x >> M) & FP32.exp_all_ones, x >> (M + E)
+    sig = mant | (ef != 0) << M
+    e = (ef or 1) - (FP32.bias + M)
+    shift = M + 1 - sig.bit_length() if sig else M
+    sig, e = sig << shift, e - shift
+    special = ef == FP32.exp_all_ones
+    return NORMAL.const({"sig": sig, "e": e, "sign": sign, "zero": ef == 0 and mant == 0,
+                         "inf": special and mant == 0, "nan": special and mant != 0}
+                        ).as_value().value
+
+
 # -- hardware -----------------------------------------------------------------------------------
 
 _EXP = signed(12)       # unbiased exponents of every value in flight (fp32 products: -298 .. 254)
+
+#: An fp32 number with its significand normalized (`normalize`): (-1)**sign * sig * 2**e,
+#: sig's top bit set unless the number is 0 (or inf or NaN: flags). `staged_mul` takes
+#: its second operand in this form (`b_normal`), normalized once for many products by
+#: the same number (the softmax lanes' scale by c).
+NORMAL = data.StructLayout({"sig": FP32.man_bits + 1, "e": _EXP, "sign": 1, "zero": 1,
+                            "inf": 1, "nan": 1})
 
 
 def _unpack(m, x, spec, name):
@@ -482,14 +508,64 @@ def _round_pack(st, *, sign, zero_sign, sig, e, e_range, dst, nan, inf, name, le
     return out
 
 
-def mul(m, a, b, src_a, src_b, *, domain="sync", en=None, name="fmul", leads=None):
+def mul(m, a, b, src_a, src_b, *, domain="sync", en=None, name="fmul", leads=None,
+        b_normal=False):
     """fp32 bits of a * b for encodings a of `src_a` and b of `src_b`, `mul_latency`
     cycles later: unpack, the significands' product (ECP5 DSPs) with the exponents'
-    sum, the partial products' sum, then `_round_pack`. `leads`: `staged_mul`'s."""
-    return staged_mul(Stages(m, domain, en), a, b, src_a, src_b, name, leads=leads)
+    sum, the partial products' sum, then `_round_pack`. `leads`, `b_normal`:
+    `staged_mul`'s."""
+    return staged_mul(Stages(m, domain, en), a, b, src_a, src_b, name, leads=leads,
+                      b_normal=b_normal)
 
 
-def staged_mul(st, a, b, src_a, src_b, name, *, leads=None):
+def _normalizing(sig, e, top, name):
+    """The two stages that normalize significand `sig` (exponent `e`) whose ones are in
+    its top `top` bits when it is subnormal: (stage 0's statements, stage 1's, the
+    normalized significand, its exponent), all registers. 0: the leading zeros counted
+    (within the top bits), 1: shifted out, the exponent lowered as much: the count and the
+    shift together, eight LUT levels, do not fit a cycle after the route that brings an
+    operand. With `top` 1 they are two plain stages."""
+    sig0 = Signal.like(sig, name=f"{name}sig0")
+    e0 = Signal(_EXP, name=f"{name}e0")
+    count0 = Signal(range(top), name=f"{name}lz0")
+    stage0 = [sig0.eq(sig), e0.eq(e),
+              count0.eq(_leading_zeros(sig[len(sig) - top:])[0] if top > 1 else 0)]
+    sig1 = Signal.like(sig, name=f"{name}sig1")
+    e1 = Signal(_EXP, name=f"{name}e1")
+    hi = sig0[len(sig) - top:]
+    if top == 1:
+        normal = sig0
+    elif top == len(sig):
+        normal = (sig0 << count0)[:len(sig)]
+    else:           # a normal significand is left as it is, a subnormal's is in hi
+        normal = Mux(sig0[-1], sig0, Cat(Const(0, len(sig) - top), (hi << count0)[:top]))
+    return stage0, [sig1.eq(normal), e1.eq(e0 - count0)], sig1, e1
+
+
+def normalize(m, x, *, domain="sync", en=None, name="fnorm"):
+    """The `NORMAL` form of fp32 encoding `x`, `normalize_latency` cycles later."""
+    return staged_normalize(Stages(m, domain, en), x, name)
+
+
+def staged_normalize(st, x, name):
+    """`normalize` staged on `st`: a `NORMAL` view of registers, two stages later."""
+    sign, sig, e, zero, inf, nan = _unpack(st.m, x, FP32, name)
+    stage0, stage1, sig1, e1 = _normalizing(sig, e, len(sig), f"{name}_")
+    flags = {"sign": sign, "zero": zero, "inf": inf, "nan": nan}
+    for stage, stmts in ((0, stage0), (1, stage1)):
+        regs = {k: Signal(name=f"{name}_{k}{stage}") for k in flags}
+        st.stage(*stmts, *[regs[k].eq(v) for k, v in flags.items()])
+        flags = regs
+    return data.View(NORMAL, Cat(sig1, e1, *flags.values()))
+
+
+@functools.cache
+def normalize_latency():
+    """Cycles from `normalize`'s input to its `NORMAL` form."""
+    return Stages.count_of(staged_normalize, Signal(FP32.width), "fnorm")
+
+
+def staged_mul(st, a, b, src_a, src_b, name, *, leads=None, b_normal=False):
     """`mul` staged on `st` (a `dsp.Stages`), its registers named after `name`: the fp32
     product `mul_latency(src_a, src_b, leads)` stages later.
 
@@ -502,39 +578,36 @@ def staged_mul(st, a, b, src_a, src_b, name, *, leads=None):
     place. Without `leads` the product's leading zeros are counted and shifted out across
     all its bits, twice as wide: an fp32 product costs some 20 % fewer LUTs with leads
     (1, None) (docs/fp_cost.md). A broken promise gives wrong products: the bit-exact
-    runs with subnormal operands are what hold the callers to theirs."""
+    runs with subnormal operands are what hold the callers to theirs.
+
+    `b_normal`: b is already in `NORMAL` form (`normalize`, of an fp32 number: `src_b`
+    must be FP32, and its lead is None), so the stages that would normalize it only
+    carry it: the same latency, without b's leading-zero count and shift."""
     _check("mul", src_a=src_a, src_b=src_b)
+    if b_normal and (src_b is not FP32 or leads is None or leads[1] is not None):
+        raise ValueError(f"mul: a b in NORMAL form is an fp32 number of lead None, with a "
+                         f"lead given for a; not {src_b.name} with leads {leads!r}")
     m = st.m
     sa, siga, ea, za, ia, na = _unpack(m, a, src_a, f"{name}_a")
-    sb, sigb, eb, zb, ib, nb = _unpack(m, b, src_b, f"{name}_b")
+    if b_normal:
+        b = data.View(NORMAL, b)
+        sb, sigb, eb, zb, ib, nb = b.sign, b.sig, b.e, b.zero, b.inf, b.nan
+    else:
+        sb, sigb, eb, zb, ib, nb = _unpack(m, b, src_b, f"{name}_b")
     (alo, ahi), (blo, bhi) = _e_range(src_a), _e_range(src_b)
     if leads is not None:
         tops = [_check_lead(lead, src) for lead, src in zip(leads, (src_a, src_b))]
         alo, blo = alo - (tops[0] - 1), blo - (tops[1] - 1)
     if leads is not None and max(tops) > 1:
-        # 0: each significand's leading zeros counted (within its lead), then 1: shifted
-        # out, the exponent lowered as much: the count and the shift together, eight LUT
-        # levels, do not fit a cycle after the route that brings an operand
+        # each significand normalized within its lead, in two stages (`_normalizing`)
         flags = {k: v for k, v in zip(("sa", "za", "ia", "na", "sb", "zb", "ib", "nb"),
                                       (sa, za, ia, na, sb, zb, ib, nb))}
         counted, stage0, stage1 = [], [], []
-        for tag, sig, e, top in (("a", siga, ea, tops[0]), ("b", sigb, eb, tops[1])):
-            sig0 = Signal.like(sig, name=f"{name}_{tag}sig0")
-            e0 = Signal(_EXP, name=f"{name}_{tag}e0")
-            count0 = Signal(range(top), name=f"{name}_{tag}lz0")
-            stage0 += [sig0.eq(sig), e0.eq(e),
-                       count0.eq(_leading_zeros(sig[len(sig) - top:])[0] if top > 1 else 0)]
-            sig1 = Signal.like(sig, name=f"{name}_{tag}sig1")
-            e1 = Signal(_EXP, name=f"{name}_{tag}e1")
-            hi = sig0[len(sig) - top:]
-            if top == 1:
-                normal = sig0
-            elif top == len(sig):
-                normal = (sig0 << count0)[:len(sig)]
-            else:           # a normal significand is left as it is, a subnormal's is in hi
-                normal = Mux(sig0[-1], sig0,
-                             Cat(Const(0, len(sig) - top), (hi << count0)[:top]))
-            stage1 += [sig1.eq(normal), e1.eq(e0 - count0)]
+        for tag, sig, e, top in (("a", siga, ea, tops[0]),
+                                 ("b", sigb, eb, 1 if b_normal else tops[1])):
+            s0, s1, sig1, e1 = _normalizing(sig, e, top, f"{name}_{tag}")
+            stage0 += s0
+            stage1 += s1
             counted += [sig1, e1]
         for stage, stmts in ((0, stage0), (1, stage1)):
             regs = {k: Signal(name=f"{name}_{k}{stage}n") for k in flags}
@@ -854,7 +927,7 @@ def staged_from_fixed(st, value, exp, name):
 @functools.cache
 def mul_latency(src_a, src_b, leads=None):
     """Cycles from `mul`'s operands (of `src_a` and `src_b`, with `leads`) to its product:
-    the stages `staged_mul` registers."""
+    the stages `staged_mul` registers (the same with b in `NORMAL` form)."""
     return Stages.count_of(functools.partial(staged_mul, leads=leads), Signal(src_a.width),
                            Signal(src_b.width), src_a, src_b, "fmul")
 

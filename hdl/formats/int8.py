@@ -181,6 +181,11 @@ class Int8Arith:
         return unsigned(self._cfg.c_int + self._cfg.c_frac)
 
     @property
+    def lane_c_shape(self):
+        """c as the softmax lanes take it (`lane_c`): c itself."""
+        return self.c_shape
+
+    @property
     def x_shape(self):
         """The exp2 argument (signed, x_frac fractional bits, in [-2**x_int, 0])."""
         return signed(1 + self._cfg.x_int + self._cfg.x_frac)
@@ -259,6 +264,9 @@ class Int8Arith:
         """Cycles from `scale`'s inputs to its output."""
         return self._latency("scale", self.diff_shape, self.c_shape)
 
+    #: c reaches the lanes as it is (`lane_c`)
+    lane_c_latency = 0
+
     @property
     def exp2_latency(self):
         """Cycles from `exp2`'s input to its output."""
@@ -294,6 +302,10 @@ class Int8Arith:
         return comb(m, a - b, self.diff_shape, "sub")
 
     # -- pipelined builders -------------------------------------------------------------
+
+    def lane_c(self, m, c, *, domain="sync"):
+        """c as the lanes take it: c itself (`FloatArith.lane_c` normalizes an fp32 c)."""
+        return c
 
     def scale(self, m, diff, c, *, domain="sync"):
         """z = round(diff * c) to x_frac bits, clamped to [x_min, 0]: x_shape,
@@ -550,6 +562,10 @@ class Int8Arith:
 
     def np_sub(self, a, b):
         return np.asarray(a, np.int64) - np.asarray(b, np.int64)
+
+    def np_lane_c(self, c):
+        """The twin of `lane_c`: c."""
+        return int(c)
 
     def np_scale(self, diff, c):
         x = np_round_shift_mul(diff, c, self._cfg.c_frac - self._cfg.x_frac)

@@ -14,6 +14,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.hdl.formats import fp
+from attenio.hdl.formats.dsp import Stages
 from attenio.hdl.formats.fp import FP32, OUTPUTS, STORAGE
 from attenio.sim.tb import ieee
 
@@ -27,6 +28,18 @@ def _mul(sa, sb, leads=None):
                 twin=lambda a, b: fp.np_mul(a, b, sa, sb),
                 oracle=lambda a, b: ieee.oracle_mul(a, b, sa, sb),
                 latency=lambda: fp.mul_latency(sa, sb, leads))
+
+
+def _mul_normal_b(leads):
+    """fp32 x fp32 with b normalized first (`fp.normalize`) and given to the product in
+    that form (`fp.staged_mul`'s b_normal), a waiting as long: the softmax lanes' scale
+    by c."""
+    def build(m, a, b, name):
+        a = Stages(m).delay(a, fp.normalize_latency(), f"{name}_a_wait")
+        return fp.mul(m, a, fp.normalize(m, b, name=f"{name}_n"), FP32, FP32, name=name,
+                      leads=leads, b_normal=True)
+    return dict(_mul(FP32, FP32, leads), build=build,
+                latency=lambda: fp.normalize_latency() + fp.mul_latency(FP32, FP32, leads))
 
 
 def _cvt(src, dst):
@@ -50,6 +63,8 @@ OPS = {
     # first operand is a widened bf16 element or normal; `ieee.vectors` keeps the promise
     **{f"mul_fp32_fp32_l{lead}": _mul(FP32, FP32, (lead, None))
        for lead in (1, fp.widened_lead(STORAGE["bf16"]))},
+    # the same with b normalized on its own first (`NORMAL_B`)
+    f"mul_fp32_fp32_l1{ieee.NORMAL_B}": _mul_normal_b((1, None)),
     **{f"cvt_fp32_{n}": _cvt(FP32, s) for n, s in OUTPUTS.items()},
     **{f"cvt_{n}_fp32": _cvt(s, FP32) for n, s in STORAGE.items()},
     "add": dict(ins=(FP32, FP32), out=FP32, build=lambda m, a, b, name: fp.add(m, a, b, name=name),

@@ -272,14 +272,19 @@ def _with_lead(a, spec, lead):
                     a)
 
 
+#: the suffix of a product's op whose b is normalized before the product takes it (the
+#: same vectors as the op without it)
+NORMAL_B = "_nb"
+
+
 def vectors(op, rng, count, exhaustive=True):
-    """Input arrays (a, b) of op "mul_<src_a>_<src_b>[_l<lead>]" (with a lead, a's
+    """Input arrays (a, b) of op "mul_<src_a>_<src_b>[_l<lead>][_nb]" (with a lead, a's
     subnormals kept to it), "add" or "max", (x, None) of
     "cvt_<src>_<dst>" or "fix" (fp32 to fixed point): every edge value against every edge value, `count` random
     cases, and the op's hard ones. `exhaustive`: every significand pair of products
     of two bf16 numbers and every encoding of a 16-bit source, else `count` of each."""
     kind, _, rest = op.partition("_")
-    rest, lead = _lead_of(rest)
+    rest, lead = _lead_of(rest.removesuffix(NORMAL_B))
     names = _spec_names(rest)
     if kind == "mul":
         a, b = _mul_vectors(SPECS[names[0]], SPECS[names[1]], rng, count, exhaustive)
