@@ -130,7 +130,8 @@ def test_pll_refuses_what_it_cannot_make():
 
 def test_board_build_prepared(tmp_path):
     """The ULX3S top as the tools get it: the PLL instance, its input's constraint, the
-    narrow products in LUTs before synth_ecp5, the UART divisor of the PLL's clock."""
+    narrow products in LUTs before synth_ecp5, the UART divisor of the PLL's clock, the
+    UART's own reset register."""
     plan, board = prepare_board(resolve(**TINY), tmp_path, clock_mhz=60)
     assert board.divisor == round(60e6 / 115200) == 521
     il = (tmp_path / "attenio_ulx3s.il").read_text()
@@ -144,6 +145,12 @@ def test_board_build_prepared(tmp_path):
     assert dsps and all('parameter \\REG_OUTPUT_CLK "CLK0"' in d[:d.index("end\n")]
                         for d in dsps)
     assert any('parameter \\REG_INPUTA_CLK "CLK0"' in d[:d.index("end\n")] for d in dsps)
+    # the UART and its bridge take their reset from a flip-flop of their own (`host_rst`),
+    # not from the register every other unit shares
+    for unit in ("uart", "bridge"):
+        cell = il[il.index(f"cell \\attenio_ulx3s.core.{unit} \\{unit}\n"):]
+        assert "connect \\host_rst \\host_rst [0]\n" in cell[:cell.index("end\n")], unit
+    assert "connect \\Q \\host_rst\n" in il
     lpf = (tmp_path / "attenio_ulx3s.lpf").read_text()
     assert 'FREQUENCY PORT "clk25_0__io" 25000000.0 HZ;' in lpf
     ys = [line.strip() for line in (tmp_path / "attenio_ulx3s.ys").read_text().splitlines()]
