@@ -168,11 +168,15 @@ class MacLine(wiring.Component):
         lanes = []
         # A float lane's c from a register of its own (kept): c is the same for every lane,
         # so the lanes' first scale registers would otherwise merge into one that reaches
-        # the DSPs of every line across the chip (the float 4x4's worst path, all route). A
-        # block's c is set at its S_0's launch, and its first scale is a MAC pipeline later.
-        # int8's lanes take c as it comes: int8 closes its timing so (docs/synthesis.md).
+        # the DSPs of every line across the chip (the float 4x4's worst path, all route).
+        # With the array's `lane_c`, a lane has a block's c `lane_c_latency` + 1 cycles
+        # after its S_0's launch set it: before the block's first score, which is a MAC
+        # product and sum later (asserted). int8's lanes take c as it comes: int8 closes
+        # its timing so (docs/synthesis.md).
         lane_c = [self.c] * self._lanes
         if isinstance(arith, FloatArith):
+            assert (arith.lane_c_latency + 1
+                    < MAC.float_product_latency(arith) + arith.accumulate_latency)
             lane_c = [Signal(arith.lane_c_shape, name=f"lane{number}_c", attrs={"keep": 1})
                       for number in range(self._lanes)]
             m.d.sync += [c.eq(self.c) for c in lane_c]
