@@ -214,8 +214,8 @@ class BoardCore(wiring.Component):
                                         data_width=width, id_width=top.m_axi.signature.id_width)
         # The UART and its bridge sit by the pins, far from the reset register the whole
         # design shares; they take their reset from a register of their own (released one
-        # cycle later, long before a host can send a byte), so that route is a path of its
-        # own. The fp16 board's worst path was that reset reaching the UART receiver.
+        # cycle later, long before a host can send a byte), so the route from that shared
+        # register to the UART receiver's next-state logic is split in two.
         m.domains.host = host = ClockDomain("host", local=True)
         host_rst = Signal(init=1)
         m.d.sync += host_rst.eq(0)
