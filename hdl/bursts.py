@@ -169,15 +169,18 @@ class BurstSplitter(wiring.Component):
             self.busy.eq(p_valid | busy | skid_valid | self.burst.valid),
         ]
 
+        # Stage 1 takes every accepted command; only `p_valid` depends on the
+        # well-formedness check, so that check (a wide OR on the command FIFO's
+        # unregistered read) feeds one register's input, not the enable of all.
+        malformed = Signal()
+        m.d.comb += malformed.eq(misaligned | (cmd_beats == 0))
         with m.If(load):
             m.d.sync += p_valid.eq(0)
         with m.If(self.cmd.valid & self.cmd.ready):
-            with m.If(misaligned | (cmd_beats == 0)):
-                m.d.comb += self.malformed.eq(1)
-            with m.Else():
-                m.d.sync += [p_valid.eq(1), p_addr.eq(cmd.addr), p_beats.eq(cmd_beats),
-                             p_to_page.eq(page - offset), p_to_page_mbb.eq(page + mbb - offset),
-                             p_short.eq(offset >= page - mbb)]
+            m.d.comb += self.malformed.eq(malformed)
+            m.d.sync += [p_valid.eq(~malformed), p_addr.eq(cmd.addr), p_beats.eq(cmd_beats),
+                         p_to_page.eq(page - offset), p_to_page_mbb.eq(page + mbb - offset),
+                         p_short.eq(offset >= page - mbb)]
 
         # The burst stage 2 emits: all of what is left, or a cap's worth.
         cap = Mux(short, to_page, mbb)
