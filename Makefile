@@ -47,10 +47,10 @@ bench: $(STAMP)
 # RAM) at --clock-mhz, made by the ECP5 PLL from the 25 MHz oscillator, at the
 # board's LUT width, 8 in every format (gen/board.py, BOARD_LUT_MUL_WIDTH; int8: 92 DSPs).
 # 75 MHz is met in int8 (77.95 MHz, 80 asked gave 76.82); the fp16 2x2 met it once (77.42)
-# and not in its builds since (60.22 at 919539a), measured in docs/synthesis.md, "The bitstream". FORMAT picks the number format (int8 by default;
+# and not in its builds since (60.22 at 919539a; seed 2 at 543489c did not route), measured in docs/synthesis.md, "The bitstream". FORMAT picks the number format (int8 by default;
 # `make bitstream FORMAT=fp16`, any name of attenio.formats.FORMAT_TABLE); the host script
 # takes the same --format. MACS picks the array, with E = P (`make bitstream FORMAT=fp16
-# MACS=2x2`: the float 4x4 places but has not routed yet, docs/synthesis.md).
+# MACS=2x2`: the float 4x4 fits but does not route reliably, docs/synthesis.md).
 FORMAT ?= int8
 MACS ?= 4x4
 BOARD_OPTS ?= --preset small --macs $(MACS) --exp-units $(firstword $(subst x, ,$(MACS))) \
