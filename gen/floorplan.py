@@ -35,8 +35,8 @@ from pathlib import Path
 
 from .wire_stat import top_module
 
-__all__ = ["BLOCK_X", "ROWS", "ROW_SHARE", "SITES_PER_BLOCK", "dsp_sites", "dsp_units",
-           "assign", "lock_dsps"]
+__all__ = ["BLOCK_X", "ROWS", "ROW_SHARE", "SITES_PER_BLOCK", "HARNESS_TOP", "BOARD_TOP",
+           "dsp_sites", "dsp_units", "assign", "lock_dsps"]
 
 #: The rows of MULT18X18D sites, the order they are filled in.
 ROWS = (58, 34, 10)
@@ -49,17 +49,24 @@ BLOCK_X = (4, 13, 22, 31, 40, 49, 58, 69, 78, 87, 96, 105, 114)
 _BLOCK = ((0, "MULT18_0"), (1, "MULT18_1"), (4, "MULT18_4"), (5, "MULT18_5"))
 SITES_PER_BLOCK = len(_BLOCK)
 
-_UNIT = re.compile(r"dut\.core\.array\.line(\d+)\.(mac|lane)(\d+)\.")
+#: the accelerator's instance in the netlists floorplanned: the harness's and the board's
+HARNESS_TOP = "dut"
+BOARD_TOP = "core.accel"
 
 
-def _instance(cell):
-    """The unit of a cell outside the lines: its instance path below ``dut``, at most two
+def _unit_re(top):
+    return re.compile(rf"^{re.escape(top)}\.core\.array\.line(\d+)\.(mac|lane)(\d+)\.")
+
+
+def _instance(cell, top):
+    """The unit of a cell outside the lines: its instance path below `top`, at most two
     levels (``core.normalizer``), or "other"."""
+    head = top.split(".")
     parts = cell.split(".")
-    if parts[0] != "dut":
+    if parts[:len(head)] != head:
         return "other"
     path = []
-    for part in parts[1:-1][:2]:
+    for part in parts[len(head):-1][:2]:
         if not re.fullmatch(r"[A-Za-z_]\w*", part):
             break
         path.append(part)
@@ -71,20 +78,22 @@ def dsp_sites(row):
     return [f"X{x + dx}/Y{row}/{bel}" for x in BLOCK_X for dx, bel in _BLOCK]
 
 
-def dsp_units(cells):
+def dsp_units(cells, top=HARNESS_TOP):
     """The MULT18X18D cells of a netlist's `cells` ({name: cell}) grouped by unit, in
     placement order: [[(unit, [cell names])]], one list for each line (its MACs and its
-    lanes) and one for each other unit (`_instance`: ``core.normalizer``)."""
+    lanes) and one for each other unit (`_instance`: ``core.normalizer``). `top`: the
+    accelerator's instance path (`HARNESS_TOP`, `BOARD_TOP`)."""
+    unit = _unit_re(top)
     lines = defaultdict(lambda: {"mac": defaultdict(list), "lane": defaultdict(list)})
     rest = defaultdict(list)
     for name, cell in cells.items():
         if cell["type"] != "MULT18X18D":
             continue
-        m = _UNIT.search(name)
+        m = unit.match(name)
         if m:
             lines[int(m.group(1))][m.group(2)][int(m.group(3))].append(name)
         else:
-            rest[_instance(name)].append(name)
+            rest[_instance(name, top)].append(name)
     order = []
     for line in sorted(lines):
         units = [(f"line{line}.{kind}{k}", sorted(v))
@@ -121,13 +130,14 @@ def assign(groups, rows=ROWS):
     return out
 
 
-def lock_dsps(netlist_path, out_path=None):
+def lock_dsps(netlist_path, out_path=None, *, top=HARNESS_TOP):
     """Pin the MULT18X18D cells of the Yosys netlist at `netlist_path` (``write_json``) to
     their sites (`assign`) through nextpnr's ``BEL`` attribute; written to `out_path`
-    (default: in place). Returns the units, [(unit, [site, ...])]."""
+    (default: in place). `top`: as `dsp_units` takes it. Returns the units,
+    [(unit, [site, ...])]."""
     netlist = json.loads(Path(netlist_path).read_text())
     module = top_module(netlist)
-    groups = dsp_units(module["cells"])
+    groups = dsp_units(module["cells"], top)
     sites = assign(groups)
     for cell, site in sites.items():
         module["cells"][cell].setdefault("attributes", {})["BEL"] = site

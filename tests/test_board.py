@@ -19,7 +19,8 @@ from amaranth.sim import Simulator
 from amaranth_sim import run_clocked
 from attenio.errors import ConfigError
 from attenio.formats import FLOAT_FORMATS, FORMAT_TABLE
-from attenio.gen.board import BOARD_LUT_MUL_WIDTH, emit_board, prepare_board
+from attenio.gen.board import (BOARD_LUT_MUL_WIDTH, board_floorplan, build_bitstream,
+                               emit_board, prepare_board)
 from attenio.hdl.axi_ram import AXIRam
 from attenio.hdl.board import CMD, OSC_HZ, STATUS, UARTBridge, board_memory_bytes
 from attenio.hdl.ecp5_pll import ecp5_pll
@@ -176,6 +177,18 @@ def test_board_builds_its_narrow_products_at_the_board_width_in_every_format(tmp
                             "t:$mul r:B_WIDTH<=8 %i r:A_WIDTH<=16 %i %u")
     assert booth_line(6) == ("booth t:$mul r:A_WIDTH<=6 %i r:B_WIDTH<=12 %i "
                              "t:$mul r:B_WIDTH<=6 %i r:A_WIDTH<=12 %i %u")
+
+
+
+def test_board_pins_the_dsps_in_a_float_format_and_refuses_an_unknown_floorplan(tmp_path):
+    """A float board's DSPs are pinned by default (left to HeAP, the fp16 2x2 board did not
+    route), int8's left to the placer; a floorplan not in `FLOORPLANS` is refused before
+    anything is built."""
+    assert [board_floorplan(resolve(**TINY, format_name=f.name)) for f in FORMAT_TABLE] == [
+        "dsp" if f.name in FLOAT_FORMATS else "none" for f in FORMAT_TABLE]
+    with pytest.raises(ConfigError, match="board: floorplan must be one of"):
+        build_bitstream(resolve(**TINY), tmp_path, floorplan="diagonal", log=lambda s: None)
+    assert not any(tmp_path.iterdir())
 
 
 class _RegisterFile:

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from attenio.gen.floorplan import (BLOCK_X, ROWS, SITES_PER_BLOCK, assign, dsp_sites, dsp_units,
-                                   lock_dsps)
+from attenio.gen.floorplan import (BLOCK_X, BOARD_TOP, ROWS, SITES_PER_BLOCK, assign, dsp_sites,
+                                   dsp_units, lock_dsps)
 
 
 def _cells(lines, macs, per_mac, per_lane, rest=()):
@@ -45,6 +45,19 @@ def test_lines_run_with_their_lanes_at_the_ends_every_other_one_reversed():
         ["line1.mac0", "line1.mac1", "line1.lane0"],
         ["core.normalizer"]]
     assert groups[0][1][1] == [f"dut.core.array.line0.mac1.fupd_mul.U${k}" for k in range(4)]
+
+
+def test_the_board_netlist_groups_its_units_below_its_accelerator_instance():
+    """On the board the accelerator is ``core.accel``: its lines and normalizer group as the
+    harness's do, and taken as the harness's (``dut``) every DSP would be "other"."""
+    cells = {name.replace("dut.", f"{BOARD_TOP}.", 1): cell
+             for name, cell in _cells(2, 2, 3, 9, rest=[("core.normalizer.recip", 3)]).items()}
+    groups = dsp_units(cells, BOARD_TOP)
+    assert [[(unit, len(c)) for unit, c in g] for g in groups] == [
+        [("line0.lane0", 9), ("line0.mac1", 3), ("line0.mac0", 3)],
+        [("line1.mac0", 3), ("line1.mac1", 3), ("line1.lane0", 9)],
+        [("core.normalizer", 3)]]
+    assert [[unit for unit, _ in g] for g in dsp_units(cells)] == [["other"]]
 
 
 def test_the_fp16_4x4_takes_the_rows_by_their_share():
