@@ -46,8 +46,10 @@ bench: $(STAMP)
 # The board carries the small preset (4x4 MACs, E = 4, d = 16, N <= 256, 16 KiB of block
 # RAM) at --clock-mhz, made by the ECP5 PLL from the 25 MHz oscillator, at the
 # board's LUT width, 8 in every format (gen/board.py, BOARD_LUT_MUL_WIDTH; int8: 92 DSPs).
-# 75 MHz is met in int8 (77.95 MHz, 80 asked gave 76.82); the fp16 2x2 met it once (77.42)
-# and not in its builds since (60.22 at 919539a; seed 2 at 543489c did not route), measured in docs/synthesis.md, "The bitstream". FORMAT picks the number format (int8 by default;
+# 75 MHz is met in int8 (77.95 MHz, 80 asked gave 76.82); a float board pins its DSPs
+# (gen/board.py, board_floorplan), with which the fp16 2x2 routed at 78.65 MHz (seed 2; left
+# to the placer it did not route), measured in docs/synthesis.md, "The bitstream".
+# FORMAT picks the number format (int8 by default;
 # `make bitstream FORMAT=fp16`, any name of attenio.formats.FORMAT_TABLE); the host script
 # takes the same --format. MACS picks the array, with E = P (`make bitstream FORMAT=fp16
 # MACS=2x2`: the float 4x4 fits but does not route reliably, docs/synthesis.md).
