@@ -25,7 +25,8 @@ timing weight 40 the 4x4 routed with it once (79.39 MHz, seed 1, bc20f9a's RTL; 
 seed and netlist since).
 
 The sites' names are nextpnr's (``X13/Y34/MULT18_0``), as its ``--write`` placement
-reads back.
+reads back. `attenio synth --floorplan dsp` pins the harness's DSPs (the accelerator at
+`HARNESS_TOP`), and the board build a float board's (`BOARD_TOP`; gen/board.py).
 """
 
 import json

@@ -179,7 +179,6 @@ def test_board_builds_its_narrow_products_at_the_board_width_in_every_format(tmp
                              "t:$mul r:B_WIDTH<=6 %i r:A_WIDTH<=12 %i %u")
 
 
-
 def test_board_pins_the_dsps_in_a_float_format_and_refuses_an_unknown_floorplan(tmp_path):
     """A float board's DSPs are pinned by default (left to HeAP, the fp16 2x2 board did not
     route), int8's left to the placer; a floorplan not in `FLOORPLANS` is refused before
