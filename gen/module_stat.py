@@ -213,11 +213,12 @@ def tally_file(path, top):
     return tally(json.loads(Path(path).read_text()), top)
 
 
-def signals(netlist, top, instance):
+def signals(netlist, top, instance, *, words=1):
     """{signal: Counter of cell types} of the cells `tally` gives to `instance` (a netlist
-    path) and the instances under it, by the first word of the register (or other cell)
-    their attribution started from, or of the child instance that holds them: inside one
-    unit, which of its datapaths the cells compute."""
+    path) and the instances under it, by the first `words` words (split at ``_``) of the
+    register (or other cell) their attribution started from, or of the child instance
+    that holds them: inside one unit, which of its datapaths the cells compute (with
+    ``words=2``, which stage of a builder of `attenio.hdl.formats.fp`: ``add_sig3``)."""
     cells, where, anchor, _ = _attribute(netlist, top)
     out = {}
     for name, cell in cells.items():
@@ -226,7 +227,7 @@ def signals(netlist, top, instance):
             continue
         a = anchor[name]
         rest = a[len(instance) + 1:] if a.startswith(instance + ".") else a.rsplit(".", 1)[-1]
-        word = re.split(r"[_.\[$]", rest)[0] or "(unnamed)"
+        word = "_".join(re.split(r"[.\[$]", rest)[0].split("_")[:words]) or "(unnamed)"
         out.setdefault(word, Counter())[cell["type"]] += 1
     return out
 
@@ -346,21 +347,27 @@ def render_units(rows, *, target, limit=12):
 
 
 def main(argv=None):
-    """``python -m attenio.gen.module_stat NETLIST.json [TOP [INSTANCE]]``: the units of a
-    netlist `attenio synth` wrote (TOP attenio_fmax, the ECP5 harness, by default), or the
-    cells of one instance (a netlist path, e.g. dut.core.array.line0.mac0) by signal."""
+    """``python -m attenio.gen.module_stat NETLIST.json [TOP [INSTANCE]] [--words N]``: the
+    units of a netlist `attenio synth` wrote (TOP attenio_fmax, the ECP5 harness, by
+    default), or the cells of one instance (a netlist path, e.g. dut.core.array.line0.mac0)
+    by signal, named by its first N words (default 1)."""
     import argparse
 
     p = argparse.ArgumentParser(prog="python -m attenio.gen.module_stat", description=main.__doc__)
     p.add_argument("netlist")
     p.add_argument("top", nargs="?", default="attenio_fmax")
     p.add_argument("instance", nargs="?")
+    p.add_argument("--words", type=int, default=1,
+                   help="words (split at _) of a signal's name an instance's rows keep")
     args = p.parse_args(argv)
+    if args.words < 1:
+        p.error(f"--words must be at least 1, not {args.words}")
     netlist = json.loads(Path(args.netlist).read_text())
     target = "ecp5" if args.top == "attenio_fmax" else "generic"
     if args.instance:
         rows = [{"unit": k, "instances": 1, "own": False, "cells_by_type": dict(v)}
-                for k, v in signals(netlist, args.top, args.instance).items()]
+                for k, v in signals(netlist, args.top, args.instance,
+                                    words=args.words).items()]
         rows.sort(key=lambda r: (-resources_of(r["cells_by_type"])["LUT"],
                                  -sum(r["cells_by_type"].values()), r["unit"]))
     else:

@@ -8,7 +8,9 @@ Verilog module (lines 20-30), as the MAC lines do. The reconciliation with Yosys
 
 from collections import Counter
 
-from attenio.gen.module_stat import render_units, tally, units
+import pytest
+
+from attenio.gen.module_stat import main, render_units, signals, tally, units
 
 
 def _scope(module, lines):
@@ -90,3 +92,26 @@ def test_the_table_sums_the_rows_it_leaves_out():
     generic = render_units(rows, target="generic", limit=None).splitlines()
     assert generic[0].split() == ["unit", "n", "cells", "cells/inst", "%", "FF"]
     assert generic[-1].split() == ["total", "11", "100.0", "5"]
+
+
+def test_an_instance_s_cells_by_signal_keep_as_many_words_of_its_name_as_asked():
+    scope = {"dut": _scope("attenio_top", "1.1-10.10"), "dut.add": _scope("fp_unit", "20.1-30.10")}
+    src = "attenio_top.v:25.3-25.20"
+    netlist = {"modules": {"attenio_fmax": {"netnames": {}, "cells": {
+        **scope,
+        "dut.add.add_sig3_TRELLIS_FF_Q": _cell("TRELLIS_FF", [1], [2], src),
+        "dut.add.add_sig3_TRELLIS_FF_Q_DI_LUT4_Z": _cell("LUT4", [3], [1]),
+        "dut.add.add_small3_TRELLIS_FF_Q": _cell("TRELLIS_FF", [4], [5], src),
+    }}}}
+    assert signals(netlist, "attenio_fmax", "dut.add") == {
+        "add": Counter({"TRELLIS_FF": 2, "LUT4": 1})}
+    assert signals(netlist, "attenio_fmax", "dut.add", words=2) == {
+        "add_sig3": Counter({"TRELLIS_FF": 1, "LUT4": 1}),
+        "add_small3": Counter({"TRELLIS_FF": 1})}
+
+
+def test_the_command_refuses_fewer_than_one_word(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["netlist.json", "attenio_fmax", "dut.add", "--words", "0"])
+    assert exc.value.code == 2
+    assert "--words must be at least 1, not 0" in capsys.readouterr().err
