@@ -152,6 +152,11 @@ def test_board_build_prepared(tmp_path):
         cell = il[il.index(f"cell \\attenio_ulx3s.core.{unit} \\{unit}\n"):]
         assert "connect \\host_rst \\host_rst [0]\n" in cell[:cell.index("end\n")], unit
     assert "connect \\Q \\host_rst\n" in il
+    # the shared reset leaves the PLL's synchronizer through a register of its own: in the
+    # top, a flip-flop drives `rst`, and the synchronizer's domain resets it
+    top = il[il.index("module \\attenio_ulx3s\n"):]
+    top = top[:top.index("\nend\n")]
+    assert "connect \\Q \\rst\n" in top and "switch \\sync_rst_rst [0]\n" in top
     lpf = (tmp_path / "attenio_ulx3s.lpf").read_text()
     assert 'FREQUENCY PORT "clk25_0__io" 25000000.0 HZ;' in lpf
     ys = [line.strip() for line in (tmp_path / "attenio_ulx3s.ys").read_text().splitlines()]
