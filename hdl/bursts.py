@@ -148,7 +148,6 @@ class BurstSplitter(wiring.Component):
         to_page = Signal(to_page_shape)
         to_page_mbb = Signal(to_page_shape)
         short = Signal()
-        cap = Signal(to_page_shape)                # min(to_page, mbb), kept in step
         last = Signal()
 
         # Stage 3: the burst register and one skid entry, so that stage 2 advances on
@@ -184,6 +183,7 @@ class BurstSplitter(wiring.Component):
                          p_short.eq(offset >= page - mbb)]
 
         # The burst stage 2 emits: all of what is left, or a cap's worth.
+        cap = Mux(short, to_page, mbb)
         n = Mux(last, left, cap)
         out = Signal.like(skid)
         m.d.comb += [out.addr.eq(addr), out.len.eq(n - 1), out.last.eq(last)]
@@ -194,28 +194,25 @@ class BurstSplitter(wiring.Component):
         # follows, and the command ends with the next burst iff
         # left - to_page <= mbb. Otherwise it is mbb long, to_page drops by mbb, the
         # following cap is min(to_page - mbb, mbb), and the command ends with the
-        # next burst iff left - mbb <= that cap. The address steps by `cap`, a register,
-        # not by `n`: after the last burst it is dead until a load sets it, and the adder
-        # then takes registers alone.
+        # next burst iff left - mbb <= that cap.
         with m.If(advance):
-            m.d.sync += addr.eq(addr + (cap << shift))
+            m.d.sync += addr.eq(addr + (n << shift))
             with m.If(last):
                 m.d.sync += busy.eq(0)
             with m.Else():
                 m.d.sync += left.eq(left - cap)
                 with m.If(short):
-                    m.d.sync += [to_page.eq(page), to_page_mbb.eq(page + mbb), cap.eq(mbb),
+                    m.d.sync += [to_page.eq(page), to_page_mbb.eq(page + mbb),
                                  short.eq(int(page <= mbb)), last.eq(left <= to_page_mbb)]
                 with m.Else():
                     m.d.sync += [to_page.eq(to_page - mbb), to_page_mbb.eq(to_page),
-                                 cap.eq(Mux(to_page <= 2 * mbb, to_page - mbb, mbb)),
                                  short.eq(to_page <= 2 * mbb),
                                  last.eq(Mux(to_page <= 2 * mbb, left <= to_page,
                                              left <= 2 * mbb))]
         with m.If(load):
             m.d.sync += [busy.eq(1), addr.eq(p_addr), left.eq(p_beats),
                          to_page.eq(p_to_page), to_page_mbb.eq(p_to_page_mbb),
-                         short.eq(p_short), cap.eq(Mux(p_short, p_to_page, mbb)),
+                         short.eq(p_short),
                          last.eq(p_beats <= Mux(p_short, p_to_page, mbb))]
 
         # Stage 3: a burst goes to the output register when it is free, else to the
