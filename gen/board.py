@@ -107,8 +107,8 @@ def _derived_clocks(log_path):
 def board_floorplan(config):
     """The board's default floorplan: "dsp" in a float format, "none" in int8. Left to
     HeAP, the fp16 2x2 board put a MAC's DSPs 80 tiles from its operand registers and
-    router2 did not converge; with its DSPs pinned it routed at 78.65 MHz (75 asked;
-    docs/synthesis.md, "The bitstream"). int8 meets 75 MHz without."""
+    router2 did not converge; with its DSPs pinned it routes and meets 75 MHz
+    (docs/synthesis.md, "The bitstream"). int8 meets 75 MHz without."""
     return "dsp" if isinstance(config.format, FloatFormat) else "none"
 
 
