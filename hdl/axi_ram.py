@@ -10,7 +10,10 @@ return zeros, writes are dropped); addresses wrap within the memory otherwise.
 
 The host port lets a second master (the board's UART bridge) read and write
 single bytes. A host access waits until the engine of its direction is between
-bursts, and holds off the next burst while it runs, so bursts stay atomic.
+bursts, and holds off the next burst while it runs, so bursts stay atomic. Its
+address, data and the decision to serve it are taken into registers a cycle before
+they reach the memory, so the memory's address, a fan-out to every block RAM of it,
+comes from registers through one multiplexer.
 """
 
 from amaranth.hdl import Const, Module, Signal
@@ -106,9 +109,11 @@ class AXIRam(wiring.Component):
         host_lane = Signal(max(lane_bits, 1))
         r_idle = (r_left == 0) & ~r_valid
         host_read_req = host.req & ~host.we
+        host_r_go = Signal()         # a host read taken: served from the registers below
+        host_addr = Signal(addr_width)
         issue = (r_left != 0) & (~r_valid | axi.rready)
         m.d.comb += [
-            axi.arready.eq(r_idle & ~host_read_req & ~host_rd),
+            axi.arready.eq(r_idle & ~host_read_req & ~host_r_go & ~host_rd),
             axi.rvalid.eq(r_valid), axi.rlast.eq(r_last), axi.rid.eq(r_id),
             axi.rdata.eq(Const(0, width)),
             axi.rresp.eq(AXIResp.OKAY),
@@ -130,17 +135,19 @@ class AXIRam(wiring.Component):
         with m.Elif(r_valid & axi.rready):
             m.d.sync += r_valid.eq(0)
 
-        # host reads: issue when the read engine is idle, answer two cycles later from a
-        # register, so the block's clock-to-output drives only that register, not the
-        # host's logic (the board's longest path: the block RAM's output -> the UART
+        # host reads: taken into registers when the read engine is idle (it stays idle:
+        # `arready` is low from then on), read from them a cycle later, and answered two
+        # cycles after that from a register, so the block's clock-to-output drives only
+        # that register, not the host's logic (the block RAM's output -> the UART
         # bridge's output buffer)
         host_ack = Signal()
         host_byte = Signal(8)
-        m.d.sync += [host_rd.eq(0), host_ack.eq(host_rd)]
-        with m.If(host_read_req & r_idle & ~host_rd & ~host_ack
-                  & ~(axi.arvalid & axi.arready)):
-            m.d.comb += [rd.en.eq(1), rd.addr.eq(word(host.addr))]
-            m.d.sync += [host_rd.eq(1), host_lane.eq(host.addr[:lane_bits] if lane_bits else 0)]
+        m.d.sync += [host_r_go.eq(0), host_rd.eq(host_r_go), host_ack.eq(host_rd)]
+        with m.If(host_read_req & r_idle & ~host_r_go & ~host_rd & ~host_ack):
+            m.d.sync += [host_r_go.eq(1), host_addr.eq(host.addr)]
+        with m.If(host_r_go):
+            m.d.comb += [rd.en.eq(1), rd.addr.eq(word(host_addr))]
+            m.d.sync += host_lane.eq(host_addr[:lane_bits] if lane_bits else 0)
         with m.If(host_rd):
             m.d.sync += host_byte.eq(rd.data.word_select(host_lane, 8) if lane_bits
                                      else rd.data[:8])
@@ -153,19 +160,27 @@ class AXIRam(wiring.Component):
         w_bad = Signal()
         w_id = Signal.like(axi.bid)
         host_write_req = host.req & host.we
-        host_wrote = Signal()
+        host_w_go = Signal()         # a host write taken: written from the registers below
+        host_w_addr = Signal(addr_width)
+        host_w_data = Signal(8)
+        m.d.sync += host_w_go.eq(0)
         with m.FSM(name="write"):
             with m.State("IDLE"):
-                m.d.comb += axi.awready.eq(~host_write_req)
-                with m.If(axi.awvalid & ~host_write_req):
+                m.d.comb += axi.awready.eq(~host_write_req & ~host_w_go)
+                with m.If(axi.awvalid & ~host_write_req & ~host_w_go):
                     m.d.sync += [w_addr.eq(axi.awaddr), w_size.eq(axi.awsize),
                                  w_fixed.eq(axi.awburst == AXIBurst.FIXED),
                                  w_bad.eq(out_of_range(axi.awaddr)), w_id.eq(axi.awid)]
                     m.next = "DATA"
+                with m.Elif(host_w_go):
+                    # acknowledged in the cycle of its write: the host's request drops after
+                    lane = host_w_addr[:lane_bits] if lane_bits else 0
+                    m.d.comb += [wr.addr.eq(word(host_w_addr)),
+                                 wr.data.eq(host_w_data.replicate(beat)),
+                                 wr.en.eq(Const(1, beat) << lane)]
                 with m.Elif(host_write_req):
-                    lane = host.addr[:lane_bits] if lane_bits else 0
-                    m.d.comb += [wr.addr.eq(word(host.addr)), wr.data.eq(host.wdata.replicate(beat)),
-                                 wr.en.eq(Const(1, beat) << lane), host_wrote.eq(1)]
+                    m.d.sync += [host_w_go.eq(1), host_w_addr.eq(host.addr),
+                                 host_w_data.eq(host.wdata)]
             with m.State("DATA"):
                 m.d.comb += [axi.wready.eq(1), wr.addr.eq(word(w_addr)), wr.data.eq(axi.wdata)]
                 with m.If(axi.wvalid):
@@ -181,5 +196,5 @@ class AXIRam(wiring.Component):
                     m.d.comb += axi.bresp.eq(AXIResp.DECERR)
                 with m.If(axi.bready):
                     m.next = "IDLE"
-        m.d.comb += host.ack.eq(host_ack | host_wrote)
+        m.d.comb += host.ack.eq(host_ack | host_w_go)
         return m
