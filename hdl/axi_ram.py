@@ -136,10 +136,10 @@ class AXIRam(wiring.Component):
             m.d.sync += r_valid.eq(0)
 
         # host reads: taken into registers when the read engine is idle (it stays idle:
-        # `arready` is low from then on), read from them a cycle later, and answered two
-        # cycles after that from a register, so the block's clock-to-output drives only
-        # that register, not the host's logic (the block RAM's output -> the UART
-        # bridge's output buffer)
+        # `arready` is low from then on, whatever the host does), read from them a cycle
+        # later, and answered two cycles after that from a register, so the block's
+        # clock-to-output drives only that register, not the host's logic (the block
+        # RAM's output -> the UART bridge's output buffer)
         host_ack = Signal()
         host_byte = Signal(8)
         m.d.sync += [host_r_go.eq(0), host_rd.eq(host_r_go), host_ack.eq(host_rd)]
