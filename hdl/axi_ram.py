@@ -167,17 +167,18 @@ class AXIRam(wiring.Component):
         with m.FSM(name="write"):
             with m.State("IDLE"):
                 m.d.comb += axi.awready.eq(~host_write_req & ~host_w_go)
-                with m.If(axi.awvalid & ~host_write_req & ~host_w_go):
-                    m.d.sync += [w_addr.eq(axi.awaddr), w_size.eq(axi.awsize),
-                                 w_fixed.eq(axi.awburst == AXIBurst.FIXED),
-                                 w_bad.eq(out_of_range(axi.awaddr)), w_id.eq(axi.awid)]
-                    m.next = "DATA"
-                with m.Elif(host_w_go):
+                with m.If(host_w_go):
+                    # first, so the memory's write port depends on registers alone;
                     # acknowledged in the cycle of its write: the host's request drops after
                     lane = host_w_addr[:lane_bits] if lane_bits else 0
                     m.d.comb += [wr.addr.eq(word(host_w_addr)),
                                  wr.data.eq(host_w_data.replicate(beat)),
                                  wr.en.eq(Const(1, beat) << lane)]
+                with m.Elif(axi.awvalid & ~host_write_req):
+                    m.d.sync += [w_addr.eq(axi.awaddr), w_size.eq(axi.awsize),
+                                 w_fixed.eq(axi.awburst == AXIBurst.FIXED),
+                                 w_bad.eq(out_of_range(axi.awaddr)), w_id.eq(axi.awid)]
+                    m.next = "DATA"
                 with m.Elif(host_write_req):
                     m.d.sync += [host_w_go.eq(1), host_w_addr.eq(host.addr),
                                  host_w_data.eq(host.wdata)]
