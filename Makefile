@@ -46,9 +46,8 @@ bench: $(STAMP)
 # The board carries the small preset (4x4 MACs, E = 4, d = 16, N <= 256, 16 KiB of block
 # RAM) at --clock-mhz, made by the ECP5 PLL from the 25 MHz oscillator, at the
 # board's LUT width, 8 in every format (gen/board.py, BOARD_LUT_MUL_WIDTH; int8: 92 DSPs).
-# 75 MHz is met in int8 (77.95 MHz, 80 asked gave 76.82); a float board pins its DSPs
-# (gen/board.py, board_floorplan), with which the fp16 2x2 meets 75 on seeds 1 and 2 (left
-# to the placer it did not route), measured in docs/synthesis.md, "The bitstream".
+# 75 MHz is met in int8 and, on the 2x2, in fp16, whose board pins its DSPs (gen/board.py,
+# board_floorplan; left to the placer it did not route): docs/synthesis.md, "The bitstream".
 # FORMAT picks the number format (int8 by default;
 # `make bitstream FORMAT=fp16`, any name of attenio.formats.FORMAT_TABLE); the host script
 # takes the same --format. MACS picks the array, with E = P (`make bitstream FORMAT=fp16
