@@ -32,16 +32,23 @@ async def _pause(ctx, rng, most=3):
         await ctx.tick()
 
 
+async def _address(ctx, axi, channel, addr, beats, fixed):
+    """The address phase on `channel` ("aw" or "ar") of a burst of full-width beats."""
+    port = {name: getattr(axi, channel + name)
+            for name in ("addr", "len", "size", "burst", "valid", "ready")}
+    ctx.set(port["addr"], addr)
+    ctx.set(port["len"], beats - 1)
+    ctx.set(port["size"], 3)
+    ctx.set(port["burst"], AXIBurst.FIXED if fixed else AXIBurst.INCR)
+    ctx.set(port["valid"], 1)
+    await _wait(ctx, port["ready"], channel.upper())
+    await ctx.tick()
+    ctx.set(port["valid"], 0)
+
+
 async def _axi_write(ctx, axi, rng, addr, data, strobes, *, fixed=False):
     """One burst of len(data) beats; returns BRESP."""
-    ctx.set(axi.awaddr, addr)
-    ctx.set(axi.awlen, len(data) - 1)
-    ctx.set(axi.awsize, 3)
-    ctx.set(axi.awburst, AXIBurst.FIXED if fixed else AXIBurst.INCR)
-    ctx.set(axi.awvalid, 1)
-    await _wait(ctx, axi.awready, "AW")
-    await ctx.tick()
-    ctx.set(axi.awvalid, 0)
+    await _address(ctx, axi, "aw", addr, len(data), fixed)
     for i, (word, strobe) in enumerate(zip(data, strobes)):
         await _pause(ctx, rng)
         ctx.set(axi.wdata, word)
@@ -62,14 +69,7 @@ async def _axi_write(ctx, axi, rng, addr, data, strobes, *, fixed=False):
 
 async def _axi_read(ctx, axi, rng, addr, beats, *, fixed=False):
     """One burst; returns its (data, resp, last) beats."""
-    ctx.set(axi.araddr, addr)
-    ctx.set(axi.arlen, beats - 1)
-    ctx.set(axi.arsize, 3)
-    ctx.set(axi.arburst, AXIBurst.FIXED if fixed else AXIBurst.INCR)
-    ctx.set(axi.arvalid, 1)
-    await _wait(ctx, axi.arready, "AR")
-    await ctx.tick()
-    ctx.set(axi.arvalid, 0)
+    await _address(ctx, axi, "ar", addr, beats, fixed)
     got = []
     while len(got) < beats:
         ready = rng.random() < 0.6
