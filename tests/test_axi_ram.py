@@ -27,6 +27,17 @@ async def _wait(ctx, signal, what):
     raise AssertionError(f"{what}: no {signal.name} in {LIMIT} cycles")
 
 
+async def _handshake(ctx, out, back, what, sample=None):
+    """`out` held high until `back` is, for one transfer at the next edge; returns
+    `sample` as it was in the transfer's cycle (None without one)."""
+    ctx.set(out, 1)
+    await _wait(ctx, back, what)
+    value = None if sample is None else ctx.get(sample)
+    await ctx.tick()
+    ctx.set(out, 0)
+    return value
+
+
 async def _pause(ctx, rng, most=3):
     for _ in range(rng.randrange(most + 1)):
         await ctx.tick()
@@ -40,10 +51,7 @@ async def _address(ctx, axi, channel, addr, beats, fixed):
     ctx.set(port["len"], beats - 1)
     ctx.set(port["size"], 3)
     ctx.set(port["burst"], AXIBurst.FIXED if fixed else AXIBurst.INCR)
-    ctx.set(port["valid"], 1)
-    await _wait(ctx, port["ready"], channel.upper())
-    await ctx.tick()
-    ctx.set(port["valid"], 0)
+    await _handshake(ctx, port["valid"], port["ready"], channel.upper())
 
 
 async def _axi_write(ctx, axi, rng, addr, data, strobes, *, fixed=False):
@@ -54,17 +62,9 @@ async def _axi_write(ctx, axi, rng, addr, data, strobes, *, fixed=False):
         ctx.set(axi.wdata, word)
         ctx.set(axi.wstrb, strobe)
         ctx.set(axi.wlast, i == len(data) - 1)
-        ctx.set(axi.wvalid, 1)
-        await _wait(ctx, axi.wready, "W")
-        await ctx.tick()
-        ctx.set(axi.wvalid, 0)
+        await _handshake(ctx, axi.wvalid, axi.wready, "W")
     await _pause(ctx, rng)
-    ctx.set(axi.bready, 1)
-    await _wait(ctx, axi.bvalid, "B")
-    resp = ctx.get(axi.bresp)
-    await ctx.tick()
-    ctx.set(axi.bready, 0)
-    return resp
+    return await _handshake(ctx, axi.bready, axi.bvalid, "B", sample=axi.bresp)
 
 
 async def _axi_read(ctx, axi, rng, addr, beats, *, fixed=False):
@@ -96,12 +96,7 @@ async def _host_access(ctx, host, addr, *, write=None):
     ctx.set(host.addr, addr)
     ctx.set(host.we, write is not None)
     ctx.set(host.wdata, write or 0)
-    ctx.set(host.req, 1)
-    await _wait(ctx, host.ack, "host ack")
-    byte = ctx.get(host.rdata)
-    await ctx.tick()
-    ctx.set(host.req, 0)
-    return byte
+    return await _handshake(ctx, host.req, host.ack, "host ack", sample=host.rdata)
 
 
 def test_axi_ram_serves_bursts_and_host_bytes_at_once(seed):
