@@ -284,8 +284,9 @@ class ULX3SBoard(Elaboratable):
         # The synchronizer sits by the PLL, in a corner; the reset it releases reaches
         # every synchronous reset of the design (some 30,000 flip-flops, through a LUT
         # each). It does so from a register of its own (`sync_rst`, released a cycle
-        # later), which the placer puts among those flip-flops, not by the PLL: from that
-        # corner the farthest MAC is more than a 75 MHz period of route away.
+        # later), so the synchronizer's flip-flops each drive one load and the timed
+        # path is the one register's fan-out, whose delay is its loads' wherever it is
+        # placed (docs/synthesis.md, "The bitstream").
         m.domains.sync_rst = cd_rst = ClockDomain("sync_rst", local=True)
         m.d.comb += cd_rst.clk.eq(pll.clk_out)
         m.submodules.reset_sync = ResetSynchronizer(~pll.locked, domain="sync_rst")
